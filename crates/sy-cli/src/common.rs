@@ -1,0 +1,67 @@
+//! The flags every tool shares, logging set-up and shell completions.
+
+use std::path::PathBuf;
+
+use clap::{Args, Command};
+use clap_complete::Shell;
+
+/// Flags shared by every sy tool. Flatten into a tool's clap struct with `#[command(flatten)]`.
+#[derive(Debug, Clone, Args)]
+pub struct CommonArgs {
+    /// Run directory: where this tool reads its inputs and writes its outputs.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
+    /// Seed for every random choice (splits, nonces, simulator).
+    #[arg(long, global = true, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Do not show progress bars (they are also hidden when stderr is not a terminal).
+    #[arg(long, global = true)]
+    pub no_progress: bool,
+    /// Print a machine-readable JSON summary on stdout instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// More log output (-v info, -vv debug, -vvv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+    /// Less output: errors only.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Print a shell completion script for SHELL and exit.
+    #[arg(long, value_name = "SHELL", hide_short_help = true)]
+    pub completions: Option<Shell>,
+}
+
+impl CommonArgs {
+    /// Whether progress bars should be drawn: not asked off, not quiet, stderr is a terminal.
+    pub fn show_progress(&self) -> bool {
+        use std::io::IsTerminal;
+        !self.no_progress && !self.quiet && !self.json && std::io::stderr().is_terminal()
+    }
+}
+
+/// Initialises `tracing` on stderr. `RUST_LOG` overrides the level picked by `-v`/`-q`.
+pub fn init_tracing(common: &CommonArgs) {
+    use tracing_subscriber::EnvFilter;
+    let level = if common.quiet {
+        "error"
+    } else {
+        match common.verbose {
+            0 => "warn",
+            1 => "info",
+            2 => "debug",
+            _ => "trace",
+        }
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+/// Writes the completion script of `cmd` for `shell` on stdout.
+pub fn print_completions(shell: Shell, cmd: &mut Command) {
+    let name = cmd.get_name().to_string();
+    clap_complete::generate(shell, cmd, name, &mut std::io::stdout());
+}

@@ -1,0 +1,16 @@
+//! Shared command-line plumbing for the sy tools.
+//!
+//! Every tool (`sy-collect`, `sy-fit`, `sy-margin`, `sy-select`, `sy-sim`) takes the same
+//! [`CommonArgs`] (`--run-dir`, `--seed`, `--no-progress`, `--json`, `-v/-q`), reports errors
+//! through [`ToolError`] with the exit codes of [`ExitStatus`], and writes every output file with
+//! [`atomic_write`] so a failed run never leaves a partial file behind.
+
+mod atomic;
+mod common;
+mod error;
+mod progress;
+
+pub use atomic::{atomic_write, atomic_write_json, file_sha256};
+pub use common::{CommonArgs, init_tracing, print_completions};
+pub use error::{ExitStatus, ToolError, run_main};
+pub use progress::{progress_bar, spinner};

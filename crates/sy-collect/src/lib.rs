@@ -1,0 +1,1 @@
+//! sy-collect: the calibration load generator that drives Dynamo and records paired probes.

@@ -1,0 +1,1 @@
+//! Dynamo clients: streaming completions with TTFT timing, the selection-service client and the observation adapter.

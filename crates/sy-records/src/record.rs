@@ -1,0 +1,194 @@
+//! The per-probe record.
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the record layout; bumped on any incompatible change.
+pub const RECORD_SCHEMA_VERSION: u32 = 1;
+
+/// Which phase of a plan produced a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// No competing requests: feeds only the no-load Q tables.
+    Qgrid,
+    /// Controlled background load: feeds the load corrections, margins and threshold search.
+    Load,
+}
+
+impl Phase {
+    /// The name used in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Qgrid => "qgrid",
+            Phase::Load => "load",
+        }
+    }
+}
+
+/// Which candidate of the pair a record measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Efficient,
+    Capable,
+}
+
+impl Role {
+    /// The name used in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Efficient => "efficient",
+            Role::Capable => "capable",
+        }
+    }
+}
+
+/// Whether the probe produced a TTFT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    Error,
+}
+
+/// Why a probe failed. Failures are recorded, never dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// TCP connect refused or reset before an HTTP answer.
+    Connect,
+    /// No answer (or no first token) within the plan's timeout.
+    Timeout,
+    /// HTTP 4xx from the frontend.
+    Http4xx,
+    /// HTTP 5xx from the frontend (503 from a dead or unknown worker among them).
+    Http5xx,
+    /// An `error` event inside a started (HTTP 200) stream.
+    StreamError,
+    /// The stream ended without `[DONE]` (connection dropped mid-way).
+    StreamDropped,
+    /// The stream finished without a single non-empty token.
+    NoContent,
+    /// The selection service refused or failed `select_and_reserve`.
+    Reservation,
+    /// The observation (advisory select, loads, workers) could not be taken.
+    Observation,
+    /// The run was interrupted (Ctrl-C) while the probe was in flight.
+    Cancelled,
+    /// An answer that could not be parsed.
+    Protocol,
+}
+
+/// The background load held steady while a probe runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Background {
+    /// Number of background prefill-contention requests (large uncached prompts).
+    pub prefill_requests: u32,
+    /// Prompt tokens of each background prefill request.
+    pub prefill_prompt_tokens: u64,
+    /// Number of background decode-contention requests (long generations).
+    pub decode_requests: u32,
+    /// Output tokens of each background decode request.
+    pub decode_output_tokens: u64,
+    /// `"short"` or `"long"` when the condition belongs to an equal-count short-vs-long pair.
+    pub decode_length: Option<String>,
+    /// Whether the capable destination was made busy by extra background requests.
+    pub busy_capable: bool,
+    /// Which model(s) the background load targets: `"efficient"`, `"capable"` or `"both"`.
+    pub target: String,
+}
+
+/// One candidate of one paired probe, as observed and as measured.
+///
+/// Observation fields are `Option`: a value the server did not give stays `None` (never a
+/// made-up zero), and the runtime guard treats it as invalid.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    pub schema_version: u32,
+    /// Identifies the run (one run directory); condition ids are namespaced by it when merging.
+    pub run_id: String,
+    /// The workload condition; all its repeats and both candidates share it (the split unit).
+    pub condition_id: String,
+    pub phase: Phase,
+    pub repeat: u32,
+    /// Shared by the efficient and the capable record of one paired probe.
+    pub probe_id: String,
+    pub role: Role,
+    /// The served model name.
+    pub model: String,
+
+    // --- the plan ---
+    /// Planned prompt tokens.
+    pub planned_n: u64,
+    /// Planned cached fraction in [0, 1).
+    pub planned_f: f64,
+    pub background: Background,
+
+    // --- the observation, exactly as the runtime would take it ---
+    /// Prompt tokens N.
+    pub n: Option<u64>,
+    /// Router-estimated reusable GPU-prefix tokens K (`overlap.gpu`).
+    pub k: Option<u64>,
+    /// Booked requests R on the candidate worker (`/loads` `active_requests`).
+    pub r: Option<u64>,
+    /// Booked, cache-adjusted prefill tokens (P's numerator; `worker_load.active_prefill_tokens`).
+    pub prefill_tokens_booked: Option<u64>,
+    /// Advertised prefill batch-token capacity (P's denominator; `max_num_batched_tokens`).
+    pub prefill_capacity_tokens: Option<u64>,
+    /// Prefill pressure P = booked / capacity, when both are valid.
+    pub p: Option<f64>,
+    /// Cumulative host-tier overlap tokens (diagnostic).
+    pub host_overlap_tokens: Option<u64>,
+    /// Cumulative disk-tier overlap tokens (diagnostic).
+    pub disk_overlap_tokens: Option<u64>,
+    /// Dynamo's weighted prefill-work estimate for this request.
+    pub effective_prefill_tokens: Option<u64>,
+    /// Tracked decode blocks on the candidate worker.
+    pub decode_blocks: Option<u64>,
+    /// Advertised KV-block capacity of the candidate worker.
+    pub kv_capacity_blocks: Option<u64>,
+    /// Pool admission-queue requests (`pending_count`).
+    pub pool_pending_requests: Option<u64>,
+    /// Pool admission-queue tokens (`pending_isl_tokens`).
+    pub pool_pending_tokens: Option<u64>,
+    /// Whether the candidate worker's lifecycle was `schedulable`.
+    pub schedulable: Option<bool>,
+    /// The worker Dynamo would pick (u64 above 2^53: never a float).
+    pub worker_id: Option<u64>,
+    pub dp_rank: Option<u32>,
+    pub endpoint: Option<String>,
+    pub routing_group: Option<String>,
+    /// Wall-clock time the observation finished, milliseconds since the Unix epoch.
+    pub observed_at_unix_ms: Option<f64>,
+    /// Time spent collecting the observation.
+    pub query_duration_ms: Option<f64>,
+
+    // --- the measurement ---
+    /// Wall-clock time the probe was sent, milliseconds since the Unix epoch.
+    pub sent_at_unix_ms: f64,
+    /// The worker that actually served the probe (from the reservation / `worker_id` extra field).
+    pub served_worker_id: Option<u64>,
+    /// Client-measured time to the first non-empty token (monotonic clock).
+    pub ttft_ms: Option<f64>,
+    /// Server-reported TTFT (`nvext` timing), when present.
+    pub server_ttft_ms: Option<f64>,
+    /// Client-measured end-to-end latency.
+    pub e2e_ms: Option<f64>,
+    pub prompt_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    /// `usage.prompt_tokens_details.cached_tokens`: the worker's real cache hit.
+    pub cached_tokens: Option<u64>,
+    pub status: Status,
+    pub error_class: Option<ErrorClass>,
+    pub error_message: Option<String>,
+    /// Attempts made (1 = no retry).
+    pub attempts: u32,
+}
+
+impl Record {
+    /// The unit that `--resume` skips when complete: (condition, repeat).
+    pub fn unit(&self) -> (&str, u32) {
+        (&self.condition_id, self.repeat)
+    }
+}

@@ -1,0 +1,1 @@
+//! sy-select: threshold search, choice of rule and estimator, the frozen bundle, replay and single decisions.
