@@ -1,0 +1,463 @@
+#!/usr/bin/env bash
+# dynamo-local.sh — a real NVIDIA Dynamo 1.6.1 stack on loopback, for sy's integration tests.
+#
+# What it runs (no GPU, no etcd, no NATS, no model hub):
+#   frontend        python -m dynamo.frontend --router-mode kv       http://127.0.0.1:$FRONTEND_PORT
+#   selection svc   python -m dynamo.select_service                  http://127.0.0.1:$SELECT_PORT
+#   mocker workers  python -m dynamo.mocker, one process per worker (table $WORKERS below):
+#                     model "efficient": efficient-w0, efficient-w1  (fast: speedup 4, 2048 KV blocks)
+#                     model "capable":   capable-w0,   capable-w1    (slow: speedup 1, 1024 KV blocks)
+#                   worker i: /metrics on 127.0.0.1:$((WORKER_SYS_PORT_BASE+i)),
+#                             KV-event ZMQ PUB on port $((ZMQ_KV_PORT_BASE+i))
+# Every worker is registered in the selection service (POST /workers) with its real KV capacity and
+# max_num_batched_tokens, and re-registered (stale id deleted) after a restart.
+#
+# Commands:
+#   scripts/dynamo-local.sh install            venv at $VENV (default .dynamo/venv); no-op when present
+#   scripts/dynamo-local.sh start              build the tiny model dir, start everything, print URLs
+#   scripts/dynamo-local.sh stop               stop ONLY the PIDs this script recorded ($RUN_DIR/pids)
+#   scripts/dynamo-local.sh status             PIDs, liveness, RSS, registered workers
+#   scripts/dynamo-local.sh env                print SY_DYNAMO_FRONTEND=… / SY_DYNAMO_SELECT=… (eval-able)
+#   scripts/dynamo-local.sh restart-worker NAME   kill -9 NAME, start it again (new instance id), re-register
+#   scripts/dynamo-local.sh kill-worker NAME      kill -9 NAME only (a crash; the selection service is not told)
+#   scripts/dynamo-local.sh start-worker NAME     start NAME again after kill-worker, wait, re-register
+#   scripts/dynamo-local.sh restart-frontend   stop the frontend and start it again (workers stay up)
+#   scripts/dynamo-local.sh register           (re-)register the running workers, delete stale ids
+#
+# Settings (environment): VENV, RUN_DIR, FRONTEND_PORT (18000), SELECT_PORT (18092),
+# WORKER_SYS_PORT_BASE (18100), ZMQ_KV_PORT_BASE (18200), BLOCK_SIZE (16), WORKERS (table below),
+# FRONTEND_EXTRA_ARGS (e.g. "--migration-limit 2"), READY_TIMEOUT (60 s), DYN_LOG (warn).
+#
+# After `start`, $RUN_DIR/stack.env holds the URLs and $RUN_DIR/workers.json the worker table
+# (name, model, worker_id, ports, capacities) — what the Rust tests read.
+#
+# Bind addresses (1.6.1): the frontend, request plane and worker system ports bind 127.0.0.1. The
+# selection service, the mocker's KV-event sink and the event-plane publishers bind all interfaces with
+# no flag to change that; clients here only ever connect to 127.0.0.1.
+
+set -u
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VENV:-$REPO/.dynamo/venv}"
+RUN_DIR="${RUN_DIR:-$REPO/.dynamo/run}"
+MODEL_DIR="${MODEL_DIR:-$REPO/.dynamo/tiny-model}"
+FRONTEND_PORT="${FRONTEND_PORT:-18000}"
+SELECT_PORT="${SELECT_PORT:-18092}"
+WORKER_SYS_PORT_BASE="${WORKER_SYS_PORT_BASE:-18100}"
+ZMQ_KV_PORT_BASE="${ZMQ_KV_PORT_BASE:-18200}"
+BLOCK_SIZE="${BLOCK_SIZE:-16}"
+FRONTEND_EXTRA_ARGS="${FRONTEND_EXTRA_ARGS:-}"
+DYNAMO_VERSION=1.6.1
+
+# name          model      speedup  kv_blocks  max_num_batched_tokens
+WORKERS_DEFAULT="efficient-w0 efficient 4 2048 2048
+efficient-w1 efficient 4 2048 2048
+capable-w0 capable 1 1024 1024
+capable-w1 capable 1 1024 1024"
+WORKERS="${WORKERS:-$WORKERS_DEFAULT}"
+
+PIDS_FILE="$RUN_DIR/pids"
+LOG_DIR="$RUN_DIR/logs"
+
+die() { echo "dynamo-local: $*" >&2; exit 1; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
+
+py() { "$VENV/bin/python" "$@"; }
+
+# ---------------------------------------------------------------------------------------------- install
+# ai-dynamo 1.6.1 depends on `aisimulate`, a placeholder that points at another package index and cannot
+# be installed here; the frontend, mocker and selection service never import it. So: both Dynamo wheels
+# with --no-deps, then their real runtime dependencies explicitly. Cached: a working venv is left alone.
+cmd_install() {
+  if [ -x "$VENV/bin/python" ] && py -c 'import dynamo.llm, dynamo.frontend, dynamo.mocker, tokenizers' 2>/dev/null; then
+    echo "dynamo-local: Dynamo $DYNAMO_VERSION already installed in $VENV"
+    return 0
+  fi
+  local t0; t0=$(now)
+  command -v python3 >/dev/null || die "python3 (>= 3.10) is needed to create the venv"
+  python3 -m venv "$VENV" || die "could not create venv at $VENV"
+  export PIP_CACHE_DIR="${PIP_CACHE_DIR:-$REPO/.dynamo/pip-cache}"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps \
+      "ai-dynamo==$DYNAMO_VERSION" "ai-dynamo-runtime==$DYNAMO_VERSION" || die "installing the Dynamo wheels failed"
+  "$VENV/bin/pip" install -q --disable-pip-version-check \
+      'aiohttp>=3.14.3,<4' 'certifi>=2026.10.19' 'kubernetes>=32.0.1,<33' 'msgspec>=0.19.0' \
+      'prometheus-client>=0.23.1,<1' 'pyzmq>=26' 'redis>=6.2,<9' 'tqdm>=4' 'transformers>=4.56' \
+      'typing-extensions>=4.10' 'zstandard>=0.23,<1' 'pydantic>=2.10.6,<=2.13.5' uvloop tokenizers \
+      || die "installing Dynamo's dependencies failed"
+  py -c 'import dynamo.llm, dynamo.frontend, dynamo.mocker, tokenizers' || die "the venv does not import dynamo"
+  echo "dynamo-local: Dynamo $DYNAMO_VERSION installed in $VENV in $(elapsed "$t0") s"
+}
+
+# ------------------------------------------------------------------------------------------ environment
+dyn_env() {
+  [ -x "$VENV/bin/python" ] || die "no venv at $VENV; run: scripts/dynamo-local.sh install"
+  export PATH="$VENV/bin:$PATH" VIRTUAL_ENV="$VENV"
+  export DYN_DISCOVERY_BACKEND=file DYN_FILE_KV="$RUN_DIR/discovery"   # file discovery instead of etcd
+  export DYN_REQUEST_PLANE=tcp DYN_EVENT_PLANE=zmq                      # instead of NATS
+  export DYN_TCP_RPC_HOST=127.0.0.1 DYN_EVENT_PLANE_HOST=127.0.0.1
+  export DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_HTTP_RPC_HOST=127.0.0.1
+  export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
+  export DYN_LOG="${DYN_LOG:-warn}"
+}
+
+# ------------------------------------------------------------------------------------ tiny model dir
+# A Llama-style model card with a locally trained byte-level BPE tokenizer (no weights, nothing from a
+# hub). The 1.6.1 mocker emits random output ids in [1000, 2000), so the vocabulary must exceed 2000.
+build_model_dir() {
+  [ -f "$MODEL_DIR/config.json" ] && [ -f "$MODEL_DIR/tokenizer.json" ] && return 0
+  mkdir -p "$MODEL_DIR"
+  py - "$MODEL_DIR" <<'PY' || die "building the tiny model dir failed"
+import json, os, random, sys
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+out = sys.argv[1]
+rng = random.Random(20261130)
+consonants, vowels = "bcdfghjklmnprstvwz", "aeiou"
+def word():
+    return "".join(rng.choice(consonants) + rng.choice(vowels) for _ in range(rng.randint(1, 4)))
+corpus = [" ".join(word() for _ in range(50)) for _ in range(4000)]
+corpus += ["the model answers the question . the router picks a worker , cache prefix token latency ! ? ( ) [ ] { } : ; - _ / 0 1 2 3 4 5 6 7 8 9"] * 50
+special = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+tok = Tokenizer(models.BPE(unk_token=None))
+tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+tok.decoder = decoders.ByteLevel()
+tok.post_processor = processors.ByteLevel(trim_offsets=False)
+tok.train_from_iterator(corpus, trainer=trainers.BpeTrainer(
+    vocab_size=4096, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    show_progress=False))
+tok.save(os.path.join(out, "tokenizer.json"))
+vocab = tok.get_vocab_size()
+assert vocab > 2000, f"vocabulary {vocab} too small for the mocker's output ids"
+bos, eos = tok.token_to_id("<|begin_of_text|>"), tok.token_to_id("<|eot_id|>")
+template = ("{{ bos_token }}{% for message in messages %}<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n"
+            "{{ message['content'] }}<|eot_id|>{% endfor %}{% if add_generation_prompt %}"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}")
+def dump(name, obj):
+    with open(os.path.join(out, name), "w") as f:
+        json.dump(obj, f, indent=2)
+dump("tokenizer_config.json", {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|begin_of_text|>",
+     "eos_token": "<|eot_id|>", "pad_token": "<|end_of_text|>", "model_max_length": 32768,
+     "add_bos_token": False, "chat_template": template})
+dump("special_tokens_map.json", {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>",
+     "pad_token": "<|end_of_text|>"})
+dump("config.json", {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
+     "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+     "num_key_value_heads": 2, "head_dim": 64, "max_position_embeddings": 32768, "rms_norm_eps": 1e-5,
+     "rope_theta": 10000.0, "bos_token_id": bos, "eos_token_id": eos, "torch_dtype": "bfloat16",
+     "tie_word_embeddings": True})
+dump("generation_config.json", {"bos_token_id": bos, "eos_token_id": eos})
+print(f"dynamo-local: model dir {out}: vocab={vocab} bos={bos} eos={eos}")
+PY
+}
+
+# ------------------------------------------------------------------------------------------- processes
+record_pid() { echo "$1 $2" >> "$PIDS_FILE"; }
+forget_pid() { awk -v n="$1" '$1!=n' "$PIDS_FILE" > "$PIDS_FILE.tmp" && mv "$PIDS_FILE.tmp" "$PIDS_FILE"; }
+pid_of() { awk -v n="$1" '$1==n{print $2}' "$PIDS_FILE" 2>/dev/null | tail -1; }
+
+# A recorded PID is only ever signalled while it still runs a dynamo module from OUR venv (PID reuse guard).
+pid_is_ours() {
+  local pid=$1
+  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
+  local cmd; cmd=$(tr '\0' ' ' < "/proc/$pid/cmdline")
+  case "$cmd" in *"-m dynamo."*) ;; *) return 1 ;; esac
+  [ "$(readlink -f "/proc/$pid/exe" 2>/dev/null)" = "$(readlink -f "$VENV/bin/python")" ] || \
+    case "$cmd" in "$VENV/bin/python"*) ;; *) return 1 ;; esac
+}
+
+start_frontend() {
+  # shellcheck disable=SC2086
+  nohup "$VENV/bin/python" -m dynamo.frontend \
+      --http-host 127.0.0.1 --http-port "$FRONTEND_PORT" --router-mode kv \
+      --discovery-backend file --request-plane tcp --event-plane zmq \
+      $FRONTEND_EXTRA_ARGS >> "$LOG_DIR/frontend.log" 2>&1 < /dev/null &
+  record_pid frontend $!
+}
+
+start_select() {
+  nohup "$VENV/bin/python" -m dynamo.select_service --port "$SELECT_PORT" --threads 1 \
+      >> "$LOG_DIR/select_service.log" 2>&1 < /dev/null &
+  record_pid select_service $!
+}
+
+# worker_line NAME -> "index name model speedup blocks mbt"
+worker_line() {
+  echo "$WORKERS" | awk -v n="$1" 'NF>=5{ if ($1==n) {print i, $0; found=1; exit} i++ } END{ if(!found) exit 1 }'
+}
+
+start_worker() {
+  local idx=$1 name=$2 model=$3 speedup=$4 blocks=$5 mbt=$6
+  DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=$((WORKER_SYS_PORT_BASE + idx)) \
+  nohup "$VENV/bin/python" -m dynamo.mocker \
+      --model-path "$MODEL_DIR" --model-name "$model" --endpoint "dyn://$model.backend.generate" \
+      --block-size "$BLOCK_SIZE" --num-gpu-blocks-override "$blocks" \
+      --max-num-batched-tokens "$mbt" --max-num-seqs 64 --speedup-ratio "$speedup" \
+      --zmq-kv-events-ports $((ZMQ_KV_PORT_BASE + idx)) \
+      --discovery-backend file --request-plane tcp --event-plane zmq \
+      >> "$LOG_DIR/$name.log" 2>&1 < /dev/null &
+  record_pid "$name" $!
+}
+
+# ----------------------------------------------------------------------- readiness and registration
+# One Python helper for everything that talks HTTP (urllib only, 127.0.0.1 only).
+#   wait-ready                      every model listed, every worker's current id in the frontend's /health
+#   register                        POST /workers for each running worker, DELETE stale ids; writes workers.json
+#   wait-worker SYSPORT             wait until the worker on SYSPORT has an id that the frontend lists
+helper() {
+  py - "$@" <<'PY'
+import json, os, re, sys, time, urllib.error, urllib.request
+
+cmd = sys.argv[1]
+fe = f"http://127.0.0.1:{os.environ['FRONTEND_PORT']}"
+sel = f"http://127.0.0.1:{os.environ['SELECT_PORT']}"
+sysbase, zmqbase = int(os.environ["WORKER_SYS_PORT_BASE"]), int(os.environ["ZMQ_KV_PORT_BASE"])
+block = int(os.environ["BLOCK_SIZE"])
+workers = [l.split() for l in os.environ["WORKERS"].splitlines() if len(l.split()) >= 5]
+deadline = time.time() + float(os.environ.get("READY_TIMEOUT", "60"))
+
+def http(method, url, body=None, timeout=3):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data, {"content-type": "application/json"}, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+def worker_id(sysport):
+    """The worker's instance id, from its own /metrics (label worker_id is the id in hex)."""
+    try:
+        _, text = http("GET", f"http://127.0.0.1:{sysport}/metrics", timeout=1)
+    except Exception:
+        return None
+    m = re.search(rb'worker_id="([0-9a-f]+)"', text)
+    return int(m.group(1), 16) if m else None
+
+def frontend_ids():
+    try:
+        _, body = http("GET", fe + "/health", timeout=1)
+        return {i["instance_id"] for i in json.loads(body).get("instances", []) if i.get("endpoint") == "generate"}
+    except Exception:
+        return set()
+
+def frontend_models():
+    try:
+        _, body = http("GET", fe + "/v1/models", timeout=1)
+        return {m["id"] for m in json.loads(body)["data"]}
+    except Exception:
+        return set()
+
+def wait(pred, what):
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.2)
+    sys.exit(f"dynamo-local: timed out waiting for {what}")
+
+if cmd == "wait-ready":
+    want_models = {w[1] for w in workers}
+    def ready():
+        ids = [worker_id(sysbase + i) for i in range(len(workers))]
+        if None in ids or not want_models <= frontend_models():
+            return False
+        return set(ids) <= frontend_ids()
+    wait(ready, "the frontend to list every model and worker")
+    wait(lambda: http("GET", sel + "/ready", timeout=1)[0] in (200, 503), "the selection service")
+elif cmd == "wait-worker":
+    sysport = int(sys.argv[2])
+    wid = wait(lambda: worker_id(sysport), f"worker /metrics on port {sysport}")
+    wait(lambda: wid in frontend_ids(), f"the frontend to list worker {wid}")
+    print(f"dynamo-local: worker on port {sysport} is instance {wid}")
+elif cmd == "register":
+    table, current = [], set()
+    _, body = http("GET", sel + "/workers")
+    registered = {w["worker_id"]: w.get("model_name") for w in json.loads(body)}
+    for i, (name, model, speedup, blocks, mbt) in enumerate(w[:5] for w in workers):
+        wid = worker_id(sysbase + i)
+        if wid is None:      # not running (e.g. after kill-worker): leave whatever is registered for it
+            table.append({"name": name, "model": model, "worker_id": None, "running": False})
+            continue
+        current.add(wid)
+        reg = {"worker_id": wid, "model_name": model, "routing_group": "default",
+               "endpoint": f"dyn://{model}.backend.generate/{wid}", "block_size": block,
+               "data_parallel_start_rank": 0, "data_parallel_size": 1,
+               "kv_events_endpoints": {"0": f"tcp://127.0.0.1:{zmqbase + i}"},
+               "total_kv_blocks": int(blocks), "max_num_batched_tokens": int(mbt)}
+        entry = {"name": name, "model": model, "worker_id": wid, "running": True, "speedup": float(speedup),
+                 "total_kv_blocks": int(blocks), "max_num_batched_tokens": int(mbt), "block_size": block,
+                 "system_port": sysbase + i, "kv_events_port": zmqbase + i}
+        table.append(entry)
+        if wid in registered:   # never re-register a live worker: its cache index and bookings stay intact
+            continue
+        def post():
+            try:
+                r = http("POST", sel + "/workers", reg)
+            except Exception:
+                return None
+            return r if r[0] < 500 else None
+        code, body = wait(post, "POST /workers")
+        if code >= 300:
+            sys.exit(f"dynamo-local: POST /workers for {name} failed: HTTP {code} {body[:300]!r}")
+        print(f"dynamo-local: registered {name} ({model}) worker_id={wid}: HTTP {code}")
+    # Stale ids: registered for a model we run, but no longer any running worker's id (restarted workers).
+    # Ids of workers that are down right now are kept: a crash is not the launcher's to hide.
+    down_models = {t["model"] for t in table if not t["running"]}
+    for wid in sorted(registered):
+        if wid not in current and registered[wid] not in down_models:
+            code, _ = http("DELETE", f"{sel}/workers/{wid}")
+            print(f"dynamo-local: deleted stale worker {wid}: HTTP {code}")
+    out = os.path.join(os.environ["RUN_DIR"], "workers.json")
+    with open(out + ".tmp", "w") as f:
+        json.dump(table, f, indent=2)
+    os.replace(out + ".tmp", out)
+else:
+    sys.exit(f"unknown helper command {cmd}")
+PY
+}
+
+export_settings() {
+  export FRONTEND_PORT SELECT_PORT WORKER_SYS_PORT_BASE ZMQ_KV_PORT_BASE BLOCK_SIZE WORKERS RUN_DIR
+}
+
+write_stack_env() {
+  {
+    echo "SY_DYNAMO_FRONTEND=http://127.0.0.1:$FRONTEND_PORT"
+    echo "SY_DYNAMO_SELECT=http://127.0.0.1:$SELECT_PORT"
+    echo "SY_DYNAMO_RUN_DIR=$RUN_DIR"
+    echo "SY_DYNAMO_MODEL_DIR=$MODEL_DIR"
+  } > "$RUN_DIR/stack.env"
+}
+
+# ------------------------------------------------------------------------------------------- commands
+cmd_start() {
+  mkdir -p "$RUN_DIR" "$LOG_DIR"
+  if [ -s "$PIDS_FILE" ]; then
+    local name pid alive=0
+    while read -r name pid; do pid_is_ours "$pid" && alive=1; done < "$PIDS_FILE"
+    [ $alive = 1 ] && die "already running (see $PIDS_FILE); run: scripts/dynamo-local.sh stop"
+    rm -f "$PIDS_FILE"
+  fi
+  dyn_env; export_settings
+  local t0; t0=$(now)
+  build_model_dir
+  rm -rf "$RUN_DIR/discovery"; mkdir -p "$RUN_DIR/discovery"
+  : > "$PIDS_FILE"
+  start_frontend
+  start_select
+  local idx=0 name model speedup blocks mbt
+  while read -r name model speedup blocks mbt _; do
+    [ -z "${mbt:-}" ] && continue
+    start_worker "$idx" "$name" "$model" "$speedup" "$blocks" "$mbt"
+    idx=$((idx + 1))
+  done <<< "$WORKERS"
+  if ! helper wait-ready; then
+    echo "dynamo-local: start failed; last log lines:" >&2
+    tail -n 5 "$LOG_DIR"/*.log >&2
+    cmd_stop; exit 1
+  fi
+  helper register || { cmd_stop; exit 1; }
+  write_stack_env
+  echo "dynamo-local: Dynamo $DYNAMO_VERSION up in $(elapsed "$t0") s"
+  echo "  frontend:          http://127.0.0.1:$FRONTEND_PORT   (/v1/completions, /v1/chat/completions, /v1/models, /health, /metrics)"
+  echo "  selection service: http://127.0.0.1:$SELECT_PORT   (/workers, /select, /select_and_reserve, /reservations, /loads)"
+  echo "  workers:           $RUN_DIR/workers.json   logs: $LOG_DIR"
+  echo "  env:               eval \"\$(scripts/dynamo-local.sh env)\""
+}
+
+cmd_stop() {
+  [ -f "$PIDS_FILE" ] || { echo "dynamo-local: nothing running (no $PIDS_FILE)"; return 0; }
+  local name pid
+  while read -r name pid; do
+    pid_is_ours "$pid" && kill -TERM "$pid" 2>/dev/null && echo "dynamo-local: TERM $name ($pid)"
+  done < "$PIDS_FILE"
+  for _ in $(seq 1 40); do
+    local alive=0
+    while read -r name pid; do pid_is_ours "$pid" && alive=1; done < "$PIDS_FILE"
+    [ $alive = 0 ] && break
+    sleep 0.25
+  done
+  while read -r name pid; do
+    pid_is_ours "$pid" && kill -KILL "$pid" 2>/dev/null && echo "dynamo-local: KILL $name ($pid)"
+  done < "$PIDS_FILE"
+  rm -f "$PIDS_FILE" "$RUN_DIR/stack.env"
+  return 0
+}
+
+cmd_status() {
+  [ -f "$PIDS_FILE" ] || { echo "dynamo-local: not started"; return 3; }
+  local name pid rc=0
+  while read -r name pid; do
+    if pid_is_ours "$pid"; then
+      printf '%-16s pid=%-8s alive  rss=%s kB\n' "$name" "$pid" "$(awk '/VmRSS/{print $2}' "/proc/$pid/status")"
+    else
+      printf '%-16s pid=%-8s DEAD\n' "$name" "$pid"; rc=1
+    fi
+  done < "$PIDS_FILE"
+  echo "frontend models:   $(curl -s --max-time 2 "http://127.0.0.1:$FRONTEND_PORT/v1/models" || echo unreachable)"
+  echo "selection workers: $(curl -s --max-time 2 "http://127.0.0.1:$SELECT_PORT/workers" || echo unreachable)"
+  return $rc
+}
+
+cmd_env() {
+  echo "export SY_DYNAMO_FRONTEND=http://127.0.0.1:$FRONTEND_PORT"
+  echo "export SY_DYNAMO_SELECT=http://127.0.0.1:$SELECT_PORT"
+  echo "export SY_DYNAMO_RUN_DIR=$RUN_DIR"
+}
+
+cmd_kill_worker() {
+  local target=$1 pid
+  worker_line "$target" >/dev/null || die "unknown worker $target (known: $(echo "$WORKERS" | awk '{printf "%s ", $1}'))"
+  pid=$(pid_of "$target")
+  if pid_is_ours "$pid"; then kill -KILL "$pid" && echo "dynamo-local: kill -9 $target ($pid)"; fi
+  forget_pid "$target"
+}
+
+cmd_start_worker() {
+  local target=$1 line idx name model speedup blocks mbt
+  line=$(worker_line "$target") || die "unknown worker $target"
+  read -r idx name model speedup blocks mbt _ <<< "$line"
+  pid_is_ours "$(pid_of "$target")" && die "$target is already running"
+  dyn_env; export_settings
+  local t0; t0=$(now)
+  start_worker "$idx" "$name" "$model" "$speedup" "$blocks" "$mbt"
+  helper wait-worker $((WORKER_SYS_PORT_BASE + idx)) || exit 1
+  helper register || exit 1
+  echo "dynamo-local: $target back in $(elapsed "$t0") s"
+}
+
+cmd_restart_worker() {
+  cmd_kill_worker "$1"
+  sleep "${RESTART_DELAY:-0.5}"
+  cmd_start_worker "$1"
+}
+
+cmd_restart_frontend() {
+  dyn_env; export_settings
+  local pid t0; t0=$(now)
+  pid=$(pid_of frontend)
+  if pid_is_ours "$pid"; then
+    kill -TERM "$pid"
+    for _ in $(seq 1 40); do pid_is_ours "$pid" || break; sleep 0.25; done
+    pid_is_ours "$pid" && kill -KILL "$pid"
+  fi
+  forget_pid frontend
+  start_frontend
+  helper wait-ready || exit 1
+  echo "dynamo-local: frontend back in $(elapsed "$t0") s"
+}
+
+case "${1:-}" in
+  install) cmd_install ;;
+  start) cmd_start ;;
+  stop) cmd_stop ;;
+  status) cmd_status ;;
+  env) cmd_env ;;
+  register) dyn_env; export_settings; helper register ;;
+  kill-worker) cmd_kill_worker "${2:?usage: kill-worker NAME}" ;;
+  start-worker) cmd_start_worker "${2:?usage: start-worker NAME}" ;;
+  restart-worker) cmd_restart_worker "${2:?usage: restart-worker NAME}" ;;
+  restart-frontend) cmd_restart_frontend ;;
+  *) sed -n '2,33p' "$0" >&2; exit 2 ;;
+esac
