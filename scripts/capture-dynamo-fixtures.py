@@ -21,6 +21,7 @@ Only 127.0.0.1 is contacted. Uses the standard library only.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import random
@@ -57,7 +58,7 @@ class Capture:
             for old in out.glob(pattern):
                 old.unlink()
 
-    def call(self, name: str, method: str, base: str, path: str, body=None, *, expect: int,
+    def call(self, name: str, method: str, base: str, path: str, body=None, *, expect: int | tuple[int, ...],
              about: str, timeout: float = 30.0) -> tuple[int, bytes]:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"content-type": "application/json"} if body is not None else {}
@@ -67,7 +68,7 @@ class Capture:
                 status, ctype, raw = r.status, r.headers.get("content-type", ""), r.read()
         except urllib.error.HTTPError as e:
             status, ctype, raw = e.code, e.headers.get("content-type", ""), e.read()
-        if status != expect:
+        if status not in (expect if isinstance(expect, tuple) else (expect,)):
             sys.exit(f"capture: {name}: {method} {path} answered HTTP {status}, expected {expect}: {raw[:400]!r}")
         entry = {"name": name, "method": method, "service": "frontend" if base == FE else
                  ("selection" if base == SEL else "worker"), "path": path, "status": status,
@@ -83,6 +84,15 @@ class Capture:
         entry["response"] = resp_file
         self.index.append(entry)
         return status, raw
+
+    def save(self, name, method, base, path, body, status, ctype, raw: bytes, about: str) -> None:
+        """Record an exchange performed by hand (e.g. a stream read while a fault is injected)."""
+        (self.out / f"{name}.request.json").write_text(json.dumps(body) + "\n")
+        ext = "sse" if "event-stream" in ctype else ("json" if "json" in ctype else "txt")
+        (self.out / f"{name}.response.{ext}").write_bytes(raw)
+        self.index.append({"name": name, "method": method, "service": "frontend" if base == FE else "selection",
+                           "path": path, "status": status, "content_type": ctype, "about": about,
+                           "request": f"{name}.request.json", "response": f"{name}.response.{ext}"})
 
     def note(self, name: str, about: str, value) -> None:
         """A derived fact checked during the capture (kept in index.json for the reader)."""
@@ -118,9 +128,75 @@ def wait_kv_events(model: str, worker: int, tokens: list[int], want_gpu: int) ->
     sys.exit(f"capture: the selection service never saw {want_gpu} cached tokens on worker {worker}")
 
 
+def launcher(*args: str) -> None:
+    subprocess.run([str(REPO / "scripts/dynamo-local.sh"), *args], check=True, stdout=subprocess.DEVNULL)
+
+
+def worker_ids_by_name() -> dict[str, int]:
+    run_dir = Path(os.environ.get("RUN_DIR", REPO / ".dynamo/run"))
+    return {w["name"]: w["worker_id"] for w in json.loads((run_dir / "workers.json").read_text())}
+
+
+def capture_faults(cap: Capture) -> None:
+    """What a client sees when a worker dies: pinned to a dead worker, killed mid-stream."""
+    victim = worker_ids_by_name()["efficient-w1"]
+    # 1. killed in the middle of a stream (no --migration-limit): an error event inside the 200 stream.
+    body = {"model": "efficient", "prompt": fresh_tokens(40), "max_tokens": 4000, "stream": True,
+            "stream_options": {"include_usage": True},
+            "nvext": {"backend_instance_id": victim, "extra_fields": ["worker_id"]}}
+    conn = http.client.HTTPConnection("127.0.0.1", int(FE.rsplit(":", 1)[1]), timeout=60)
+    conn.request("POST", "/v1/completions", json.dumps(body), {"content-type": "application/json"})
+    resp = conn.getresponse()
+    raw, events = b"", 0
+    while True:
+        line = resp.readline()
+        if not line:
+            break
+        raw += line
+        if line.startswith(b"data: "):
+            events += 1
+            if events == 5:
+                launcher("kill-worker", "efficient-w1")
+    conn.close()
+    cap.save("fault.worker_killed_mid_stream", "POST", FE, "/v1/completions", body, resp.status,
+             resp.headers.get("content-type", ""), raw,
+             "worker killed with SIGKILL after 5 streamed tokens (no migration): token events, then "
+             "data: {\"error\": {...}}, then [DONE], all inside HTTP 200")
+    ev = sse_events(raw)
+    assert any(isinstance(e, dict) and "error" in e for e in ev) and ev[-1] == "[DONE]", ev[-3:]
+    # 2. a new request pinned to the dead worker while the frontend still lists it.
+    statuses = {}
+    for when, delay in (("now", 0.0), ("after_2s", 2.0)):
+        time.sleep(delay)
+        st, _ = cap.call(f"fault.pinned_to_dead_worker.{when}", "POST", FE, "/v1/completions",
+                         {"model": "efficient", "prompt": fresh_tokens(40), "max_tokens": 2,
+                          "nvext": {"backend_instance_id": victim}}, expect=(500, 503),
+                         about=f"non-streamed request pinned to the killed worker ({when}), while /health still lists it: 5xx JSON body")
+        st2, _ = cap.call(f"fault.pinned_to_dead_worker.{when}.stream", "POST", FE, "/v1/completions",
+                          {"model": "efficient", "prompt": fresh_tokens(40), "max_tokens": 2, "stream": True,
+                           "nvext": {"backend_instance_id": victim}}, expect=(200, 500, 503),
+                          about=f"streamed request pinned to the killed worker ({when}): the status and body seen")
+        statuses[when] = {"nonstream": st, "stream": st2}
+    cap.note("fault.pinned_to_dead_worker", "HTTP status of requests pinned to the killed worker", statuses)
+    cap.call("fault.health_after_kill", "GET", FE, "/health", expect=200,
+             about="/health right after the kill: the dead instance is still listed (about 9 s)")
+    cap.call("fault.select_workers_after_kill", "GET", SEL, "/workers", expect=200,
+             about="the selection service after the kill: nobody told it, the dead worker stays registered")
+    # 3. back with a new instance id; the launcher registers it and deletes the stale id.
+    launcher("start-worker", "efficient-w1")
+    new_id = worker_ids_by_name()["efficient-w1"]
+    assert new_id != victim, "a restarted worker must come back with a new instance id"
+    cap.call("fault.select_workers_after_restart", "GET", SEL, "/workers", expect=200,
+             about="after the restart: the new instance id registered, the stale one deleted")
+    cap.note("fault.restart_new_id", "efficient-w1's instance id before the kill and after the restart",
+             {"before": victim, "after": new_id})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--no-faults", action="store_true",
+                    help="skip the fault captures (they kill -9 and restart efficient-w1 via scripts/dynamo-local.sh)")
     args = ap.parse_args()
     cap = Capture(args.out)
 
@@ -418,6 +494,9 @@ def main() -> None:
         assert model["pending_count"] == 0, model
         for w in model["loads"]:
             assert w["potential_prefill_tokens"] == 0 and w["active_requests"] == 0, model
+
+    if not args.no_faults:
+        capture_faults(cap)
 
     # ------------------------------------------------------------------ metrics (after traffic)
     cap.call("frontend.metrics", "GET", FE, "/metrics", expect=200,
