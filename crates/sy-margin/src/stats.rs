@@ -1,0 +1,287 @@
+//! The statistics behind a margin: the linear-interpolation percentile, the finite-sample
+//! conformal order statistic and the per-condition scores. Pure functions, no I/O.
+
+use serde::{Deserialize, Serialize};
+
+/// The `q`-quantile (q in [0, 1]) of `sorted` (ascending, finite) with linear interpolation
+/// between order statistics: position `(n − 1) · q`, as numpy's default "linear" method.
+/// `None` for an empty slice.
+pub fn percentile_linear(sorted: &[f64], q: f64) -> Option<f64> {
+    let n = sorted.len();
+    if n == 0 || !(0.0..=1.0).contains(&q) {
+        return None;
+    }
+    let h = (n - 1) as f64 * q;
+    let lo = h.floor() as usize;
+    let hi = (lo + 1).min(n - 1);
+    let frac = h - lo as f64;
+    Some(sorted[lo] + frac * (sorted[hi] - sorted[lo]))
+}
+
+/// The rank `k = ⌈level · (G + 1)⌉` of the split-conformal order statistic among `g` scores
+/// (1-based). When `k > g` the conformal bound is infinite (too few scores for that level).
+pub fn conformal_rank(g: usize, level: f64) -> usize {
+    // Guard against 0.9 · 10 = 9.000000000000002 style rounding pushing the ceiling up.
+    let x = level * (g as f64 + 1.0);
+    (x - 1e-9).ceil().max(0.0) as usize
+}
+
+/// The `⌈level · (G + 1)⌉`-th smallest of the `sorted` scores, or `None` when that rank exceeds G
+/// (the bound is infinite) or G = 0.
+pub fn conformal_order_statistic(sorted: &[f64], level: f64) -> Option<f64> {
+    let k = conformal_rank(sorted.len(), level);
+    if k == 0 || k > sorted.len() {
+        return None;
+    }
+    Some(sorted[k - 1])
+}
+
+/// One paired probe's predicted and measured advantage (efficient − capable, ms).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdvantageError<'a> {
+    /// The workload condition the probe belongs to.
+    pub condition_id: &'a str,
+    /// Predicted `T_eff − T_cap`, or `None` when a prediction was invalid, non-finite or
+    /// non-positive (excluded and counted).
+    pub predicted_ms: Option<f64>,
+    /// Measured `TTFT_eff − TTFT_cap`.
+    pub measured_ms: f64,
+}
+
+/// One condition's score: the largest absolute advantage error over its repeats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConditionScore {
+    pub condition_id: String,
+    /// max over repeats of |predicted − measured| (ms).
+    pub score_ms: f64,
+    /// Paired probes (repeats) that entered the score.
+    pub repeats: u64,
+}
+
+/// Distribution of repeats per condition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepeatSummary {
+    pub min: u64,
+    pub median: f64,
+    pub mean: f64,
+    pub max: u64,
+}
+
+/// The margin of one estimator with everything needed to judge it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MarginEstimate {
+    /// The margin (the proposal's definition): 90th percentile across conditions of each
+    /// condition's largest absolute advantage error (ms). `None` without any condition.
+    pub delta_ms: Option<f64>,
+    /// The percentile level used (0.9).
+    pub level: f64,
+    /// G: the number of conditions with at least one usable pair.
+    pub conditions: u64,
+    /// The split-conformal bound: the `⌈level · (G + 1)⌉`-th smallest condition score (`None` =
+    /// infinite: too few conditions).
+    pub conformal_ms: Option<f64>,
+    /// Its rank `⌈level · (G + 1)⌉`.
+    pub conformal_rank: u64,
+    /// The margin a per-probe percentile would give (every pair's absolute error pooled, same
+    /// level): it does not grow with the number of repeats.
+    pub per_probe_delta_ms: Option<f64>,
+    /// Pairs that entered the scores.
+    pub pairs_used: u64,
+    /// Pairs excluded because a prediction was invalid, non-finite or non-positive.
+    pub pairs_excluded: u64,
+    /// Repeats per condition.
+    pub repeats: Option<RepeatSummary>,
+    /// Mean signed error predicted − measured over the used pairs (ms): the estimator's bias.
+    pub mean_error_ms: Option<f64>,
+    /// The per-condition scores, sorted by score (for the report's CDF).
+    pub condition_scores: Vec<ConditionScore>,
+}
+
+/// Computes the margin from the pairs of one estimator. Pairs are grouped by condition id in the
+/// order given (any order works); `level` is the percentile level (0.9 in the proposal).
+pub fn margin_from_pairs<'a>(
+    pairs: impl IntoIterator<Item = AdvantageError<'a>>,
+    level: f64,
+) -> MarginEstimate {
+    use std::collections::HashMap;
+    let mut by_condition: HashMap<&'a str, (f64, u64)> = HashMap::new();
+    let mut all_errors = Vec::new();
+    let mut excluded = 0u64;
+    let mut signed_sum = 0.0;
+    for pair in pairs {
+        let Some(pred) = pair.predicted_ms.filter(|p| p.is_finite()) else {
+            excluded += 1;
+            continue;
+        };
+        if !pair.measured_ms.is_finite() {
+            excluded += 1;
+            continue;
+        }
+        let err = pred - pair.measured_ms;
+        signed_sum += err;
+        let abs = err.abs();
+        all_errors.push(abs);
+        let entry = by_condition.entry(pair.condition_id).or_insert((0.0, 0));
+        entry.0 = entry.0.max(abs);
+        entry.1 += 1;
+    }
+    let mut scores: Vec<ConditionScore> = by_condition
+        .into_iter()
+        .map(|(id, (score, repeats))| ConditionScore {
+            condition_id: id.to_string(),
+            score_ms: score,
+            repeats,
+        })
+        .collect();
+    scores.sort_by(|a, b| {
+        a.score_ms
+            .total_cmp(&b.score_ms)
+            .then_with(|| a.condition_id.cmp(&b.condition_id))
+    });
+    let sorted: Vec<f64> = scores.iter().map(|s| s.score_ms).collect();
+    all_errors.sort_by(f64::total_cmp);
+    let g = sorted.len();
+    let repeats = (g > 0).then(|| {
+        let mut r: Vec<u64> = scores.iter().map(|s| s.repeats).collect();
+        r.sort_unstable();
+        let as_f: Vec<f64> = r.iter().map(|&x| x as f64).collect();
+        RepeatSummary {
+            min: r[0],
+            median: percentile_linear(&as_f, 0.5).unwrap_or(f64::NAN),
+            mean: as_f.iter().sum::<f64>() / g as f64,
+            max: r[g - 1],
+        }
+    });
+    MarginEstimate {
+        delta_ms: percentile_linear(&sorted, level),
+        level,
+        conditions: g as u64,
+        conformal_ms: conformal_order_statistic(&sorted, level),
+        conformal_rank: conformal_rank(g, level) as u64,
+        per_probe_delta_ms: percentile_linear(&all_errors, level),
+        pairs_used: all_errors.len() as u64,
+        pairs_excluded: excluded,
+        repeats,
+        mean_error_ms: (!all_errors.is_empty()).then(|| signed_sum / all_errors.len() as f64),
+        condition_scores: scores,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_interpolates_linearly() {
+        let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0];
+        // position 9 * 0.9 = 8.1 -> 9 + 0.1 * (10 - 9) = 9.1
+        assert!((percentile_linear(&x, 0.9).unwrap() - 9.1).abs() < 1e-12);
+        assert_eq!(percentile_linear(&x, 0.0), Some(1.0));
+        assert_eq!(percentile_linear(&x, 1.0), Some(10.0));
+        assert_eq!(percentile_linear(&[4.0], 0.9), Some(4.0));
+        assert_eq!(percentile_linear(&[], 0.9), None);
+        // numpy.percentile([0, 10, 30], 90) = 26.0: position 1.8 -> 10 + 0.8 * 20
+        assert!((percentile_linear(&[0.0, 10.0, 30.0], 0.9).unwrap() - 26.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn conformal_rank_and_statistic() {
+        // G = 9: ceil(0.9 * 10) = 9 (not 10 from rounding noise)
+        assert_eq!(conformal_rank(9, 0.9), 9);
+        // G = 10: ceil(9.9) = 10
+        assert_eq!(conformal_rank(10, 0.9), 10);
+        // G = 19: ceil(18) = 18
+        assert_eq!(conformal_rank(19, 0.9), 18);
+        // G = 5: ceil(5.4) = 6 > 5 -> infinite
+        let five = [1.0, 2.0, 3.0, 4.0, 5.0];
+        assert_eq!(conformal_order_statistic(&five, 0.9), None);
+        let nine: Vec<f64> = (1..=9).map(f64::from).collect();
+        assert_eq!(conformal_order_statistic(&nine, 0.9), Some(9.0));
+        let twenty: Vec<f64> = (1..=20).map(f64::from).collect();
+        // ceil(0.9 * 21) = ceil(18.9) = 19
+        assert_eq!(conformal_order_statistic(&twenty, 0.9), Some(19.0));
+        assert_eq!(conformal_order_statistic(&[], 0.9), None);
+    }
+
+    #[test]
+    fn margin_by_hand() {
+        // Condition a: errors |5-3| = 2, |1-4| = 3 -> score 3 (2 repeats).
+        // Condition b: error |10-0| = 10 -> score 10.
+        // Condition c: errors |2-2| = 0 and one excluded pair -> score 0.
+        let pairs = vec![
+            AdvantageError {
+                condition_id: "a",
+                predicted_ms: Some(5.0),
+                measured_ms: 3.0,
+            },
+            AdvantageError {
+                condition_id: "b",
+                predicted_ms: Some(10.0),
+                measured_ms: 0.0,
+            },
+            AdvantageError {
+                condition_id: "a",
+                predicted_ms: Some(1.0),
+                measured_ms: 4.0,
+            },
+            AdvantageError {
+                condition_id: "c",
+                predicted_ms: Some(2.0),
+                measured_ms: 2.0,
+            },
+            AdvantageError {
+                condition_id: "c",
+                predicted_ms: None,
+                measured_ms: 2.0,
+            },
+        ];
+        let m = margin_from_pairs(pairs, 0.9);
+        // Scores sorted: 0, 3, 10 -> position 1.8 -> 3 + 0.8 * 7 = 8.6
+        assert!((m.delta_ms.unwrap() - 8.6).abs() < 1e-12);
+        assert_eq!(m.conditions, 3);
+        assert_eq!(m.pairs_used, 4);
+        assert_eq!(m.pairs_excluded, 1);
+        // ceil(0.9 * 4) = 4 > 3: infinite.
+        assert_eq!(m.conformal_rank, 4);
+        assert_eq!(m.conformal_ms, None);
+        // Per-probe errors sorted: 0, 2, 3, 10 -> position 2.7 -> 3 + 0.7 * 7 = 7.9
+        assert!((m.per_probe_delta_ms.unwrap() - 7.9).abs() < 1e-12);
+        // Signed errors 2, 10, -3, 0 -> mean 2.25
+        assert!((m.mean_error_ms.unwrap() - 2.25).abs() < 1e-12);
+        let r = m.repeats.unwrap();
+        assert_eq!((r.min, r.max), (1, 2));
+        assert!((r.median - 1.0).abs() < 1e-12);
+        assert!((r.mean - 4.0 / 3.0).abs() < 1e-12);
+        let ids: Vec<&str> = m
+            .condition_scores
+            .iter()
+            .map(|s| s.condition_id.as_str())
+            .collect();
+        assert_eq!(ids, ["c", "a", "b"]);
+    }
+
+    #[test]
+    fn more_repeats_grow_the_max_margin_not_the_per_probe_one() {
+        // Every condition has the same error distribution; more repeats -> larger max.
+        let errs = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0];
+        let ids: Vec<String> = (0..20).map(|i| format!("c{i}")).collect();
+        let build = |reps: usize| {
+            let mut v = Vec::new();
+            for (ci, id) in ids.iter().enumerate() {
+                for k in 0..reps {
+                    v.push(AdvantageError {
+                        condition_id: id.as_str(),
+                        predicted_ms: Some(errs[(ci + k * 3) % errs.len()]),
+                        measured_ms: 0.0,
+                    });
+                }
+            }
+            margin_from_pairs(v, 0.9)
+        };
+        let one = build(1);
+        let ten = build(10);
+        assert!(ten.delta_ms.unwrap() > one.delta_ms.unwrap());
+        assert!((ten.delta_ms.unwrap() - 9.0).abs() < 1e-12);
+        assert!((ten.per_probe_delta_ms.unwrap() - one.per_probe_delta_ms.unwrap()).abs() < 1.0);
+    }
+}

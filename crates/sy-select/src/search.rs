@@ -1,0 +1,773 @@
+//! The r/p threshold search: a pure function over paired calibration probes.
+//!
+//! # What it minimises
+//!
+//! For one paired probe the calibration treats Stage's proposal as *efficient*. A threshold rule
+//! (`count`: `R_eff >= r`; `count_prefill`: `R_eff >= r OR P_eff > p`) overrides to *capable*
+//! when guard G holds and the trigger is true. The *selected TTFT* of the probe is then the
+//! measured TTFT of the capable candidate, otherwise that of the efficient one. The search picks the
+//! (r, p) — each taken from the observed calibration values or *disabled* — that minimises the
+//! mean selected TTFT over all probes.
+//!
+//! # Ties
+//!
+//! Every candidate whose mean selected TTFT is within [`TIE_TOLERANCE_MS`] of the best mean is a
+//! tie; among the ties the search prefers, in order: fewer overrides, fewer enabled terms, the larger
+//! r, then the larger p (a disabled term counts as +∞: it is the more conservative rule).
+//!
+//! # How it avoids the naive product
+//!
+//! The naive search evaluates every (r, p) pair over every probe: `|r| · |p| · n`. Here the selected
+//! TTFT is written as `Σ eff + Σ_{triggered} (cap − eff)`, so only the sum of the *gains*
+//! `cap − eff` over the triggered set matters. Probes are sorted once by R and once by P:
+//!
+//! * `R >= r` alone: one sweep over probes by descending R gives the gain sum and override count
+//!   for every r (prefix sums).
+//! * `P > p` alone: the same over descending P.
+//! * both terms: the triggered set is `{R >= r} ∪ {P > p, R < r}`. For each r the first part is
+//!   the prefix sum above, the second a sweep over the P-sorted probes that skips `R >= r`, giving
+//!   every p for that r in one pass.
+//!
+//! The cost is `O(n log n + |r| · (n + |p|))`, where `|r|` is the number of distinct observed
+//! booked-request counts (small: R is an integer count of requests on one worker).
+//!
+//! Sums are exact: TTFTs are quantised to integer units of 1e-9 ms and summed in `i128`, so two
+//! rules that trigger the same probes always tie exactly, whatever the summation order.
+
+use serde::{Deserialize, Serialize};
+
+/// Two means closer than this (in ms) are a tie.
+pub const TIE_TOLERANCE_MS: f64 = 1e-9;
+
+/// Quantisation of TTFTs: integer units per millisecond.
+const UNITS_PER_MS: f64 = 1e9;
+
+/// Whether guard G holds for a probe, for each set of enabled terms (the guard's "required
+/// observations" can depend on which inputs the trigger reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuardPass {
+    /// Guard G holds when only the `R >= r` term is enabled.
+    pub r_only: bool,
+    /// Guard G holds when only the `P > p` term is enabled.
+    pub p_only: bool,
+    /// Guard G holds when both terms are enabled.
+    pub both: bool,
+}
+
+impl GuardPass {
+    /// The guard holds whatever terms are enabled.
+    pub const ALL: GuardPass = GuardPass {
+        r_only: true,
+        p_only: true,
+        both: true,
+    };
+}
+
+/// One paired probe as the search sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SearchProbe {
+    /// The efficient candidate's booked requests R (`None` when invalid).
+    pub r_eff: Option<f64>,
+    /// The efficient candidate's prefill pressure P (`None` when invalid).
+    pub p_eff: Option<f64>,
+    /// Measured TTFT of the efficient candidate (ms).
+    pub ttft_eff_ms: f64,
+    /// Measured TTFT of the capable candidate (ms).
+    pub ttft_cap_ms: f64,
+    /// Guard G per set of enabled terms.
+    pub guard: GuardPass,
+}
+
+/// A threshold rule: each term is a value or `None` (disabled).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ThresholdRule {
+    /// Trigger on `R_eff >= r`; `None` = term disabled.
+    pub r: Option<f64>,
+    /// Trigger on `P_eff > p`; `None` = term disabled.
+    pub p: Option<f64>,
+}
+
+impl ThresholdRule {
+    /// Both terms disabled: never overrides (behaves like Stage).
+    pub const DISABLED: ThresholdRule = ThresholdRule { r: None, p: None };
+
+    /// Number of enabled terms (0, 1 or 2).
+    pub fn enabled_terms(&self) -> u8 {
+        u8::from(self.r.is_some()) + u8::from(self.p.is_some())
+    }
+
+    /// Whether the trigger fires for these observations (guard not included).
+    pub fn triggers(&self, r_eff: Option<f64>, p_eff: Option<f64>) -> bool {
+        let by_r = matches!((self.r, r_eff), (Some(t), Some(v)) if v >= t);
+        let by_p = matches!((self.p, p_eff), (Some(t), Some(v)) if v > t);
+        by_r || by_p
+    }
+}
+
+/// Which terms the search may enable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleFamily {
+    /// `count`: only `R >= r` (or disabled).
+    Count,
+    /// `count_prefill`: `R >= r`, `P > p`, both, or neither.
+    CountPrefill,
+}
+
+/// The objective of one rule over the probes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RuleScore {
+    pub rule: ThresholdRule,
+    /// Mean selected TTFT over all probes (ms).
+    pub mean_selected_ttft_ms: f64,
+    /// How many probes the rule overrides to capable.
+    pub overrides: u64,
+}
+
+/// One row of the objective landscape (for the report's r/p plot).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LandscapeRow {
+    /// The r threshold of this row (`None` = disabled).
+    pub r: Option<f64>,
+    /// The p thresholds of the columns (`None` = disabled), shared by every row.
+    pub mean_selected_ttft_ms: Vec<f64>,
+}
+
+/// The objective over a grid of (r, p) for plotting: every r candidate and up to
+/// `max_p_columns` p candidates (evenly spaced in rank), plus disabled for both.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Landscape {
+    /// The p of each column (`None` = disabled).
+    pub p_columns: Vec<Option<f64>>,
+    pub rows: Vec<LandscapeRow>,
+}
+
+/// What the search found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchOutcome {
+    pub family: RuleFamily,
+    /// The chosen rule and its objective.
+    pub best: RuleScore,
+    /// Mean selected TTFT with both terms disabled (Stage), for reference.
+    pub stage_mean_ttft_ms: f64,
+    /// Mean TTFT of the per-probe oracle (the faster candidate every time).
+    pub oracle_mean_ttft_ms: f64,
+    /// Probes searched over.
+    pub probes: u64,
+    /// Distinct r candidates (excluding disabled).
+    pub r_candidates: u64,
+    /// Distinct p candidates (excluding disabled).
+    pub p_candidates: u64,
+    /// Rules evaluated (including disabled terms).
+    pub rules_evaluated: u64,
+    /// How many rules tied with the best mean (within the tolerance).
+    pub tied_rules: u64,
+}
+
+/// Why the search cannot run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SearchError {
+    #[error("no paired probes to search over")]
+    NoProbes,
+    #[error(
+        "probe {index}: measured TTFT must be finite and non-negative (efficient {eff}, capable {cap})"
+    )]
+    BadTtft { index: usize, eff: f64, cap: f64 },
+}
+
+fn quantise(ms: f64) -> i64 {
+    // Finite, non-negative and below ~9e9 ms by validation; `as` saturates otherwise.
+    (ms * UNITS_PER_MS).round() as i64
+}
+
+/// A candidate under comparison: exact gain sum (units) and its tie-break keys.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    gain: i128,
+    overrides: u64,
+    rule: ThresholdRule,
+}
+
+/// Order for the tie-break among candidates already within tolerance of the best mean:
+/// fewer overrides, fewer terms, larger r, larger p (disabled = +∞). Returns true if `a` is better.
+fn tie_better(a: &ThresholdRule, a_over: u64, b: &ThresholdRule, b_over: u64) -> bool {
+    if a_over != b_over {
+        return a_over < b_over;
+    }
+    let (ta, tb) = (a.enabled_terms(), b.enabled_terms());
+    if ta != tb {
+        return ta < tb;
+    }
+    let key = |v: Option<f64>| v.unwrap_or(f64::INFINITY);
+    if key(a.r) != key(b.r) {
+        return key(a.r) > key(b.r);
+    }
+    key(a.p) > key(b.p)
+}
+
+/// Sorted distinct finite values.
+fn distinct(values: impl Iterator<Item = f64>) -> Vec<f64> {
+    let mut v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    v
+}
+
+/// Per-threshold prefix sums for one term: for each candidate index j (ascending values),
+/// the gain sum and count of eligible probes triggered at threshold `values[j]`.
+fn single_term_sums(
+    eligible: &[(f64, i64)],
+    values: &[f64],
+    inclusive: bool,
+) -> (Vec<i128>, Vec<u64>) {
+    let mut sorted: Vec<(f64, i64)> = eligible.to_vec();
+    sorted.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mut sums = vec![0i128; values.len()];
+    let mut counts = vec![0u64; values.len()];
+    let (mut acc, mut cnt, mut k) = (0i128, 0u64, 0usize);
+    for j in (0..values.len()).rev() {
+        let t = values[j];
+        while k < sorted.len()
+            && (if inclusive {
+                sorted[k].0 >= t
+            } else {
+                sorted[k].0 > t
+            })
+        {
+            acc += i128::from(sorted[k].1);
+            cnt += 1;
+            k += 1;
+        }
+        sums[j] = acc;
+        counts[j] = cnt;
+    }
+    (sums, counts)
+}
+
+/// Column indices of the landscape: up to `max` p candidates evenly spaced by rank.
+fn landscape_columns(p_len: usize, max: usize) -> Vec<usize> {
+    if p_len <= max {
+        return (0..p_len).collect();
+    }
+    if max < 2 {
+        return (0..max).collect();
+    }
+    let mut cols: Vec<usize> = (0..max).map(|i| (i * (p_len - 1)) / (max - 1)).collect();
+    cols.dedup();
+    cols
+}
+
+/// Runs the threshold search for one rule family.
+///
+/// `landscape_p_columns` bounds the width of the returned landscape (0 = no landscape).
+pub fn search_thresholds(
+    probes: &[SearchProbe],
+    family: RuleFamily,
+    landscape_p_columns: usize,
+) -> Result<(SearchOutcome, Option<Landscape>), SearchError> {
+    if probes.is_empty() {
+        return Err(SearchError::NoProbes);
+    }
+    let mut base: i128 = 0;
+    let mut oracle: i128 = 0;
+    let mut gains = Vec::with_capacity(probes.len());
+    for (index, pr) in probes.iter().enumerate() {
+        let ok = |v: f64| v.is_finite() && v >= 0.0;
+        if !ok(pr.ttft_eff_ms) || !ok(pr.ttft_cap_ms) {
+            return Err(SearchError::BadTtft {
+                index,
+                eff: pr.ttft_eff_ms,
+                cap: pr.ttft_cap_ms,
+            });
+        }
+        let (e, c) = (quantise(pr.ttft_eff_ms), quantise(pr.ttft_cap_ms));
+        base += i128::from(e);
+        oracle += i128::from(e.min(c));
+        gains.push(c - e);
+    }
+    let n = probes.len();
+    let n_f = n as f64;
+    let to_mean = |gain: i128| (base + gain) as f64 / UNITS_PER_MS / n_f;
+    // Tolerance on the mean (1e-9 ms) as a tolerance on the summed units: n units.
+    let tol_units = (TIE_TOLERANCE_MS * UNITS_PER_MS).round() as i128 * n as i128;
+
+    let valid = |v: Option<f64>| v.filter(|x| x.is_finite());
+    let r_values = distinct(probes.iter().filter_map(|p| valid(p.r_eff)));
+    let p_values = if family == RuleFamily::CountPrefill {
+        distinct(probes.iter().filter_map(|p| valid(p.p_eff)))
+    } else {
+        Vec::new()
+    };
+
+    // r only.
+    let r_elig: Vec<(f64, i64)> = probes
+        .iter()
+        .zip(&gains)
+        .filter_map(|(p, &g)| valid(p.r_eff).filter(|_| p.guard.r_only).map(|r| (r, g)))
+        .collect();
+    let (r_sum, r_cnt) = single_term_sums(&r_elig, &r_values, true);
+    // p only.
+    let p_elig: Vec<(f64, i64)> = probes
+        .iter()
+        .zip(&gains)
+        .filter_map(|(p, &g)| valid(p.p_eff).filter(|_| p.guard.p_only).map(|v| (v, g)))
+        .collect();
+    let (p_sum, p_cnt) = single_term_sums(&p_elig, &p_values, false);
+
+    // Both terms: eligible probes (guard with both terms), with R (or None) and P (or None).
+    let both: Vec<(Option<f64>, Option<f64>, i64)> = if family == RuleFamily::CountPrefill {
+        probes
+            .iter()
+            .zip(&gains)
+            .filter(|(p, _)| p.guard.both)
+            .map(|(p, &g)| (valid(p.r_eff), valid(p.p_eff), g))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    // R >= r part for the both-term guard.
+    let both_r: Vec<(f64, i64)> = both
+        .iter()
+        .filter_map(|&(r, _, g)| r.map(|r| (r, g)))
+        .collect();
+    let (br_sum, br_cnt) = single_term_sums(&both_r, &r_values, true);
+    // Probes with a valid P sorted by descending P, for the per-r sweeps.
+    let mut by_p: Vec<(f64, Option<f64>, i64)> = both
+        .iter()
+        .filter_map(|&(r, p, g)| p.map(|p| (p, r, g)))
+        .collect();
+    by_p.sort_by(|a, b| b.0.total_cmp(&a.0));
+
+    // Every candidate is visited twice: pass 0 finds the best gain, pass 1 the tie-break winner
+    // among candidates within tolerance of it. The visitor sees (gain, overrides, rule).
+    let cols = landscape_columns(p_values.len(), landscape_p_columns);
+    let mut landscape = (landscape_p_columns > 0).then(|| Landscape {
+        p_columns: std::iter::once(None)
+            .chain(cols.iter().map(|&j| Some(p_values[j])))
+            .collect(),
+        rows: Vec::new(),
+    });
+    let mut best_gain: i128 = 0; // the all-disabled rule
+    // Pass 1 starts from the disabled rule; it is replaced by the first candidate within
+    // tolerance if the disabled rule itself is not one.
+    let mut chosen = Candidate {
+        gain: 0,
+        overrides: 0,
+        rule: ThresholdRule::DISABLED,
+    };
+    let mut evaluated: u64 = 0;
+    let mut tied: u64 = 0;
+    for pass in 0..2 {
+        let mut visit = |gain: i128, overrides: u64, rule: ThresholdRule| {
+            if pass == 0 {
+                evaluated += 1;
+                best_gain = best_gain.min(gain);
+            } else if gain <= best_gain + tol_units {
+                tied += 1;
+                if tie_better(&rule, overrides, &chosen.rule, chosen.overrides)
+                    || chosen.gain > best_gain + tol_units
+                {
+                    chosen = Candidate {
+                        gain,
+                        overrides,
+                        rule,
+                    };
+                }
+            }
+        };
+        visit(0, 0, ThresholdRule::DISABLED);
+        for (j, &r) in r_values.iter().enumerate() {
+            visit(
+                r_sum[j],
+                r_cnt[j],
+                ThresholdRule {
+                    r: Some(r),
+                    p: None,
+                },
+            );
+        }
+        for (j, &p) in p_values.iter().enumerate() {
+            visit(
+                p_sum[j],
+                p_cnt[j],
+                ThresholdRule {
+                    r: None,
+                    p: Some(p),
+                },
+            );
+        }
+        if family == RuleFamily::CountPrefill {
+            let mut extra_sum = vec![0i128; p_values.len()];
+            let mut extra_cnt = vec![0u64; p_values.len()];
+            for (a, &r) in r_values.iter().enumerate() {
+                // Sweep p descending over probes with P > p and not already triggered by R >= r.
+                let (mut acc, mut cnt, mut k) = (0i128, 0u64, 0usize);
+                for j in (0..p_values.len()).rev() {
+                    let t = p_values[j];
+                    while k < by_p.len() && by_p[k].0 > t {
+                        let (_, rv, g) = by_p[k];
+                        if !matches!(rv, Some(rv) if rv >= r) {
+                            acc += i128::from(g);
+                            cnt += 1;
+                        }
+                        k += 1;
+                    }
+                    extra_sum[j] = acc;
+                    extra_cnt[j] = cnt;
+                }
+                for (j, &p) in p_values.iter().enumerate() {
+                    visit(
+                        br_sum[a] + extra_sum[j],
+                        br_cnt[a] + extra_cnt[j],
+                        ThresholdRule {
+                            r: Some(r),
+                            p: Some(p),
+                        },
+                    );
+                }
+                if pass == 1
+                    && let Some(l) = landscape.as_mut()
+                {
+                    let mut row = vec![to_mean(r_sum[a])];
+                    row.extend(cols.iter().map(|&j| to_mean(br_sum[a] + extra_sum[j])));
+                    l.rows.push(LandscapeRow {
+                        r: Some(r),
+                        mean_selected_ttft_ms: row,
+                    });
+                }
+            }
+        } else if pass == 1
+            && let Some(l) = landscape.as_mut()
+        {
+            for (a, &r) in r_values.iter().enumerate() {
+                l.rows.push(LandscapeRow {
+                    r: Some(r),
+                    mean_selected_ttft_ms: vec![to_mean(r_sum[a])],
+                });
+            }
+        }
+        if pass == 1
+            && let Some(l) = landscape.as_mut()
+        {
+            let mut row = vec![to_mean(0)];
+            row.extend(cols.iter().map(|&j| to_mean(p_sum[j])));
+            l.rows.push(LandscapeRow {
+                r: None,
+                mean_selected_ttft_ms: row,
+            });
+        }
+    }
+    let outcome = SearchOutcome {
+        family,
+        best: RuleScore {
+            rule: chosen.rule,
+            mean_selected_ttft_ms: to_mean(chosen.gain),
+            overrides: chosen.overrides,
+        },
+        stage_mean_ttft_ms: to_mean(0),
+        oracle_mean_ttft_ms: oracle as f64 / UNITS_PER_MS / n_f,
+        probes: n as u64,
+        r_candidates: r_values.len() as u64,
+        p_candidates: p_values.len() as u64,
+        rules_evaluated: evaluated,
+        tied_rules: tied,
+    };
+    Ok((outcome, landscape))
+}
+
+/// The objective of one rule by direct evaluation over every probe (the reference the sweep is
+/// tested against; also used to report a given rule's score).
+pub fn score_rule(probes: &[SearchProbe], rule: ThresholdRule) -> RuleScore {
+    let mut total = 0.0;
+    let mut overrides = 0;
+    for p in probes {
+        let guard = match (rule.r.is_some(), rule.p.is_some()) {
+            (true, true) => p.guard.both,
+            (true, false) => p.guard.r_only,
+            (false, true) => p.guard.p_only,
+            (false, false) => false,
+        };
+        if guard && rule.triggers(p.r_eff, p.p_eff) {
+            overrides += 1;
+            total += p.ttft_cap_ms;
+        } else {
+            total += p.ttft_eff_ms;
+        }
+    }
+    RuleScore {
+        rule,
+        mean_selected_ttft_ms: if probes.is_empty() {
+            f64::NAN
+        } else {
+            total / probes.len() as f64
+        },
+        overrides,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probe(r: Option<f64>, p: Option<f64>, eff: f64, cap: f64) -> SearchProbe {
+        SearchProbe {
+            r_eff: r,
+            p_eff: p,
+            ttft_eff_ms: eff,
+            ttft_cap_ms: cap,
+            guard: GuardPass::ALL,
+        }
+    }
+
+    /// Five probes where the count optimum is r = 1 and the count_prefill optimum triggers
+    /// exactly {3, 4, 5}, reachable by three (r, p) pairs that the tie-break must settle.
+    fn five() -> Vec<SearchProbe> {
+        vec![
+            probe(Some(0.0), Some(0.1), 100.0, 200.0),
+            probe(Some(1.0), Some(0.5), 150.0, 200.0),
+            probe(Some(2.0), Some(1.5), 300.0, 200.0),
+            probe(Some(3.0), Some(0.2), 400.0, 200.0),
+            probe(Some(1.0), Some(2.0), 500.0, 250.0),
+        ]
+    }
+
+    #[test]
+    fn count_optimum_is_known() {
+        let (out, _) = search_thresholds(&five(), RuleFamily::Count, 0).unwrap();
+        assert_eq!(
+            out.best.rule,
+            ThresholdRule {
+                r: Some(1.0),
+                p: None
+            }
+        );
+        assert_eq!(out.best.overrides, 4);
+        assert!((out.best.mean_selected_ttft_ms - 190.0).abs() < 1e-12);
+        assert!((out.stage_mean_ttft_ms - 290.0).abs() < 1e-12);
+        // Oracle: 100 + 150 + 200 + 200 + 250 = 900.
+        assert!((out.oracle_mean_ttft_ms - 180.0).abs() < 1e-12);
+        assert_eq!(out.r_candidates, 4);
+        assert_eq!(out.p_candidates, 0);
+        // disabled + 4 r values
+        assert_eq!(out.rules_evaluated, 5);
+    }
+
+    #[test]
+    fn count_prefill_tie_goes_to_larger_r_then_larger_p() {
+        // {3,4,5} (gain -550) is reached by (2, 0.5), (2, 1.5) and (3, 0.5): same overrides and
+        // terms, so the larger r wins: (3, 0.5).
+        let (out, land) = search_thresholds(&five(), RuleFamily::CountPrefill, 10).unwrap();
+        assert_eq!(
+            out.best.rule,
+            ThresholdRule {
+                r: Some(3.0),
+                p: Some(0.5)
+            }
+        );
+        assert_eq!(out.best.overrides, 3);
+        assert!((out.best.mean_selected_ttft_ms - 180.0).abs() < 1e-12);
+        assert_eq!(out.tied_rules, 3);
+        // 1 + 4 + 5 + 4*5
+        assert_eq!(out.rules_evaluated, 30);
+        let land = land.unwrap();
+        assert_eq!(land.p_columns.len(), 6);
+        assert_eq!(land.rows.len(), 5);
+        // Row r = 3, column p = 0.5 (index 3: None, 0.1, 0.2, 0.5) is the optimum.
+        let row = land.rows.iter().find(|r| r.r == Some(3.0)).unwrap();
+        assert!((row.mean_selected_ttft_ms[3] - 180.0).abs() < 1e-12);
+        // Column "p disabled" of the disabled row is Stage.
+        let stage = land.rows.iter().find(|r| r.r.is_none()).unwrap();
+        assert!((stage.mean_selected_ttft_ms[0] - 290.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn fewer_overrides_beats_fewer_terms() {
+        let probes = vec![
+            probe(Some(4.0), Some(0.1), 100.0, 100.0),
+            probe(Some(5.0), Some(0.2), 400.0, 100.0),
+            probe(Some(1.0), Some(3.0), 400.0, 100.0),
+            probe(Some(1.0), Some(0.2), 100.0, 100.0),
+        ];
+        let (out, _) = search_thresholds(&probes, RuleFamily::CountPrefill, 0).unwrap();
+        assert_eq!(
+            out.best.rule,
+            ThresholdRule {
+                r: Some(5.0),
+                p: Some(0.2)
+            }
+        );
+        assert_eq!(out.best.overrides, 2);
+        assert!((out.best.mean_selected_ttft_ms - 100.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn fewer_terms_wins_when_a_second_term_adds_nothing() {
+        // The count optimum r = 2 triggers {b, c}; (2, p = max P) triggers the same set with two
+        // terms, and must lose to r alone.
+        let probes = vec![
+            probe(Some(0.0), Some(0.5), 100.0, 300.0),
+            probe(Some(2.0), Some(0.1), 400.0, 100.0),
+            probe(Some(3.0), Some(0.9), 400.0, 100.0),
+        ];
+        let (out, _) = search_thresholds(&probes, RuleFamily::CountPrefill, 0).unwrap();
+        assert_eq!(
+            out.best.rule,
+            ThresholdRule {
+                r: Some(2.0),
+                p: None
+            }
+        );
+        assert_eq!(out.best.overrides, 2);
+    }
+
+    #[test]
+    fn both_terms_disabled_when_capable_is_never_faster() {
+        let probes = vec![
+            probe(Some(0.0), Some(0.5), 100.0, 300.0),
+            probe(Some(7.0), Some(3.1), 400.0, 400.0),
+        ];
+        for family in [RuleFamily::Count, RuleFamily::CountPrefill] {
+            let (out, _) = search_thresholds(&probes, family, 0).unwrap();
+            // The zero-gain override of the second probe ties with Stage: fewer overrides wins.
+            assert_eq!(out.best.rule, ThresholdRule::DISABLED, "{family:?}");
+            assert_eq!(out.best.overrides, 0);
+            assert!((out.best.mean_selected_ttft_ms - 250.0).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn p_only_rule_when_r_carries_no_signal() {
+        // All R equal; P separates fast from slow: p disabled loses to P > 1.0.
+        let probes = vec![
+            probe(Some(2.0), Some(0.5), 100.0, 300.0),
+            probe(Some(2.0), Some(1.0), 100.0, 300.0),
+            probe(Some(2.0), Some(2.0), 900.0, 300.0),
+        ];
+        let (out, _) = search_thresholds(&probes, RuleFamily::CountPrefill, 0).unwrap();
+        assert_eq!(
+            out.best.rule,
+            ThresholdRule {
+                r: None,
+                p: Some(1.0)
+            }
+        );
+        assert_eq!(out.best.overrides, 1);
+    }
+
+    #[test]
+    fn means_within_tolerance_tie_and_go_to_fewer_overrides() {
+        // r = 1 also overrides the second probe and gains 1.2e-9 ms in total: 0.6e-9 ms on the
+        // mean, inside the tolerance, so the rule with fewer overrides (r = 3) wins.
+        let probes = vec![
+            probe(Some(3.0), None, 10.0, 9.0),
+            probe(Some(1.0), None, 10.0, 10.0 - 1.2e-9),
+        ];
+        let (out, _) = search_thresholds(&probes, RuleFamily::Count, 0).unwrap();
+        assert_eq!(out.best.rule.r, Some(3.0));
+        assert_eq!(out.tied_rules, 2);
+        // 5e-9 ms in total (2.5e-9 on the mean) is outside: r = 1 wins.
+        let probes = vec![
+            probe(Some(3.0), None, 10.0, 9.0),
+            probe(Some(1.0), None, 10.0, 10.0 - 5e-9),
+        ];
+        let (out, _) = search_thresholds(&probes, RuleFamily::Count, 0).unwrap();
+        assert_eq!(out.best.rule.r, Some(1.0));
+    }
+
+    #[test]
+    fn guard_failures_and_invalid_inputs_never_trigger() {
+        let mut probes = five();
+        // Probe 5 (the largest gain) fails the guard whatever the terms; probe 4 has no valid R.
+        probes[4].guard = GuardPass {
+            r_only: false,
+            p_only: false,
+            both: false,
+        };
+        probes[3].r_eff = None;
+        let (out, _) = search_thresholds(&probes, RuleFamily::Count, 0).unwrap();
+        // Remaining gains by R: R0 +100, R1 +50, R2 -100 -> r = 2 triggers only probe 3.
+        assert_eq!(out.best.rule.r, Some(2.0));
+        assert_eq!(out.best.overrides, 1);
+        assert_eq!(out.best, score_rule(&probes, out.best.rule));
+    }
+
+    #[test]
+    fn bad_ttft_and_empty_input_are_errors() {
+        assert_eq!(
+            search_thresholds(&[], RuleFamily::Count, 0).unwrap_err(),
+            SearchError::NoProbes
+        );
+        let probes = vec![probe(Some(1.0), None, f64::NAN, 1.0)];
+        assert!(matches!(
+            search_thresholds(&probes, RuleFamily::Count, 0),
+            Err(SearchError::BadTtft { index: 0, .. })
+        ));
+    }
+
+    /// Brute force: every candidate scored directly, the same tie-break.
+    fn brute(probes: &[SearchProbe], family: RuleFamily) -> RuleScore {
+        let rs: Vec<Option<f64>> = std::iter::once(None)
+            .chain(
+                distinct(probes.iter().filter_map(|p| p.r_eff))
+                    .into_iter()
+                    .map(Some),
+            )
+            .collect();
+        let ps: Vec<Option<f64>> = if family == RuleFamily::Count {
+            vec![None]
+        } else {
+            std::iter::once(None)
+                .chain(
+                    distinct(probes.iter().filter_map(|p| p.p_eff))
+                        .into_iter()
+                        .map(Some),
+                )
+                .collect()
+        };
+        let scores: Vec<RuleScore> = rs
+            .iter()
+            .flat_map(|&r| ps.iter().map(move |&p| ThresholdRule { r, p }))
+            .map(|rule| score_rule(probes, rule))
+            .collect();
+        let best = scores
+            .iter()
+            .map(|s| s.mean_selected_ttft_ms)
+            .fold(f64::INFINITY, f64::min);
+        let mut chosen: Option<RuleScore> = None;
+        for s in scores {
+            if s.mean_selected_ttft_ms <= best + 1e-9 {
+                chosen = match chosen {
+                    Some(c) if !tie_better(&s.rule, s.overrides, &c.rule, c.overrides) => Some(c),
+                    _ => Some(s),
+                };
+            }
+        }
+        chosen.unwrap()
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn sweep_matches_brute_force(
+            raw in proptest::collection::vec(
+                (proptest::option::weighted(0.9, 0u8..6), proptest::option::weighted(0.9, 0u8..8),
+                 0u16..50, 0u16..50, proptest::bool::weighted(0.8), proptest::bool::weighted(0.8),
+                 proptest::bool::weighted(0.8)),
+                1..40),
+            prefill in proptest::bool::ANY,
+        ) {
+            let probes: Vec<SearchProbe> = raw.iter().map(|&(r, p, e, c, g1, g2, g3)| SearchProbe {
+                r_eff: r.map(f64::from),
+                p_eff: p.map(|p| f64::from(p) / 4.0),
+                ttft_eff_ms: f64::from(e) * 10.0,
+                ttft_cap_ms: f64::from(c) * 10.0,
+                guard: GuardPass { r_only: g1, p_only: g2, both: g3 },
+            }).collect();
+            let family = if prefill { RuleFamily::CountPrefill } else { RuleFamily::Count };
+            let (out, _) = search_thresholds(&probes, family, 0).unwrap();
+            let expect = brute(&probes, family);
+            proptest::prop_assert_eq!(out.best.rule, expect.rule);
+            proptest::prop_assert_eq!(out.best.overrides, expect.overrides);
+            proptest::prop_assert!((out.best.mean_selected_ttft_ms - expect.mean_selected_ttft_ms).abs() < 1e-9);
+        }
+    }
+}
