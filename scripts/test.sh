@@ -1,6 +1,61 @@
 #!/usr/bin/env bash
 # The whole test suite: the command the README names and .ci/run calls.
-set -euo pipefail
+#
+# Phase 1: every test except the real-Dynamo ones (test binaries named real_dynamo*), in parallel, + doc tests.
+# Phase 2: the real-Dynamo tests, one at a time, against a real Dynamo 1.6.1 stack on 127.0.0.1:
+#   - SY_DYNAMO_FRONTEND / SY_DYNAMO_SELECT already set (e.g. by .ci/run): that stack is used as is;
+#   - otherwise, when the Dynamo venv exists (scripts/dynamo-local.sh install), a private stack is started
+#     on test ports (frontend 28000, selection 28092, workers 28100+/28200+, run dir .dynamo/test-run) and
+#     always stopped on exit;
+#   - otherwise the real-Dynamo tests report themselves skipped — unless SY_REQUIRE_DYNAMO=1, which makes
+#     a missing stack (or zero executed real-Dynamo tests) a failure.
+# Each real-Dynamo test that ran against the stack appends its name to $SY_DYNAMO_TEST_LOG; the count is
+# printed at the end ("real-Dynamo tests executed: N").
+set -uo pipefail
 cd "$(dirname "$0")/.."
-cargo nextest run --workspace --no-fail-fast
-cargo test --workspace --doc
+
+REAL='binary(~real_dynamo)'
+status=0
+
+cargo nextest run --workspace --no-fail-fast -E "not $REAL" || status=1
+cargo test --workspace --doc || status=1
+
+started_stack=0
+stop_stack() {
+  if [ "$started_stack" = 1 ]; then scripts/dynamo-local.sh stop >/dev/null || true; fi
+}
+trap stop_stack EXIT INT TERM
+
+if [ -z "${SY_DYNAMO_FRONTEND:-}" ] || [ -z "${SY_DYNAMO_SELECT:-}" ]; then
+  if "${VENV:-.dynamo/venv}/bin/python" -c 'import dynamo.frontend' 2>/dev/null; then
+    export RUN_DIR="${SY_TEST_DYNAMO_RUN_DIR:-$PWD/.dynamo/test-run}"
+    export FRONTEND_PORT="${SY_TEST_FRONTEND_PORT:-28000}" SELECT_PORT="${SY_TEST_SELECT_PORT:-28092}"
+    export WORKER_SYS_PORT_BASE="${SY_TEST_WORKER_SYS_PORT_BASE:-28100}"
+    export ZMQ_KV_PORT_BASE="${SY_TEST_ZMQ_KV_PORT_BASE:-28200}"
+    scripts/dynamo-local.sh stop >/dev/null 2>&1 || true   # leftovers of an interrupted run (our PIDs only)
+    started_stack=1
+    if scripts/dynamo-local.sh start; then
+      eval "$(scripts/dynamo-local.sh env)"
+    else
+      echo "scripts/test.sh: starting the Dynamo stack failed (logs: $RUN_DIR/logs)" >&2
+      status=1
+    fi
+  elif [ "${SY_REQUIRE_DYNAMO:-0}" = 1 ]; then
+    echo "scripts/test.sh: SY_REQUIRE_DYNAMO=1 but there is no Dynamo venv; run scripts/dynamo-local.sh install" >&2
+    status=1
+  else
+    echo "scripts/test.sh: no Dynamo venv (scripts/dynamo-local.sh install): real-Dynamo tests will skip"
+  fi
+fi
+
+SY_DYNAMO_TEST_LOG="$(mktemp "${TMPDIR:-/tmp}/sy-real-dynamo.XXXXXX")"
+export SY_DYNAMO_TEST_LOG
+cargo nextest run --workspace --no-fail-fast --test-threads 1 -E "$REAL" --no-tests pass || status=1
+executed=$(grep -c . "$SY_DYNAMO_TEST_LOG" || true)
+rm -f "$SY_DYNAMO_TEST_LOG"
+echo "real-Dynamo tests executed: $executed (against ${SY_DYNAMO_FRONTEND:-no stack})"
+if [ "${SY_REQUIRE_DYNAMO:-0}" = 1 ] && [ "$executed" -eq 0 ]; then
+  echo "scripts/test.sh: SY_REQUIRE_DYNAMO=1 but no real-Dynamo test ran against the stack" >&2
+  status=1
+fi
+exit $status
