@@ -3,12 +3,54 @@
 //! One [`Record`] is one candidate of one paired probe: `sy-collect` sends the same prompt to the
 //! efficient and the capable model at the same instant and writes one record per candidate, both
 //! with the same `probe_id`. Records are appended to `records.jsonl` as they complete
-//! ([`jsonl`]), and converted to Parquet at the end of a run.
+//! ([`jsonl`]), and converted to Parquet at the end of a run ([`write_parquet`]).
 //!
 //! Field names carry their unit (`_ms`, `_tokens`, `_blocks`) so that a column is never ambiguous
 //! in Parquet, CSV or JSONL. `schemas/record.schema.json` describes the same shape.
+//!
+//! The fitting tools (`sy-fit`, `sy-margin`, `sy-select`) share the rest of this crate:
+//!
+//! - [`load_records`]: Parquet / CSV / JSONL files or run directories, merged, validated; every
+//!   problem names the file, the row and the field ([`RowIssue`]), or is skipped and counted with
+//!   [`LoadOptions::skip_invalid`].
+//! - [`pair_probes`] / [`ProbePair`]: the two candidates of a load-phase probe.
+//! - [`Record::observation`]: the runtime selector's [`sy_selector::Observation`] of a record.
+//! - [`SplitTable`]: the grouped fit / uncertainty / selection split of conditions
+//!   (`splits.json`), by a seeded hash of `(run_id, condition_id)`.
+//! - [`synth`]: records generated from a known truth, for tests and the benchmarks.
+//!
+//! Conditions are always keyed by `(run_id, condition_id)`, so records of several runs (one run
+//! directory per GPU node) can be merged without their condition ids colliding.
 
+mod error;
+mod frame;
 pub mod jsonl;
+mod load;
+mod observation;
+mod pairing;
 mod record;
+mod splits;
+pub mod synth;
+mod write;
 
+pub use error::{RecordsError, RowIssue};
+pub use frame::{ALL_COLUMNS, REQUIRED_COLUMNS, records_to_frame};
+pub use load::{
+    FileSummary, Format, LoadOptions, LoadedRecords, RUN_DIR_RECORD_FILES, RowOrigin, load_records,
+    resolve_inputs, validate_record,
+};
+pub use pairing::{ProbePair, pair_indices, pair_probes};
 pub use record::{Background, ErrorClass, Phase, RECORD_SCHEMA_VERSION, Record, Role, Status};
+pub use splits::{
+    SPLITS_FILE, SPLITS_SCHEMA_VERSION, Split, SplitCounts, SplitFractions, SplitTable,
+    assign_split, split_point,
+};
+pub use write::{
+    PARQUET_ROW_GROUP_ROWS, parquet_bytes, write_csv, write_jsonl, write_parquet, write_records,
+};
+
+/// The key of a condition across merged runs: `"{run_id}/{condition_id}"` (for display and maps
+/// that need one string; [`SplitTable`] keys by the pair).
+pub fn condition_key(run_id: &str, condition_id: &str) -> String {
+    format!("{run_id}/{condition_id}")
+}

@@ -1,0 +1,786 @@
+//! The flat column layout of records in Parquet and CSV, and the conversion between polars
+//! DataFrames and [`Record`]s.
+//!
+//! A [`Record`] is nested (`background` is a struct); in columnar files it is flattened with a
+//! `background_` prefix (`background_prefill_requests`, ...). Every other column has the
+//! record's field name. JSONL keeps the nested shape (see [`crate::load`]).
+//!
+//! Reading is tolerant of representation (CSV cells are text, JSON numbers may be integers or
+//! floats) but strict about meaning: a value that is not what the field needs (text in a numeric
+//! column, a negative or fractional count, an unknown role) is a [`RowIssue`] naming the row and
+//! the field.
+
+use std::path::Path;
+
+use polars::prelude::*;
+
+use crate::error::{RecordsError, RowIssue};
+use crate::record::{Background, ErrorClass, Phase, RECORD_SCHEMA_VERSION, Record, Role, Status};
+
+/// Columns that every record file must have: the identity of a probe, the rule's inputs and the
+/// measurement. Every other column is optional and takes its default (`None`, 0, `false`) when
+/// absent.
+pub const REQUIRED_COLUMNS: &[&str] = &[
+    "run_id",
+    "condition_id",
+    "phase",
+    "repeat",
+    "probe_id",
+    "role",
+    "model",
+    "n",
+    "k",
+    "r",
+    "prefill_tokens_booked",
+    "prefill_capacity_tokens",
+    "ttft_ms",
+    "status",
+];
+
+/// Largest integer a 64-bit float holds exactly.
+const MAX_EXACT_F64_INT: f64 = 9_007_199_254_740_992.0;
+
+/// One input column, in the representation the file gave it.
+enum Col {
+    Absent,
+    Null,
+    Str(StringChunked),
+    F64(Float64Chunked),
+    U64(UInt64Chunked),
+    I64(Int64Chunked),
+    Bool(BooleanChunked),
+}
+
+impl Col {
+    fn from_df(df: &DataFrame, name: &str, path: &Path) -> Result<Col, RecordsError> {
+        let Ok(column) = df.column(name) else {
+            return Ok(Col::Absent);
+        };
+        let bad = |e: PolarsError| RecordsError::Read {
+            path: path.to_path_buf(),
+            message: format!("column `{name}`: {e}"),
+        };
+        let dtype = column.dtype().clone();
+        let col = match dtype {
+            DataType::Null => Col::Null,
+            DataType::String => Col::Str(column.str().map_err(bad)?.rechunk().into_owned()),
+            DataType::Boolean => Col::Bool(column.bool().map_err(bad)?.rechunk().into_owned()),
+            DataType::Float32 | DataType::Float64 => {
+                let c = column.cast(&DataType::Float64).map_err(bad)?;
+                Col::F64(c.f64().map_err(bad)?.rechunk().into_owned())
+            }
+            DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => {
+                let c = column.cast(&DataType::UInt64).map_err(bad)?;
+                Col::U64(c.u64().map_err(bad)?.rechunk().into_owned())
+            }
+            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+                let c = column.cast(&DataType::Int64).map_err(bad)?;
+                Col::I64(c.i64().map_err(bad)?.rechunk().into_owned())
+            }
+            other => {
+                return Err(RecordsError::ColumnType {
+                    path: path.to_path_buf(),
+                    column: name.to_string(),
+                    found: other.to_string(),
+                    expected: "text, number or boolean".to_string(),
+                });
+            }
+        };
+        Ok(col)
+    }
+
+    fn is_absent(&self) -> bool {
+        matches!(self, Col::Absent)
+    }
+
+    #[inline]
+    fn is_null(&self, i: usize) -> bool {
+        match self {
+            Col::Absent | Col::Null => true,
+            Col::Str(c) => c.get(i).is_none(),
+            Col::F64(c) => c.get(i).is_none(),
+            Col::U64(c) => c.get(i).is_none(),
+            Col::I64(c) => c.get(i).is_none(),
+            Col::Bool(c) => c.get(i).is_none(),
+        }
+    }
+
+    #[inline]
+    fn str(&self, i: usize) -> Result<Option<String>, String> {
+        Ok(match self {
+            Col::Absent | Col::Null => None,
+            Col::Str(c) => c.get(i).map(str::to_string),
+            Col::F64(c) => c.get(i).map(|v| v.to_string()),
+            Col::U64(c) => c.get(i).map(|v| v.to_string()),
+            Col::I64(c) => c.get(i).map(|v| v.to_string()),
+            Col::Bool(c) => {
+                return match c.get(i) {
+                    None => Ok(None),
+                    Some(b) => Err(format!("expected text, found the boolean {b}")),
+                };
+            }
+        })
+    }
+
+    #[inline]
+    fn f64(&self, i: usize) -> Result<Option<f64>, String> {
+        Ok(match self {
+            Col::Absent | Col::Null => None,
+            Col::F64(c) => c.get(i),
+            Col::U64(c) => c.get(i).map(|v| v as f64),
+            Col::I64(c) => c.get(i).map(|v| v as f64),
+            Col::Str(c) => match c.get(i) {
+                None => None,
+                Some(s) => Some(parse_f64(s)?),
+            },
+            Col::Bool(c) => {
+                return match c.get(i) {
+                    None => Ok(None),
+                    Some(b) => Err(format!("expected a number, found the boolean {b}")),
+                };
+            }
+        })
+    }
+
+    #[inline]
+    fn u64(&self, i: usize) -> Result<Option<u64>, String> {
+        Ok(match self {
+            Col::Absent | Col::Null => None,
+            Col::U64(c) => c.get(i),
+            Col::I64(c) => match c.get(i) {
+                None => None,
+                Some(v) if v < 0 => return Err(format!("expected a count ≥ 0, found {v}")),
+                Some(v) => Some(v as u64),
+            },
+            Col::F64(c) => match c.get(i) {
+                None => None,
+                Some(v) => Some(float_to_u64(v)?),
+            },
+            Col::Str(c) => match c.get(i) {
+                None => None,
+                Some(s) => Some(parse_u64(s)?),
+            },
+            Col::Bool(c) => {
+                return match c.get(i) {
+                    None => Ok(None),
+                    Some(b) => Err(format!("expected a count, found the boolean {b}")),
+                };
+            }
+        })
+    }
+
+    #[inline]
+    fn u32(&self, i: usize) -> Result<Option<u32>, String> {
+        match self.u64(i)? {
+            None => Ok(None),
+            Some(v) => u32::try_from(v)
+                .map(Some)
+                .map_err(|_| format!("expected a count ≤ {}, found {v}", u32::MAX)),
+        }
+    }
+
+    #[inline]
+    fn bool(&self, i: usize) -> Result<Option<bool>, String> {
+        Ok(match self {
+            Col::Absent | Col::Null => None,
+            Col::Bool(c) => c.get(i),
+            Col::Str(c) => match c.get(i) {
+                None => None,
+                Some(s) => match s.trim().to_ascii_lowercase().as_str() {
+                    "" => None,
+                    "true" | "1" => Some(true),
+                    "false" | "0" => Some(false),
+                    _ => return Err(format!("expected true or false, found {s:?}")),
+                },
+            },
+            Col::U64(c) => match c.get(i) {
+                None => None,
+                Some(0) => Some(false),
+                Some(1) => Some(true),
+                Some(v) => return Err(format!("expected true or false, found {v}")),
+            },
+            Col::I64(c) => match c.get(i) {
+                None => None,
+                Some(0) => Some(false),
+                Some(1) => Some(true),
+                Some(v) => return Err(format!("expected true or false, found {v}")),
+            },
+            Col::F64(c) => match c.get(i) {
+                None => None,
+                Some(v) => return Err(format!("expected true or false, found {v}")),
+            },
+        })
+    }
+}
+
+fn parse_f64(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("expected a number, found an empty value".to_string());
+    }
+    match t.to_ascii_lowercase().as_str() {
+        "nan" => return Ok(f64::NAN),
+        "inf" | "+inf" | "infinity" => return Ok(f64::INFINITY),
+        "-inf" | "-infinity" => return Ok(f64::NEG_INFINITY),
+        _ => {}
+    }
+    t.parse::<f64>()
+        .map_err(|_| format!("expected a number, found {s:?}"))
+}
+
+fn parse_u64(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if let Ok(v) = t.parse::<u64>() {
+        return Ok(v);
+    }
+    // "12.0" (a float writer) is accepted when it is an exact integer.
+    match t.parse::<f64>() {
+        Ok(v) => float_to_u64(v),
+        Err(_) => Err(format!("expected a whole count ≥ 0, found {s:?}")),
+    }
+}
+
+fn float_to_u64(v: f64) -> Result<u64, String> {
+    if !v.is_finite() {
+        return Err(format!("expected a whole count ≥ 0, found {v}"));
+    }
+    if v < 0.0 {
+        return Err(format!("expected a count ≥ 0, found {v}"));
+    }
+    if v.fract() != 0.0 {
+        return Err(format!("expected a whole count, found {v}"));
+    }
+    if v > MAX_EXACT_F64_INT {
+        return Err(format!(
+            "the integer {v} is stored as a float and may have lost digits; store it as an integer"
+        ));
+    }
+    Ok(v as u64)
+}
+
+fn parse_phase(s: &str) -> Result<Phase, String> {
+    match s {
+        "qgrid" => Ok(Phase::Qgrid),
+        "load" => Ok(Phase::Load),
+        _ => Err(format!(
+            "unknown phase {s:?}, expected \"qgrid\" or \"load\""
+        )),
+    }
+}
+
+fn parse_role(s: &str) -> Result<Role, String> {
+    match s {
+        "efficient" => Ok(Role::Efficient),
+        "capable" => Ok(Role::Capable),
+        _ => Err(format!(
+            "unknown role {s:?}, expected \"efficient\" or \"capable\""
+        )),
+    }
+}
+
+fn parse_status(s: &str) -> Result<Status, String> {
+    match s {
+        "ok" => Ok(Status::Ok),
+        "error" => Ok(Status::Error),
+        _ => Err(format!(
+            "unknown status {s:?}, expected \"ok\" or \"error\""
+        )),
+    }
+}
+
+fn parse_error_class(s: &str) -> Result<ErrorClass, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .map_err(|_| format!("unknown error class {s:?}"))
+}
+
+macro_rules! record_columns {
+    ($($field:ident),* $(,)?) => {
+        /// Every column of the flat layout, in file order.
+        pub const ALL_COLUMNS: &[&str] = &[$(stringify!($field)),*];
+
+        /// The columns of one input frame.
+        #[allow(non_snake_case)]
+        struct Cols {
+            $($field: Col,)*
+        }
+
+        impl Cols {
+            fn from_df(df: &DataFrame, path: &Path) -> Result<Cols, RecordsError> {
+                Ok(Cols { $($field: Col::from_df(df, stringify!($field), path)?,)* })
+            }
+
+            fn get(&self, name: &str) -> Option<&Col> {
+                match name {
+                    $(stringify!($field) => Some(&self.$field),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+record_columns!(
+    schema_version,
+    run_id,
+    condition_id,
+    phase,
+    repeat,
+    probe_id,
+    role,
+    model,
+    planned_n,
+    planned_f,
+    background_prefill_requests,
+    background_prefill_prompt_tokens,
+    background_decode_requests,
+    background_decode_output_tokens,
+    background_decode_length,
+    background_busy_capable,
+    background_target,
+    n,
+    k,
+    r,
+    prefill_tokens_booked,
+    prefill_capacity_tokens,
+    p,
+    host_overlap_tokens,
+    disk_overlap_tokens,
+    effective_prefill_tokens,
+    decode_blocks,
+    kv_capacity_blocks,
+    pool_pending_requests,
+    pool_pending_tokens,
+    schedulable,
+    worker_id,
+    dp_rank,
+    endpoint,
+    routing_group,
+    observed_at_unix_ms,
+    query_duration_ms,
+    sent_at_unix_ms,
+    served_worker_id,
+    ttft_ms,
+    server_ttft_ms,
+    e2e_ms,
+    prompt_tokens,
+    output_tokens,
+    cached_tokens,
+    status,
+    error_class,
+    error_message,
+    attempts,
+);
+
+/// Reads one row; remembers the first problem.
+struct RowReader<'a> {
+    i: usize,
+    issue: Option<(&'static str, String)>,
+    _cols: std::marker::PhantomData<&'a Cols>,
+}
+
+impl RowReader<'_> {
+    fn note(&mut self, field: &'static str, message: String) {
+        if self.issue.is_none() {
+            self.issue = Some((field, message));
+        }
+    }
+
+    fn opt<T>(&mut self, field: &'static str, r: Result<Option<T>, String>) -> Option<T> {
+        match r {
+            Ok(v) => v,
+            Err(m) => {
+                self.note(field, m);
+                None
+            }
+        }
+    }
+
+    fn req<T: Default>(&mut self, field: &'static str, r: Result<Option<T>, String>) -> T {
+        match r {
+            Ok(Some(v)) => v,
+            Ok(None) => {
+                self.note(field, "missing value".to_string());
+                T::default()
+            }
+            Err(m) => {
+                self.note(field, m);
+                T::default()
+            }
+        }
+    }
+
+    fn or<T>(&mut self, field: &'static str, r: Result<Option<T>, String>, default: T) -> T {
+        self.opt(field, r).unwrap_or(default)
+    }
+
+    fn parsed<T>(
+        &mut self,
+        field: &'static str,
+        raw: Result<Option<String>, String>,
+        parse: fn(&str) -> Result<T, String>,
+    ) -> Option<T> {
+        let s = self.opt(field, raw)?;
+        match parse(s.trim()) {
+            Ok(v) => Some(v),
+            Err(m) => {
+                self.note(field, m);
+                None
+            }
+        }
+    }
+}
+
+fn row_to_record(c: &Cols, i: usize) -> Result<Record, (&'static str, String)> {
+    let mut r = RowReader {
+        i,
+        issue: None,
+        _cols: std::marker::PhantomData,
+    };
+    let i = r.i;
+    let schema_version = r.or(
+        "schema_version",
+        c.schema_version.u32(i),
+        RECORD_SCHEMA_VERSION,
+    );
+    if schema_version > RECORD_SCHEMA_VERSION {
+        r.note(
+            "schema_version",
+            format!(
+                "record schema version {schema_version} is newer than this tool's {RECORD_SCHEMA_VERSION}"
+            ),
+        );
+    }
+    let run_id: String = r.req("run_id", c.run_id.str(i));
+    let condition_id: String = r.req("condition_id", c.condition_id.str(i));
+    let phase = r.parsed("phase", c.phase.str(i), parse_phase);
+    if phase.is_none() && r.issue.is_none() {
+        r.note("phase", "missing value".to_string());
+    }
+    let repeat: u32 = r.req("repeat", c.repeat.u32(i));
+    let probe_id: String = r.req("probe_id", c.probe_id.str(i));
+    let role = r.parsed("role", c.role.str(i), parse_role);
+    if role.is_none() && r.issue.is_none() {
+        r.note("role", "missing value".to_string());
+    }
+    let model: String = r.req("model", c.model.str(i));
+    let planned_n = r.or("planned_n", c.planned_n.u64(i), 0);
+    let planned_f = r.or("planned_f", c.planned_f.f64(i), 0.0);
+    let background = Background {
+        prefill_requests: r.or(
+            "background_prefill_requests",
+            c.background_prefill_requests.u32(i),
+            0,
+        ),
+        prefill_prompt_tokens: r.or(
+            "background_prefill_prompt_tokens",
+            c.background_prefill_prompt_tokens.u64(i),
+            0,
+        ),
+        decode_requests: r.or(
+            "background_decode_requests",
+            c.background_decode_requests.u32(i),
+            0,
+        ),
+        decode_output_tokens: r.or(
+            "background_decode_output_tokens",
+            c.background_decode_output_tokens.u64(i),
+            0,
+        ),
+        decode_length: r.opt(
+            "background_decode_length",
+            c.background_decode_length.str(i),
+        ),
+        busy_capable: r.or(
+            "background_busy_capable",
+            c.background_busy_capable.bool(i),
+            false,
+        ),
+        target: r.or(
+            "background_target",
+            c.background_target.str(i),
+            String::new(),
+        ),
+    };
+    let status = r.parsed("status", c.status.str(i), parse_status);
+    if status.is_none() && r.issue.is_none() {
+        r.note("status", "missing value".to_string());
+    }
+    let record = Record {
+        schema_version,
+        run_id,
+        condition_id,
+        phase: phase.unwrap_or(Phase::Load),
+        repeat,
+        probe_id,
+        role: role.unwrap_or(Role::Efficient),
+        model,
+        planned_n,
+        planned_f,
+        background,
+        n: r.opt("n", c.n.u64(i)),
+        k: r.opt("k", c.k.u64(i)),
+        r: r.opt("r", c.r.u64(i)),
+        prefill_tokens_booked: r.opt("prefill_tokens_booked", c.prefill_tokens_booked.u64(i)),
+        prefill_capacity_tokens: r.opt("prefill_capacity_tokens", c.prefill_capacity_tokens.u64(i)),
+        p: r.opt("p", c.p.f64(i)),
+        host_overlap_tokens: r.opt("host_overlap_tokens", c.host_overlap_tokens.u64(i)),
+        disk_overlap_tokens: r.opt("disk_overlap_tokens", c.disk_overlap_tokens.u64(i)),
+        effective_prefill_tokens: r.opt(
+            "effective_prefill_tokens",
+            c.effective_prefill_tokens.u64(i),
+        ),
+        decode_blocks: r.opt("decode_blocks", c.decode_blocks.u64(i)),
+        kv_capacity_blocks: r.opt("kv_capacity_blocks", c.kv_capacity_blocks.u64(i)),
+        pool_pending_requests: r.opt("pool_pending_requests", c.pool_pending_requests.u64(i)),
+        pool_pending_tokens: r.opt("pool_pending_tokens", c.pool_pending_tokens.u64(i)),
+        schedulable: r.opt("schedulable", c.schedulable.bool(i)),
+        worker_id: r.opt("worker_id", c.worker_id.u64(i)),
+        dp_rank: r.opt("dp_rank", c.dp_rank.u32(i)),
+        endpoint: r.opt("endpoint", c.endpoint.str(i)),
+        routing_group: r.opt("routing_group", c.routing_group.str(i)),
+        observed_at_unix_ms: r.opt("observed_at_unix_ms", c.observed_at_unix_ms.f64(i)),
+        query_duration_ms: r.opt("query_duration_ms", c.query_duration_ms.f64(i)),
+        sent_at_unix_ms: r.or("sent_at_unix_ms", c.sent_at_unix_ms.f64(i), 0.0),
+        served_worker_id: r.opt("served_worker_id", c.served_worker_id.u64(i)),
+        ttft_ms: r.opt("ttft_ms", c.ttft_ms.f64(i)),
+        server_ttft_ms: r.opt("server_ttft_ms", c.server_ttft_ms.f64(i)),
+        e2e_ms: r.opt("e2e_ms", c.e2e_ms.f64(i)),
+        prompt_tokens: r.opt("prompt_tokens", c.prompt_tokens.u64(i)),
+        output_tokens: r.opt("output_tokens", c.output_tokens.u64(i)),
+        cached_tokens: r.opt("cached_tokens", c.cached_tokens.u64(i)),
+        status: status.unwrap_or(Status::Error),
+        error_class: r.parsed("error_class", c.error_class.str(i), parse_error_class),
+        error_message: r.opt("error_message", c.error_message.str(i)),
+        attempts: r.or("attempts", c.attempts.u32(i), 1),
+    };
+    match r.issue {
+        Some(issue) => Err(issue),
+        None => Ok(record),
+    }
+}
+
+/// What converting one frame produced.
+pub(crate) struct FrameRows {
+    /// `(row index within the frame, record)` of the rows that converted.
+    pub records: Vec<(usize, Record)>,
+    /// Rows that did not convert, in row order.
+    pub issues: Vec<RowIssue>,
+}
+
+/// Converts a flat frame into records. `row_offset` is added to 0-based frame indices to give
+/// the 1-based row numbers used in issues (a frame may be a slice of a file).
+///
+/// With `stop_at_first`, conversion stops at the first invalid row.
+pub(crate) fn frame_to_records(
+    df: &DataFrame,
+    path: &Path,
+    row_offset: usize,
+    stop_at_first: bool,
+) -> Result<FrameRows, RecordsError> {
+    let cols = Cols::from_df(df, path)?;
+    for name in REQUIRED_COLUMNS {
+        if cols.get(name).is_none_or(Col::is_absent) {
+            return Err(RecordsError::MissingColumn {
+                path: path.to_path_buf(),
+                column: (*name).to_string(),
+            });
+        }
+    }
+    let height = df.height();
+    let mut records = Vec::with_capacity(height);
+    let mut issues = Vec::new();
+    for i in 0..height {
+        match row_to_record(&cols, i) {
+            Ok(rec) => records.push((i, rec)),
+            Err((field, message)) => {
+                issues.push(RowIssue {
+                    path: path.to_path_buf(),
+                    row: row_offset + i + 1,
+                    field: field.to_string(),
+                    message,
+                });
+                if stop_at_first {
+                    break;
+                }
+            }
+        }
+    }
+    // A column present but entirely null where a value is required is reported by the rows.
+    let _ = cols.run_id.is_null(0);
+    Ok(FrameRows { records, issues })
+}
+
+/// Column names in a frame that are not part of the record layout (reported, then ignored).
+pub(crate) fn unknown_columns(df: &DataFrame) -> Vec<String> {
+    df.get_column_names()
+        .into_iter()
+        .filter(|n| !ALL_COLUMNS.contains(&n.as_str()))
+        .map(|n| n.to_string())
+        .collect()
+}
+
+fn col<T, N>(name: &str, values: T) -> Column
+where
+    Series: NamedFrom<T, N>,
+    N: ?Sized,
+{
+    Series::new(name.into(), values).into_column()
+}
+
+/// Builds the flat frame of `records` (one column per entry of [`ALL_COLUMNS`]).
+pub fn records_to_frame(records: &[Record]) -> Result<DataFrame, PolarsError> {
+    macro_rules! collect {
+        ($f:expr) => {
+            records.iter().map($f).collect::<Vec<_>>()
+        };
+    }
+    let columns = vec![
+        col("schema_version", collect!(|r| r.schema_version)),
+        col("run_id", collect!(|r| r.run_id.as_str())),
+        col("condition_id", collect!(|r| r.condition_id.as_str())),
+        col("phase", collect!(|r| r.phase.as_str())),
+        col("repeat", collect!(|r| r.repeat)),
+        col("probe_id", collect!(|r| r.probe_id.as_str())),
+        col("role", collect!(|r| r.role.as_str())),
+        col("model", collect!(|r| r.model.as_str())),
+        col("planned_n", collect!(|r| r.planned_n)),
+        col("planned_f", collect!(|r| r.planned_f)),
+        col(
+            "background_prefill_requests",
+            collect!(|r| r.background.prefill_requests),
+        ),
+        col(
+            "background_prefill_prompt_tokens",
+            collect!(|r| r.background.prefill_prompt_tokens),
+        ),
+        col(
+            "background_decode_requests",
+            collect!(|r| r.background.decode_requests),
+        ),
+        col(
+            "background_decode_output_tokens",
+            collect!(|r| r.background.decode_output_tokens),
+        ),
+        col(
+            "background_decode_length",
+            collect!(|r| r.background.decode_length.as_deref()),
+        ),
+        col(
+            "background_busy_capable",
+            collect!(|r| r.background.busy_capable),
+        ),
+        col(
+            "background_target",
+            collect!(|r| r.background.target.as_str()),
+        ),
+        col("n", collect!(|r| r.n)),
+        col("k", collect!(|r| r.k)),
+        col("r", collect!(|r| r.r)),
+        col(
+            "prefill_tokens_booked",
+            collect!(|r| r.prefill_tokens_booked),
+        ),
+        col(
+            "prefill_capacity_tokens",
+            collect!(|r| r.prefill_capacity_tokens),
+        ),
+        col("p", collect!(|r| r.p)),
+        col("host_overlap_tokens", collect!(|r| r.host_overlap_tokens)),
+        col("disk_overlap_tokens", collect!(|r| r.disk_overlap_tokens)),
+        col(
+            "effective_prefill_tokens",
+            collect!(|r| r.effective_prefill_tokens),
+        ),
+        col("decode_blocks", collect!(|r| r.decode_blocks)),
+        col("kv_capacity_blocks", collect!(|r| r.kv_capacity_blocks)),
+        col(
+            "pool_pending_requests",
+            collect!(|r| r.pool_pending_requests),
+        ),
+        col("pool_pending_tokens", collect!(|r| r.pool_pending_tokens)),
+        col("schedulable", collect!(|r| r.schedulable)),
+        col("worker_id", collect!(|r| r.worker_id)),
+        col("dp_rank", collect!(|r| r.dp_rank)),
+        col("endpoint", collect!(|r| r.endpoint.as_deref())),
+        col("routing_group", collect!(|r| r.routing_group.as_deref())),
+        col("observed_at_unix_ms", collect!(|r| r.observed_at_unix_ms)),
+        col("query_duration_ms", collect!(|r| r.query_duration_ms)),
+        col("sent_at_unix_ms", collect!(|r| r.sent_at_unix_ms)),
+        col("served_worker_id", collect!(|r| r.served_worker_id)),
+        col("ttft_ms", collect!(|r| r.ttft_ms)),
+        col("server_ttft_ms", collect!(|r| r.server_ttft_ms)),
+        col("e2e_ms", collect!(|r| r.e2e_ms)),
+        col("prompt_tokens", collect!(|r| r.prompt_tokens)),
+        col("output_tokens", collect!(|r| r.output_tokens)),
+        col("cached_tokens", collect!(|r| r.cached_tokens)),
+        col("status", collect!(|r| status_str(r.status))),
+        col(
+            "error_class",
+            collect!(|r| r.error_class.map(error_class_str)),
+        ),
+        col("error_message", collect!(|r| r.error_message.as_deref())),
+        col("attempts", collect!(|r| r.attempts)),
+    ];
+    DataFrame::new(records.len(), columns)
+}
+
+fn status_str(s: Status) -> &'static str {
+    match s {
+        Status::Ok => "ok",
+        Status::Error => "error",
+    }
+}
+
+fn error_class_str(e: ErrorClass) -> &'static str {
+    match e {
+        ErrorClass::Connect => "connect",
+        ErrorClass::Timeout => "timeout",
+        ErrorClass::Http4xx => "http4xx",
+        ErrorClass::Http5xx => "http5xx",
+        ErrorClass::StreamError => "stream_error",
+        ErrorClass::StreamDropped => "stream_dropped",
+        ErrorClass::NoContent => "no_content",
+        ErrorClass::Reservation => "reservation",
+        ErrorClass::Observation => "observation",
+        ErrorClass::Cancelled => "cancelled",
+        ErrorClass::Protocol => "protocol",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_class_names_match_serde() {
+        for e in [
+            ErrorClass::Connect,
+            ErrorClass::Timeout,
+            ErrorClass::Http4xx,
+            ErrorClass::Http5xx,
+            ErrorClass::StreamError,
+            ErrorClass::StreamDropped,
+            ErrorClass::NoContent,
+            ErrorClass::Reservation,
+            ErrorClass::Observation,
+            ErrorClass::Cancelled,
+            ErrorClass::Protocol,
+        ] {
+            let json = serde_json::to_value(e).unwrap();
+            assert_eq!(json.as_str().unwrap(), error_class_str(e));
+            assert_eq!(parse_error_class(error_class_str(e)).unwrap(), e);
+        }
+    }
+
+    #[test]
+    fn counts_refuse_fractions_negatives_and_text() {
+        assert_eq!(parse_u64("12"), Ok(12));
+        assert_eq!(parse_u64("12.0"), Ok(12));
+        assert!(parse_u64("12.5").unwrap_err().contains("whole"));
+        assert!(parse_u64("-3").unwrap_err().contains("≥ 0"));
+        assert!(parse_u64("abc").unwrap_err().contains("\"abc\""));
+        assert!(float_to_u64(1e17).unwrap_err().contains("float"));
+        assert!(parse_f64("x").is_err());
+        assert!(parse_f64("NaN").unwrap().is_nan());
+    }
+}

@@ -1,0 +1,635 @@
+//! Loading records from Parquet, CSV and JSONL files or run directories, with validation.
+//!
+//! Parquet and CSV go through polars (Parquet in row slices, so a million records never sit in
+//! memory twice); JSONL is read line by line with serde so that 64-bit worker ids stay exact and
+//! a torn last line (a crash while appending) is recovered like [`crate::jsonl::read`] does.
+//!
+//! Validation, in order, per row: the value types (text in a numeric column, a negative or
+//! fractional count, an unknown phase / role / status), then the meaning of an ok record (a
+//! missing, NaN, infinite or negative `ttft_ms`), K > N, and finally across rows the pairing of
+//! every load-phase probe (exactly one efficient and one capable record with the same condition
+//! and repeat). Every problem names the file, the row and the field. Without `skip_invalid` the
+//! first problem is an error; with it, invalid rows (and both records of a probe that does not
+//! pair up) are skipped, counted and returned in [`LoadedRecords::skipped`].
+//!
+//! Several files and run directories can be loaded at once; records keep their `run_id`, and
+//! everything downstream keys conditions by `(run_id, condition_id)` (see [`crate::condition_key`]),
+//! so condition ids of different runs never collide.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use polars::prelude::*;
+use serde::Serialize;
+
+use crate::error::{RecordsError, RowIssue};
+use crate::frame::{frame_to_records, unknown_columns};
+use crate::record::{Phase, Record, Role, Status};
+
+/// Rows read from a Parquet file per slice.
+const PARQUET_SLICE_ROWS: usize = 131_072;
+
+/// Record file names looked for in a run directory, in order of preference.
+pub const RUN_DIR_RECORD_FILES: &[&str] = &["records.parquet", "records.jsonl", "records.csv"];
+
+/// How to treat invalid rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Skip (count and report) invalid rows instead of failing on the first one.
+    pub skip_invalid: bool,
+}
+
+/// Record file format (by extension).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    Parquet,
+    Csv,
+    Jsonl,
+}
+
+impl Format {
+    /// The format of a path by its extension (`.parquet`/`.pq`, `.csv`, `.jsonl`/`.ndjson`).
+    pub fn from_path(path: &Path) -> Option<Format> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "parquet" | "pq" => Some(Format::Parquet),
+            "csv" => Some(Format::Csv),
+            "jsonl" | "ndjson" => Some(Format::Jsonl),
+            _ => None,
+        }
+    }
+}
+
+/// Where a loaded record came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowOrigin {
+    /// Index into [`LoadedRecords::files`].
+    pub file: u32,
+    /// 1-based data row in that file.
+    pub row: u32,
+}
+
+/// What was read from one file.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileSummary {
+    pub path: PathBuf,
+    pub format: Format,
+    /// Data rows in the file (a torn JSONL tail not counted).
+    pub rows: usize,
+    /// Records kept.
+    pub loaded: usize,
+    /// Rows skipped as invalid (only with `skip_invalid`).
+    pub skipped: usize,
+    /// A torn last JSONL line was found and ignored.
+    pub torn_tail: bool,
+    /// Columns that are not part of the record layout (ignored).
+    pub unknown_columns: Vec<String>,
+}
+
+/// The result of [`load_records`].
+#[derive(Debug, Clone, Default)]
+pub struct LoadedRecords {
+    /// Valid records, files in argument order, rows in file order.
+    pub records: Vec<Record>,
+    /// Parallel to `records`.
+    pub origins: Vec<RowOrigin>,
+    pub files: Vec<FileSummary>,
+    /// Rows skipped as invalid (empty unless `skip_invalid`).
+    pub skipped: Vec<RowIssue>,
+}
+
+impl LoadedRecords {
+    /// The file and row of record `index`, for messages.
+    pub fn origin_of(&self, index: usize) -> Option<(&Path, usize)> {
+        let o = self.origins.get(index)?;
+        let f = self.files.get(o.file as usize)?;
+        Some((f.path.as_path(), o.row as usize))
+    }
+
+    /// Skipped rows counted per field, for summaries.
+    pub fn skipped_by_field(&self) -> std::collections::BTreeMap<String, usize> {
+        let mut m = std::collections::BTreeMap::new();
+        for s in &self.skipped {
+            *m.entry(s.field.clone()).or_insert(0) += 1;
+        }
+        m
+    }
+}
+
+/// Turns the arguments (files or run directories) into record files. A directory contributes
+/// its `records.parquet`, else `records.jsonl`, else `records.csv`.
+pub fn resolve_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RecordsError> {
+    if paths.is_empty() {
+        return Err(RecordsError::NoRecords(
+            "no record files given (pass --records FILE or --run-dir DIR)".to_string(),
+        ));
+    }
+    let mut out = Vec::with_capacity(paths.len());
+    for p in paths {
+        if p.is_dir() {
+            let found = RUN_DIR_RECORD_FILES
+                .iter()
+                .map(|name| p.join(name))
+                .find(|c| c.is_file());
+            match found {
+                Some(f) => out.push(f),
+                None => {
+                    return Err(RecordsError::Format {
+                        path: p.clone(),
+                        message: format!(
+                            "run directory has no records (looked for {})",
+                            RUN_DIR_RECORD_FILES.join(", ")
+                        ),
+                    });
+                }
+            }
+        } else if !p.exists() {
+            return Err(RecordsError::Read {
+                path: p.clone(),
+                message: "no such file or directory".to_string(),
+            });
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Loads and validates records from files or run directories (see the module docs).
+pub fn load_records(
+    paths: &[PathBuf],
+    options: &LoadOptions,
+) -> Result<LoadedRecords, RecordsError> {
+    let files = resolve_inputs(paths)?;
+    let mut out = LoadedRecords::default();
+    for (file_index, path) in files.iter().enumerate() {
+        let format = Format::from_path(path).ok_or_else(|| RecordsError::Format {
+            path: path.clone(),
+            message: "unknown record file type: expected .parquet, .csv or .jsonl".to_string(),
+        })?;
+        let mut summary = FileSummary {
+            path: path.clone(),
+            format,
+            rows: 0,
+            loaded: 0,
+            skipped: 0,
+            torn_tail: false,
+            unknown_columns: Vec::new(),
+        };
+        let before = out.records.len();
+        let skipped_before = out.skipped.len();
+        let file_u32 = u32::try_from(file_index).unwrap_or(u32::MAX);
+        let mut sink = Sink {
+            out: &mut out,
+            file: file_u32,
+            options,
+        };
+        match format {
+            Format::Parquet => read_parquet(path, &mut sink, &mut summary)?,
+            Format::Csv => read_csv(path, &mut sink, &mut summary)?,
+            Format::Jsonl => read_jsonl(path, &mut sink, &mut summary)?,
+        }
+        summary.loaded = out.records.len() - before;
+        summary.skipped = out.skipped.len() - skipped_before;
+        out.files.push(summary);
+    }
+    check_pairs(&mut out, options)?;
+    // Recount per file after pairing removed records.
+    for f in &mut out.files {
+        f.loaded = 0;
+        f.skipped = 0;
+    }
+    for o in &out.origins {
+        if let Some(f) = out.files.get_mut(o.file as usize) {
+            f.loaded += 1;
+        }
+    }
+    for s in &out.skipped {
+        if let Some(f) = out.files.iter_mut().find(|f| f.path == s.path) {
+            f.skipped += 1;
+        }
+    }
+    if out.records.is_empty() {
+        return Err(RecordsError::NoRecords(format!(
+            "no valid records in {}",
+            files
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(out)
+}
+
+/// Collects records and issues of one file.
+struct Sink<'a> {
+    out: &'a mut LoadedRecords,
+    file: u32,
+    options: &'a LoadOptions,
+}
+
+impl Sink<'_> {
+    /// Takes a parsed record (after semantic validation) or its issue.
+    fn push(
+        &mut self,
+        path: &Path,
+        row: usize,
+        record: Result<Record, RowIssue>,
+    ) -> Result<(), RecordsError> {
+        let record = record.and_then(|r| match validate_record(&r) {
+            Ok(()) => Ok(r),
+            Err((field, message)) => Err(RowIssue {
+                path: path.to_path_buf(),
+                row,
+                field: field.to_string(),
+                message,
+            }),
+        });
+        match record {
+            Ok(r) => {
+                self.out.records.push(r);
+                self.out.origins.push(RowOrigin {
+                    file: self.file,
+                    row: u32::try_from(row).unwrap_or(u32::MAX),
+                });
+                Ok(())
+            }
+            Err(issue) => {
+                if self.options.skip_invalid {
+                    self.out.skipped.push(issue);
+                    Ok(())
+                } else {
+                    Err(RecordsError::Row(issue))
+                }
+            }
+        }
+    }
+}
+
+/// The checks of one record that its types do not already guarantee: an ok record has a finite,
+/// non-negative TTFT; K ≤ N. Returns the field and the message of the first problem.
+pub fn validate_record(r: &Record) -> Result<(), (&'static str, String)> {
+    if r.status == Status::Ok {
+        match r.ttft_ms {
+            None => return Err(("ttft_ms", "missing on an ok record".to_string())),
+            Some(t) if t.is_nan() => return Err(("ttft_ms", "NaN on an ok record".to_string())),
+            Some(t) if !t.is_finite() => {
+                return Err(("ttft_ms", format!("{t} on an ok record")));
+            }
+            Some(t) if t < 0.0 => {
+                return Err(("ttft_ms", format!("negative ({t}) on an ok record")));
+            }
+            Some(_) => {}
+        }
+    }
+    if let (Some(k), Some(n)) = (r.k, r.n)
+        && k > n
+    {
+        return Err(("k", format!("K = {k} is greater than N = {n}")));
+    }
+    if r.run_id.is_empty() {
+        return Err(("run_id", "empty".to_string()));
+    }
+    if r.condition_id.is_empty() {
+        return Err(("condition_id", "empty".to_string()));
+    }
+    if r.probe_id.is_empty() {
+        return Err(("probe_id", "empty".to_string()));
+    }
+    Ok(())
+}
+
+fn read_err(path: &Path, e: impl std::fmt::Display) -> RecordsError {
+    RecordsError::Read {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+fn push_frame(
+    df: &DataFrame,
+    path: &Path,
+    offset: usize,
+    sink: &mut Sink<'_>,
+) -> Result<(), RecordsError> {
+    let stop = !sink.options.skip_invalid;
+    let rows = frame_to_records(df, path, offset, stop)?;
+    let mut issues = rows.issues.into_iter().peekable();
+    for (i, rec) in rows.records {
+        // Interleave conversion issues in row order so the first error is the first row's.
+        while let Some(issue) = issues.next_if(|is| is.row <= offset + i) {
+            sink.push(path, issue.row, Err(issue))?;
+        }
+        sink.push(path, offset + i + 1, Ok(rec))?;
+    }
+    for issue in issues {
+        sink.push(path, issue.row, Err(issue))?;
+    }
+    Ok(())
+}
+
+fn read_parquet(
+    path: &Path,
+    sink: &mut Sink<'_>,
+    summary: &mut FileSummary,
+) -> Result<(), RecordsError> {
+    let open = || File::open(path).map_err(|e| read_err(path, e));
+    let total = ParquetReader::new(open()?)
+        .num_rows()
+        .map_err(|e| read_err(path, format!("not a readable Parquet file: {e}")))?;
+    summary.rows = total;
+    let mut offset = 0;
+    let mut first = true;
+    while offset < total || first {
+        let len = PARQUET_SLICE_ROWS.min(total - offset);
+        let df = ParquetReader::new(open()?)
+            .with_slice(Some((offset, len)))
+            .finish()
+            .map_err(|e| read_err(path, format!("not a readable Parquet file: {e}")))?;
+        if first {
+            summary.unknown_columns = unknown_columns(&df);
+            first = false;
+        }
+        push_frame(&df, path, offset, sink)?;
+        offset += len;
+        if len == 0 {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn read_csv(
+    path: &Path,
+    sink: &mut Sink<'_>,
+    summary: &mut FileSummary,
+) -> Result<(), RecordsError> {
+    // Every cell is read as text and parsed by the record layout, so a bad cell is reported with
+    // its row and column instead of failing the whole read.
+    let df = CsvReadOptions::default()
+        .with_has_header(true)
+        .with_infer_schema_length(Some(0))
+        .try_into_reader_with_file_path(Some(path.to_path_buf()))
+        .and_then(|r| r.finish())
+        .map_err(|e| read_err(path, format!("not a readable CSV file: {e}")))?;
+    summary.rows = df.height();
+    summary.unknown_columns = unknown_columns(&df);
+    push_frame(&df, path, 0, sink)
+}
+
+fn read_jsonl(
+    path: &Path,
+    sink: &mut Sink<'_>,
+    summary: &mut FileSummary,
+) -> Result<(), RecordsError> {
+    let file = File::open(path).map_err(|e| read_err(path, e))?;
+    let mut reader = BufReader::new(file);
+    let mut line = String::new();
+    let mut line_no = 0usize;
+    loop {
+        line.clear();
+        let read = reader.read_line(&mut line).map_err(|e| read_err(path, e))?;
+        if read == 0 {
+            break;
+        }
+        line_no += 1;
+        let complete = line.ends_with('\n');
+        let text = line.trim_end_matches(['\n', '\r']);
+        if text.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Record>(text) {
+            Ok(rec) => {
+                summary.rows += 1;
+                sink.push(path, line_no, Ok(rec))?;
+            }
+            Err(_) if !complete => {
+                // A torn last line: the writer crashed mid-append. Ignored and reported.
+                summary.torn_tail = true;
+                break;
+            }
+            Err(e) => {
+                summary.rows += 1;
+                let (field, message) = diagnose_json_line(text, &e);
+                let issue = RowIssue {
+                    path: path.to_path_buf(),
+                    row: line_no,
+                    field,
+                    message,
+                };
+                sink.push(path, line_no, Err(issue))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Finds which member of a JSON line makes it an invalid record.
+fn diagnose_json_line(text: &str, err: &serde_json::Error) -> (String, String) {
+    use serde_json::Value;
+    let value: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => return ("(line)".to_string(), format!("not valid JSON: {e}")),
+    };
+    let Value::Object(obj) = value else {
+        return ("(line)".to_string(), "expected a JSON object".to_string());
+    };
+    let Ok(Value::Object(template)) = serde_json::to_value(crate::synth::template_record()) else {
+        return ("(record)".to_string(), err.to_string());
+    };
+    for key in obj.keys() {
+        if !template.contains_key(key) {
+            return (key.clone(), "unknown field".to_string());
+        }
+    }
+    // Required members (non-optional fields).
+    for key in template.keys() {
+        if !obj.contains_key(key) {
+            let mut t = template.clone();
+            t.remove(key);
+            if serde_json::from_value::<Record>(Value::Object(t)).is_err() {
+                return (key.clone(), "missing value".to_string());
+            }
+        }
+    }
+    for (key, val) in &obj {
+        let mut t = template.clone();
+        t.insert(key.clone(), val.clone());
+        if let Err(e) = serde_json::from_value::<Record>(Value::Object(t)) {
+            let msg = e.to_string();
+            if key == "background"
+                && let (Value::Object(bg), Some(Value::Object(bg_t))) = (val, template.get(key))
+            {
+                for (bk, bv) in bg {
+                    let mut t2 = bg_t.clone();
+                    t2.insert(bk.clone(), bv.clone());
+                    if serde_json::from_value::<crate::record::Background>(Value::Object(t2))
+                        .is_err()
+                    {
+                        return (format!("background.{bk}"), msg);
+                    }
+                }
+            }
+            return (key.clone(), msg);
+        }
+    }
+    ("(record)".to_string(), err.to_string())
+}
+
+/// Checks that every load-phase probe pairs up: exactly one efficient and one capable record,
+/// with the same condition and repeat. Q-grid records are not paired (they feed only the Q
+/// tables, per model).
+fn check_pairs(out: &mut LoadedRecords, options: &LoadOptions) -> Result<(), RecordsError> {
+    // (run_id, probe_id) → [efficient index, capable index]
+    let mut slots: HashMap<(&str, &str), [Option<usize>; 2]> = HashMap::new();
+    let mut bad: Vec<(usize, &'static str, String)> = Vec::new();
+    for (i, r) in out.records.iter().enumerate() {
+        if r.phase != Phase::Load {
+            continue;
+        }
+        let entry = slots
+            .entry((r.run_id.as_str(), r.probe_id.as_str()))
+            .or_insert([None, None]);
+        let (mine, other) = match r.role {
+            Role::Efficient => (0, 1),
+            Role::Capable => (1, 0),
+        };
+        if let Some(prev) = entry[mine] {
+            bad.push((
+                i,
+                "role",
+                format!(
+                    "probe {:?} has two {} records (the other one is {})",
+                    r.probe_id,
+                    r.role.as_str(),
+                    describe(out, prev)
+                ),
+            ));
+            continue;
+        }
+        if let Some(o) = entry[other] {
+            let partner = &out.records[o];
+            if partner.condition_id != r.condition_id {
+                bad.push((
+                    i,
+                    "condition_id",
+                    format!(
+                        "probe {:?} has condition {:?} but its {} record ({}) has {:?}",
+                        r.probe_id,
+                        r.condition_id,
+                        partner.role.as_str(),
+                        describe(out, o),
+                        partner.condition_id
+                    ),
+                ));
+                continue;
+            }
+            if partner.repeat != r.repeat {
+                bad.push((
+                    i,
+                    "repeat",
+                    format!(
+                        "probe {:?} has repeat {} but its {} record ({}) has repeat {}",
+                        r.probe_id,
+                        r.repeat,
+                        partner.role.as_str(),
+                        describe(out, o),
+                        partner.repeat
+                    ),
+                ));
+                continue;
+            }
+        }
+        entry[mine] = Some(i);
+    }
+    for slot in slots.values() {
+        match *slot {
+            [Some(_), Some(_)] | [None, None] => {}
+            [Some(i), None] | [None, Some(i)] => {
+                let r = &out.records[i];
+                let missing = match r.role {
+                    Role::Efficient => "capable",
+                    Role::Capable => "efficient",
+                };
+                bad.push((
+                    i,
+                    "probe_id",
+                    format!(
+                        "load-phase probe {:?} of condition {:?} has no {missing} record: efficient and capable probes do not pair up",
+                        r.probe_id, r.condition_id
+                    ),
+                ));
+            }
+        }
+    }
+    if bad.is_empty() {
+        return Ok(());
+    }
+    // Report in file/row order.
+    bad.sort_by_key(|(i, _, _)| {
+        let o = out.origins[*i];
+        (o.file, o.row)
+    });
+    let issue_of = |out: &LoadedRecords, (i, field, message): &(usize, &'static str, String)| {
+        let (path, row) = out
+            .origin_of(*i)
+            .map(|(p, r)| (p.to_path_buf(), r))
+            .unwrap_or_default();
+        RowIssue {
+            path,
+            row,
+            field: (*field).to_string(),
+            message: message.clone(),
+        }
+    };
+    if !options.skip_invalid {
+        if let Some(first) = bad.first() {
+            return Err(RecordsError::Row(issue_of(out, first)));
+        }
+        return Ok(());
+    }
+    // Drop the offending records and their partners (a probe is usable only as a pair).
+    let mut drop = vec![false; out.records.len()];
+    let mut bad_probes: std::collections::HashSet<(String, String)> = Default::default();
+    for b in &bad {
+        let r = &out.records[b.0];
+        bad_probes.insert((r.run_id.clone(), r.probe_id.clone()));
+        drop[b.0] = true;
+    }
+    let mut issues: Vec<RowIssue> = bad.iter().map(|b| issue_of(out, b)).collect();
+    for (i, r) in out.records.iter().enumerate() {
+        if r.phase == Phase::Load
+            && !drop[i]
+            && bad_probes.contains(&(r.run_id.clone(), r.probe_id.clone()))
+        {
+            drop[i] = true;
+            let (path, row) = out
+                .origin_of(i)
+                .map(|(p, r)| (p.to_path_buf(), r))
+                .unwrap_or_default();
+            issues.push(RowIssue {
+                path,
+                row,
+                field: "probe_id".to_string(),
+                message: format!("partner of an invalid record of probe {:?}", r.probe_id),
+            });
+        }
+    }
+    out.skipped.extend(issues);
+    let mut keep = drop.iter().map(|d| !d);
+    out.records.retain(|_| keep.next().unwrap_or(true));
+    let mut keep = drop.iter().map(|d| !d);
+    out.origins.retain(|_| keep.next().unwrap_or(true));
+    Ok(())
+}
+
+fn describe(out: &LoadedRecords, i: usize) -> String {
+    match out.origin_of(i) {
+        Some((p, row)) => format!("{} row {row}", p.display()),
+        None => format!("record {i}"),
+    }
+}

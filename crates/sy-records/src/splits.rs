@@ -1,0 +1,503 @@
+//! Grouped splits: every workload condition goes to exactly one of fit / uncertainty / selection.
+//!
+//! The proposal asks for separate measurements for fitting, estimating uncertainty and selecting,
+//! with all repeats of a condition in the same split. The unit is therefore the condition — keyed
+//! by `(run_id, condition_id)` so that runs merged from several nodes never collide — and both
+//! candidates and every repeat of it follow it.
+//!
+//! The assignment is a seeded hash, not a shuffle: `u = SHA-256("sy-split-v1", seed, run_id,
+//! condition_id)` mapped to `[0, 1)`, then `fit` if `u < f_fit`, `uncertainty` if `u < f_fit +
+//! f_uncertainty`, else `selection`. A condition's split therefore depends only on the seed, the
+//! fractions and its own id: adding runs or conditions never moves an existing one, and any tool
+//! can recompute it. The table is still written to the run directory (`splits.json`) so that the
+//! later tools read exactly what `sy-fit` used, and so that a person can see it.
+//!
+//! Only load-phase conditions are split: Q-grid records feed only the Q tables.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::RecordsError;
+use crate::record::{Phase, Record};
+
+/// Version of the `splits.json` layout.
+pub const SPLITS_SCHEMA_VERSION: u32 = 1;
+
+/// The file name of the split table in a run directory.
+pub const SPLITS_FILE: &str = "splits.json";
+
+/// Which use a condition's measurements are reserved for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Split {
+    /// Standardiser statistics and ridge load corrections (`sy-fit`).
+    Fit,
+    /// Error margins delta_blind / delta_cache (`sy-margin`).
+    Uncertainty,
+    /// Threshold search and the choice of rule and estimator (`sy-select`).
+    Selection,
+}
+
+impl Split {
+    pub const ALL: [Split; 3] = [Split::Fit, Split::Uncertainty, Split::Selection];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Split::Fit => "fit",
+            Split::Uncertainty => "uncertainty",
+            Split::Selection => "selection",
+        }
+    }
+}
+
+impl fmt::Display for Split {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Fractions of conditions per split; non-negative, summing to 1.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitFractions {
+    pub fit: f64,
+    pub uncertainty: f64,
+    pub selection: f64,
+}
+
+impl Default for SplitFractions {
+    /// 60 / 20 / 20.
+    fn default() -> Self {
+        SplitFractions {
+            fit: 0.6,
+            uncertainty: 0.2,
+            selection: 0.2,
+        }
+    }
+}
+
+impl SplitFractions {
+    /// Checks the fractions: finite, ≥ 0, summing to 1 (within 1e-9), fit > 0.
+    pub fn new(fit: f64, uncertainty: f64, selection: f64) -> Result<Self, String> {
+        let all = [fit, uncertainty, selection];
+        if all.iter().any(|v| !v.is_finite() || *v < 0.0) {
+            return Err(format!(
+                "split fractions must be finite and ≥ 0, got {fit},{uncertainty},{selection}"
+            ));
+        }
+        let sum: f64 = all.iter().sum();
+        if (sum - 1.0).abs() > 1e-9 {
+            return Err(format!(
+                "split fractions must sum to 1, got {fit}+{uncertainty}+{selection} = {sum}"
+            ));
+        }
+        if fit == 0.0 {
+            return Err("the fit fraction must be > 0".to_string());
+        }
+        Ok(SplitFractions {
+            fit,
+            uncertainty,
+            selection,
+        })
+    }
+
+    /// The split of a point `u` in `[0, 1)`.
+    #[inline]
+    pub fn split_at(&self, u: f64) -> Split {
+        if u < self.fit {
+            Split::Fit
+        } else if u < self.fit + self.uncertainty {
+            Split::Uncertainty
+        } else {
+            Split::Selection
+        }
+    }
+}
+
+impl FromStr for SplitFractions {
+    type Err = String;
+
+    /// `"0.6,0.2,0.2"` or `"60,20,20"` / `"60/20/20"` (percentages when the sum is 100).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let parts: Vec<&str> = s.split([',', '/', ':']).map(str::trim).collect();
+        if parts.len() != 3 {
+            return Err(format!(
+                "expected three fractions FIT,UNCERTAINTY,SELECTION (e.g. 0.6,0.2,0.2), got {s:?}"
+            ));
+        }
+        let mut v = [0.0; 3];
+        for (slot, p) in v.iter_mut().zip(&parts) {
+            *slot = p
+                .parse::<f64>()
+                .map_err(|_| format!("split fraction {p:?} is not a number"))?;
+        }
+        let sum: f64 = v.iter().sum();
+        if (sum - 100.0).abs() < 1e-6 {
+            v.iter_mut().for_each(|x| *x /= 100.0);
+        }
+        SplitFractions::new(v[0], v[1], v[2])
+    }
+}
+
+/// The hash point of a condition in `[0, 1)`.
+pub fn split_point(seed: u64, run_id: &str, condition_id: &str) -> f64 {
+    let mut h = Sha256::new();
+    h.update(b"sy-split-v1\0");
+    h.update(seed.to_le_bytes());
+    h.update((run_id.len() as u64).to_le_bytes());
+    h.update(run_id.as_bytes());
+    h.update(condition_id.as_bytes());
+    let d = h.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&d[..8]);
+    let x = u64::from_be_bytes(first);
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The split of one condition under a seed and fractions.
+pub fn assign_split(
+    seed: u64,
+    fractions: &SplitFractions,
+    run_id: &str,
+    condition_id: &str,
+) -> Split {
+    fractions.split_at(split_point(seed, run_id, condition_id))
+}
+
+/// Conditions per split.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SplitCounts {
+    pub fit: usize,
+    pub uncertainty: usize,
+    pub selection: usize,
+}
+
+impl SplitCounts {
+    pub fn get(&self, s: Split) -> usize {
+        match s {
+            Split::Fit => self.fit,
+            Split::Uncertainty => self.uncertainty,
+            Split::Selection => self.selection,
+        }
+    }
+
+    fn bump(&mut self, s: Split) {
+        match s {
+            Split::Fit => self.fit += 1,
+            Split::Uncertainty => self.uncertainty += 1,
+            Split::Selection => self.selection += 1,
+        }
+    }
+}
+
+/// The split of every load-phase condition, as written to `splits.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitTable {
+    pub schema_version: u32,
+    pub seed: u64,
+    pub fractions: SplitFractions,
+    /// How the assignment was made (for people reading the file).
+    pub method: String,
+    /// Conditions per split.
+    pub counts: SplitCounts,
+    /// run_id → condition_id → split.
+    pub conditions: BTreeMap<String, BTreeMap<String, Split>>,
+}
+
+const METHOD: &str = "sha256(\"sy-split-v1\", seed, run_id, condition_id) -> u in [0,1); fit if u < fit, uncertainty if u < fit + uncertainty, else selection";
+
+impl SplitTable {
+    /// An empty table.
+    pub fn new(seed: u64, fractions: SplitFractions) -> Self {
+        SplitTable {
+            schema_version: SPLITS_SCHEMA_VERSION,
+            seed,
+            fractions,
+            method: METHOD.to_string(),
+            counts: SplitCounts::default(),
+            conditions: BTreeMap::new(),
+        }
+    }
+
+    /// The table of every load-phase condition in `records`.
+    pub fn build(records: &[Record], seed: u64, fractions: SplitFractions) -> Self {
+        let mut t = SplitTable::new(seed, fractions);
+        t.extend(records);
+        t
+    }
+
+    /// Adds the load-phase conditions of `records` that the table does not have yet (with the
+    /// table's seed and fractions). Returns how many were added.
+    pub fn extend(&mut self, records: &[Record]) -> usize {
+        let mut added = 0;
+        for r in records {
+            if r.phase != Phase::Load {
+                continue;
+            }
+            if self.split_of(&r.run_id, &r.condition_id).is_some() {
+                continue;
+            }
+            let s = assign_split(self.seed, &self.fractions, &r.run_id, &r.condition_id);
+            self.conditions
+                .entry(r.run_id.clone())
+                .or_default()
+                .insert(r.condition_id.clone(), s);
+            self.counts.bump(s);
+            added += 1;
+        }
+        added
+    }
+
+    /// The split of a condition, if the table has it.
+    #[inline]
+    pub fn split_of(&self, run_id: &str, condition_id: &str) -> Option<Split> {
+        self.conditions.get(run_id)?.get(condition_id).copied()
+    }
+
+    /// The split of a record's condition; `None` for Q-grid records and unknown conditions.
+    #[inline]
+    pub fn split_of_record(&self, r: &Record) -> Option<Split> {
+        if r.phase != Phase::Load {
+            return None;
+        }
+        self.split_of(&r.run_id, &r.condition_id)
+    }
+
+    /// Number of conditions in the table.
+    pub fn len(&self) -> usize {
+        self.conditions.values().map(BTreeMap::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Errors naming the first load-phase condition of `records` that the table lacks.
+    pub fn check_covers(&self, records: &[Record], table_path: &Path) -> Result<(), RecordsError> {
+        let missing = records
+            .iter()
+            .filter(|r| r.phase == Phase::Load)
+            .find(|r| self.split_of(&r.run_id, &r.condition_id).is_none());
+        match missing {
+            None => Ok(()),
+            Some(r) => Err(RecordsError::Splits(format!(
+                "{}: condition {:?} of run {:?} is not in the split table (re-run sy-fit on these records)",
+                table_path.display(),
+                r.condition_id,
+                r.run_id
+            ))),
+        }
+    }
+
+    /// Reads and checks `splits.json`.
+    pub fn read(path: &Path) -> Result<SplitTable, RecordsError> {
+        let text = std::fs::read_to_string(path).map_err(|e| RecordsError::Read {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        let t: SplitTable = serde_json::from_str(&text).map_err(|e| {
+            RecordsError::Splits(format!("{}: not a valid split table: {e}", path.display()))
+        })?;
+        if t.schema_version != SPLITS_SCHEMA_VERSION {
+            return Err(RecordsError::Splits(format!(
+                "{}: split table schema version {} (expected {SPLITS_SCHEMA_VERSION})",
+                path.display(),
+                t.schema_version
+            )));
+        }
+        let f = t.fractions;
+        SplitFractions::new(f.fit, f.uncertainty, f.selection)
+            .map_err(|e| RecordsError::Splits(format!("{}: {e}", path.display())))?;
+        let mut counts = SplitCounts::default();
+        for conds in t.conditions.values() {
+            for s in conds.values() {
+                counts.bump(*s);
+            }
+        }
+        if counts != t.counts {
+            return Err(RecordsError::Splits(format!(
+                "{}: counts {:?} do not match the conditions listed {:?}",
+                path.display(),
+                t.counts,
+                counts
+            )));
+        }
+        Ok(t)
+    }
+
+    /// Writes the table as pretty JSON, atomically.
+    pub fn write(&self, path: &Path) -> Result<(), RecordsError> {
+        sy_cli::atomic_write_json(path, self).map_err(|e| RecordsError::Write {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Reuses the table at `path` when it exists (checking that an explicitly requested seed or
+    /// fractions agree with it, and adding conditions it lacks by the same hash), else builds one
+    /// from `records` with `seed` (default 0) and `fractions` (default 60/20/20).
+    ///
+    /// Returns the table and whether it was read from `path`. Nothing is written.
+    pub fn load_or_build(
+        path: &Path,
+        records: &[Record],
+        seed: Option<u64>,
+        fractions: Option<SplitFractions>,
+    ) -> Result<(SplitTable, bool), RecordsError> {
+        if path.is_file() {
+            let mut t = SplitTable::read(path)?;
+            if let Some(s) = seed
+                && s != t.seed
+            {
+                return Err(RecordsError::Splits(format!(
+                    "{}: the split table was made with seed {}, but --seed {s} was given; remove the file to re-split or pass --seed {}",
+                    path.display(),
+                    t.seed,
+                    t.seed
+                )));
+            }
+            if let Some(f) = fractions
+                && f != t.fractions
+            {
+                return Err(RecordsError::Splits(format!(
+                    "{}: the split table was made with fractions {},{},{}, but {},{},{} were given; remove the file to re-split",
+                    path.display(),
+                    t.fractions.fit,
+                    t.fractions.uncertainty,
+                    t.fractions.selection,
+                    f.fit,
+                    f.uncertainty,
+                    f.selection
+                )));
+            }
+            t.extend(records);
+            Ok((t, true))
+        } else {
+            Ok((
+                SplitTable::build(records, seed.unwrap_or(0), fractions.unwrap_or_default()),
+                false,
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::template_record;
+
+    #[test]
+    fn fractions_parse_and_validate() {
+        assert_eq!(
+            "0.6,0.2,0.2".parse::<SplitFractions>().unwrap(),
+            SplitFractions::default()
+        );
+        assert_eq!(
+            "60/20/20".parse::<SplitFractions>().unwrap(),
+            SplitFractions::default()
+        );
+        assert!(
+            "0.5,0.2,0.2"
+                .parse::<SplitFractions>()
+                .unwrap_err()
+                .contains("sum to 1")
+        );
+        assert!("0.5,0.5".parse::<SplitFractions>().is_err());
+        assert!("1.2,-0.2,0".parse::<SplitFractions>().is_err());
+        assert!("0,0.5,0.5".parse::<SplitFractions>().is_err());
+    }
+
+    #[test]
+    fn assignment_is_deterministic_and_near_the_fractions() {
+        let f = SplitFractions::default();
+        let mut counts = SplitCounts::default();
+        for i in 0..10_000 {
+            let c = format!("c{i}");
+            let s = assign_split(7, &f, "run", &c);
+            assert_eq!(s, assign_split(7, &f, "run", &c));
+            counts.bump(s);
+        }
+        assert!((5_700..6_300).contains(&counts.fit), "{counts:?}");
+        assert!((1_800..2_200).contains(&counts.uncertainty), "{counts:?}");
+        // Another seed moves conditions.
+        let moved = (0..1000)
+            .filter(|i| {
+                let c = format!("c{i}");
+                assign_split(7, &f, "run", &c) != assign_split(8, &f, "run", &c)
+            })
+            .count();
+        assert!(moved > 300, "{moved}");
+        // The run id namespaces the condition id.
+        let differ = (0..1000)
+            .filter(|i| {
+                let c = format!("c{i}");
+                assign_split(7, &f, "a", &c) != assign_split(7, &f, "b", &c)
+            })
+            .count();
+        assert!(differ > 300, "{differ}");
+    }
+
+    #[test]
+    fn table_groups_every_repeat_and_role_and_skips_qgrid() {
+        let mut records = Vec::new();
+        for c in 0..50 {
+            for rep in 0..3 {
+                for role in [crate::Role::Efficient, crate::Role::Capable] {
+                    let mut r = template_record();
+                    r.condition_id = format!("c{c}");
+                    r.repeat = rep;
+                    r.role = role;
+                    records.push(r);
+                }
+            }
+        }
+        let mut q = template_record();
+        q.phase = Phase::Qgrid;
+        q.condition_id = "q".into();
+        records.push(q.clone());
+        let t = SplitTable::build(&records, 3, SplitFractions::default());
+        assert_eq!(t.len(), 50);
+        assert_eq!(t.split_of_record(&q), None);
+        for r in &records[..300] {
+            assert_eq!(
+                t.split_of_record(r),
+                Some(assign_split(
+                    3,
+                    &SplitFractions::default(),
+                    &r.run_id,
+                    &r.condition_id
+                ))
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(SPLITS_FILE);
+        t.write(&path).unwrap();
+        let back = SplitTable::read(&path).unwrap();
+        assert_eq!(back, t);
+        // Reuse: same table; a conflicting seed is refused; new conditions are added.
+        let (again, reused) = SplitTable::load_or_build(&path, &records, None, None).unwrap();
+        assert!(reused);
+        assert_eq!(again, t);
+        let err = SplitTable::load_or_build(&path, &records, Some(4), None).unwrap_err();
+        assert!(err.to_string().contains("seed 3"), "{err}");
+        let mut extra = template_record();
+        extra.condition_id = "new".into();
+        let (grown, _) = SplitTable::load_or_build(&path, &[extra], Some(3), None).unwrap();
+        assert_eq!(grown.len(), 51);
+        let err = t.check_covers(
+            &[{
+                let mut r = template_record();
+                r.condition_id = "zzz".into();
+                r
+            }],
+            &path,
+        );
+        assert!(err.unwrap_err().to_string().contains("zzz"));
+    }
+}
