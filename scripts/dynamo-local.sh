@@ -21,7 +21,8 @@
 #   scripts/dynamo-local.sh restart-worker NAME   kill -9 NAME, start it again (new instance id), re-register
 #   scripts/dynamo-local.sh kill-worker NAME      kill -9 NAME only (a crash; the selection service is not told)
 #   scripts/dynamo-local.sh start-worker NAME     start NAME again after kill-worker, wait, re-register
-#   scripts/dynamo-local.sh restart-frontend   stop the frontend and start it again (workers stay up)
+#   scripts/dynamo-local.sh restart-frontend [--kill]   stop the frontend (TERM: drains open streams for up
+#                                              to 10 s; --kill: kill -9, a crash) and start it again
 #   scripts/dynamo-local.sh register           (re-)register the running workers, delete stale ids
 #
 # Settings (environment): VENV, RUN_DIR, FRONTEND_PORT (18000), SELECT_PORT (18092),
@@ -85,6 +86,7 @@ cmd_install() {
       'prometheus-client>=0.23.1,<1' 'pyzmq>=26' 'redis>=6.2,<9' 'tqdm>=4' 'transformers>=4.56' \
       'typing-extensions>=4.10' 'zstandard>=0.23,<1' 'pydantic>=2.10.6,<=2.13.5' uvloop tokenizers \
       || die "installing Dynamo's dependencies failed"
+  echo "dynamo-local: (a pip complaint that ai-dynamo requires aisimulate is expected: see the comment above cmd_install)"
   py -c 'import dynamo.llm, dynamo.frontend, dynamo.mocker, tokenizers' || die "the venv does not import dynamo"
   echo "dynamo-local: Dynamo $DYNAMO_VERSION installed in $VENV in $(elapsed "$t0") s"
 }
@@ -435,10 +437,12 @@ cmd_restart_worker() {
 
 cmd_restart_frontend() {
   dyn_env; export_settings
-  local pid t0; t0=$(now)
+  local pid t0 signal=TERM; t0=$(now)
+  [ "${1:-}" = "--kill" ] && signal=KILL
   pid=$(pid_of frontend)
   if pid_is_ours "$pid"; then
-    kill -TERM "$pid"
+    # TERM: the frontend drains open streams first (up to the 10 s below); --kill: a crash.
+    kill -"$signal" "$pid" && echo "dynamo-local: $signal frontend ($pid)"
     for _ in $(seq 1 40); do pid_is_ours "$pid" || break; sleep 0.25; done
     pid_is_ours "$pid" && kill -KILL "$pid"
   fi
@@ -458,6 +462,6 @@ case "${1:-}" in
   kill-worker) cmd_kill_worker "${2:?usage: kill-worker NAME}" ;;
   start-worker) cmd_start_worker "${2:?usage: start-worker NAME}" ;;
   restart-worker) cmd_restart_worker "${2:?usage: restart-worker NAME}" ;;
-  restart-frontend) cmd_restart_frontend ;;
-  *) sed -n '2,33p' "$0" >&2; exit 2 ;;
+  restart-frontend) cmd_restart_frontend "${2:-}" ;;
+  *) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2 ;;
 esac

@@ -318,7 +318,7 @@ async fn real_dynamo_worker_killed_mid_stream_then_replaced() {
     stack.assert_loads_zero("after the worker fault").await;
 }
 
-/// The frontend restarted while a stream is in flight: the client sees the stream break (not a hang),
+/// The frontend killed (-9) and restarted while a stream is in flight: the client sees the stream break (not a hang),
 /// the reservation is deleted, and once the frontend is back the accounting loop works again, with the
 /// cache knowledge recovered from the workers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -376,7 +376,7 @@ async fn real_dynamo_frontend_restart_mid_run() {
                 events += s.matches("data: ").count();
                 done |= s.contains("[DONE]");
                 if !restarted && events >= 3 {
-                    stack.launcher(&["restart-frontend"]);
+                    stack.launcher(&["restart-frontend", "--kill"]);
                     restarted = true;
                 }
             }
