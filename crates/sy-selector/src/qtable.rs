@@ -1,0 +1,373 @@
+//! The Q table: measured no-load TTFT `Q_m(N, f)` over prompt length N and cached fraction f.
+//!
+//! Values between measured points use bilinear interpolation. A query outside the measured grid,
+//! or inside a cell with a missing (NaN) corner, is [`OutOfRange`]: never clamped, never
+//! extrapolated. A query that lies exactly on a grid line does not interpolate along that axis,
+//! so it reads only the corners on that line (a measured grid point is returned as measured).
+
+use serde::{Deserialize, Serialize};
+
+/// Why a Q lookup has no value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, thiserror::Error)]
+#[serde(rename_all = "snake_case")]
+pub enum OutOfRange {
+    /// N is NaN or outside `[n_axis[0], n_axis[last]]`.
+    #[error("prompt length N is outside the Q table's measured grid")]
+    N,
+    /// f is NaN or outside `[f_axis[0], f_axis[last]]`.
+    #[error("cached fraction f is outside the Q table's measured grid")]
+    F,
+    /// The enclosing cell has a missing (unmeasured) corner.
+    #[error("the Q table cell enclosing (N, f) has a missing corner")]
+    MissingCorner,
+}
+
+/// Why a Q table cannot be built.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum QTableError {
+    #[error("Q table {axis} is empty")]
+    EmptyAxis { axis: &'static str },
+    #[error("Q table {axis}[{index}] = {value} is not finite")]
+    NonFiniteAxis {
+        axis: &'static str,
+        index: usize,
+        value: f64,
+    },
+    #[error("Q table {axis} is not strictly increasing at index {index} ({prev} then {value})")]
+    NotIncreasing {
+        axis: &'static str,
+        index: usize,
+        prev: f64,
+        value: f64,
+    },
+    #[error("Q table has {got} values, expected n_axis.len() × f_axis.len() = {expected}")]
+    Shape { expected: usize, got: usize },
+    #[error("Q table row {row} has {got} values, expected f_axis.len() = {expected}")]
+    RowShape {
+        row: usize,
+        expected: usize,
+        got: usize,
+    },
+    #[error("Q table value at (n index {row}, f index {col}) is infinite")]
+    InfiniteValue { row: usize, col: usize },
+}
+
+/// Measured no-load TTFT (milliseconds) per (prompt length, cached fraction).
+///
+/// In JSON: `{"n_axis": [...], "f_axis": [...], "values": [[...], ...]}` where `values[i][j]` is
+/// `Q(n_axis[i], f_axis[j])` and `null` marks a missing cell. Deserialisation validates like
+/// [`QTable::new`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "QTableRepr", into = "QTableRepr")]
+pub struct QTable {
+    n_axis: Vec<f64>,
+    f_axis: Vec<f64>,
+    /// Row-major: `values[i * f_axis.len() + j]`; NaN = missing.
+    values: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QTableRepr {
+    n_axis: Vec<f64>,
+    f_axis: Vec<f64>,
+    values: Vec<Vec<Option<f64>>>,
+}
+
+impl TryFrom<QTableRepr> for QTable {
+    type Error = QTableError;
+    fn try_from(repr: QTableRepr) -> Result<Self, Self::Error> {
+        let width = repr.f_axis.len();
+        if repr.values.len() != repr.n_axis.len() {
+            return Err(QTableError::Shape {
+                expected: repr.n_axis.len() * width,
+                got: repr.values.iter().map(Vec::len).sum(),
+            });
+        }
+        let mut flat = Vec::with_capacity(repr.n_axis.len() * width);
+        for (row, values) in repr.values.iter().enumerate() {
+            if values.len() != width {
+                return Err(QTableError::RowShape {
+                    row,
+                    expected: width,
+                    got: values.len(),
+                });
+            }
+            flat.extend(values.iter().map(|v| v.unwrap_or(f64::NAN)));
+        }
+        QTable::new(repr.n_axis, repr.f_axis, flat)
+    }
+}
+
+impl From<QTable> for QTableRepr {
+    fn from(q: QTable) -> Self {
+        let width = q.f_axis.len();
+        let values = q
+            .values
+            .chunks(width.max(1))
+            .map(|row| {
+                row.iter()
+                    .map(|v| if v.is_nan() { None } else { Some(*v) })
+                    .collect()
+            })
+            .collect();
+        QTableRepr {
+            n_axis: q.n_axis,
+            f_axis: q.f_axis,
+            values,
+        }
+    }
+}
+
+fn check_axis(axis: &[f64], name: &'static str) -> Result<(), QTableError> {
+    if axis.is_empty() {
+        return Err(QTableError::EmptyAxis { axis: name });
+    }
+    for (index, &value) in axis.iter().enumerate() {
+        if !value.is_finite() {
+            return Err(QTableError::NonFiniteAxis {
+                axis: name,
+                index,
+                value,
+            });
+        }
+        if index > 0 && value <= axis[index - 1] {
+            return Err(QTableError::NotIncreasing {
+                axis: name,
+                index,
+                prev: axis[index - 1],
+                value,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Locates `x` on a strictly increasing axis: `(lo, hi, t)` with `x = axis[lo] + t (axis[hi] -
+/// axis[lo])`; `lo == hi` and `t == 0` when `x` is exactly a grid point. `None` outside (or NaN).
+#[inline]
+fn bracket(axis: &[f64], x: f64) -> Option<(usize, usize, f64)> {
+    let (&first, &last) = (axis.first()?, axis.last()?);
+    if !(x >= first && x <= last) {
+        return None;
+    }
+    // First index whose value is > x; ≥ 1 because axis[0] <= x.
+    let i = axis.partition_point(|&a| a <= x);
+    let lo = i.checked_sub(1)?;
+    let a_lo = *axis.get(lo)?;
+    if a_lo == x {
+        return Some((lo, lo, 0.0));
+    }
+    let a_hi = *axis.get(i)?;
+    Some((lo, i, (x - a_lo) / (a_hi - a_lo)))
+}
+
+impl QTable {
+    /// Builds a table. Axes must be non-empty, finite and strictly increasing; `values` is
+    /// row-major (`n_axis.len()` rows of `f_axis.len()`), NaN marks a missing cell, infinities are
+    /// refused.
+    pub fn new(n_axis: Vec<f64>, f_axis: Vec<f64>, values: Vec<f64>) -> Result<Self, QTableError> {
+        check_axis(&n_axis, "n_axis")?;
+        check_axis(&f_axis, "f_axis")?;
+        let expected = n_axis.len() * f_axis.len();
+        if values.len() != expected {
+            return Err(QTableError::Shape {
+                expected,
+                got: values.len(),
+            });
+        }
+        if let Some(pos) = values.iter().position(|v| v.is_infinite()) {
+            return Err(QTableError::InfiniteValue {
+                row: pos / f_axis.len(),
+                col: pos % f_axis.len(),
+            });
+        }
+        Ok(QTable {
+            n_axis,
+            f_axis,
+            values,
+        })
+    }
+
+    /// The prompt-length axis (strictly increasing).
+    pub fn n_axis(&self) -> &[f64] {
+        &self.n_axis
+    }
+
+    /// The cached-fraction axis (strictly increasing).
+    pub fn f_axis(&self) -> &[f64] {
+        &self.f_axis
+    }
+
+    /// The measured value at grid point `(n_axis[i], f_axis[j])`, `None` when missing.
+    pub fn value(&self, i: usize, j: usize) -> Option<f64> {
+        if j >= self.f_axis.len() {
+            return None;
+        }
+        self.values
+            .get(i * self.f_axis.len() + j)
+            .copied()
+            .filter(|v| !v.is_nan())
+    }
+
+    #[inline]
+    fn at(&self, i: usize, j: usize) -> f64 {
+        self.values
+            .get(i * self.f_axis.len() + j)
+            .copied()
+            .unwrap_or(f64::NAN)
+    }
+
+    /// `Q(n, f)` by bilinear interpolation.
+    #[inline]
+    pub fn lookup(&self, n: f64, f: f64) -> Result<f64, OutOfRange> {
+        let (i0, i1, tn) = bracket(&self.n_axis, n).ok_or(OutOfRange::N)?;
+        let (j0, j1, tf) = bracket(&self.f_axis, f).ok_or(OutOfRange::F)?;
+        let (q00, q10, q01, q11) = (
+            self.at(i0, j0),
+            self.at(i1, j0),
+            self.at(i0, j1),
+            self.at(i1, j1),
+        );
+        if q00.is_nan() || q10.is_nan() || q01.is_nan() || q11.is_nan() {
+            return Err(OutOfRange::MissingCorner);
+        }
+        let low_f = q00 + tn * (q10 - q00);
+        let high_f = q01 + tn * (q11 - q01);
+        Ok(low_f + tf * (high_f - low_f))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> QTable {
+        // N = 1000, 3000; f = 0, 0.5, 1
+        QTable::new(
+            vec![1000.0, 3000.0],
+            vec![0.0, 0.5, 1.0],
+            vec![100.0, 60.0, 20.0, 300.0, 160.0, 40.0],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn grid_points_are_exact() {
+        let q = table();
+        assert_eq!(q.lookup(1000.0, 0.0), Ok(100.0));
+        assert_eq!(q.lookup(3000.0, 1.0), Ok(40.0));
+        assert_eq!(q.lookup(3000.0, 0.5), Ok(160.0));
+    }
+
+    #[test]
+    fn bilinear_hand_computed() {
+        let q = table();
+        // Along N at f = 0: halfway between 100 and 300.
+        assert_eq!(q.lookup(2000.0, 0.0), Ok(200.0));
+        // N = 1500 (tn = 0.25), f = 0.25 (tf = 0.5 in [0, 0.5]):
+        // f=0 row: 100 + 0.25 * 200 = 150; f=0.5 row: 60 + 0.25 * 100 = 85; mid = 117.5
+        assert_eq!(q.lookup(1500.0, 0.25), Ok(117.5));
+        // N = 2500 (tn = 0.75), f = 0.75 (tf = 0.5 in [0.5, 1]):
+        // f=0.5: 60 + 0.75*100 = 135; f=1: 20 + 0.75*20 = 35; mid = 85
+        assert_eq!(q.lookup(2500.0, 0.75), Ok(85.0));
+    }
+
+    #[test]
+    fn outside_is_out_of_range_never_clamped() {
+        let q = table();
+        assert_eq!(q.lookup(999.999, 0.0), Err(OutOfRange::N));
+        assert_eq!(q.lookup(3000.001, 0.0), Err(OutOfRange::N));
+        assert_eq!(q.lookup(2000.0, -1e-12), Err(OutOfRange::F));
+        assert_eq!(q.lookup(2000.0, 1.0000001), Err(OutOfRange::F));
+        assert_eq!(q.lookup(f64::NAN, 0.0), Err(OutOfRange::N));
+        assert_eq!(q.lookup(2000.0, f64::NAN), Err(OutOfRange::F));
+        assert_eq!(q.lookup(f64::INFINITY, 0.0), Err(OutOfRange::N));
+    }
+
+    #[test]
+    fn missing_corner_is_out_of_range() {
+        let q = QTable::new(
+            vec![1000.0, 3000.0],
+            vec![0.0, 0.5, 1.0],
+            vec![100.0, 60.0, 20.0, 300.0, 160.0, f64::NAN],
+        )
+        .unwrap();
+        assert_eq!(q.lookup(2000.0, 0.75), Err(OutOfRange::MissingCorner));
+        assert_eq!(q.lookup(3000.0, 1.0), Err(OutOfRange::MissingCorner));
+        // The other cell is complete, and the shared edge f = 0.5 reads only measured corners.
+        assert_eq!(q.lookup(2000.0, 0.25), Ok(155.0));
+        assert_eq!(q.lookup(2000.0, 0.5), Ok(110.0));
+        assert_eq!(q.lookup(1000.0, 1.0), Ok(20.0));
+    }
+
+    #[test]
+    fn single_point_axes() {
+        let q = QTable::new(vec![1000.0], vec![0.0], vec![42.0]).unwrap();
+        assert_eq!(q.lookup(1000.0, 0.0), Ok(42.0));
+        assert_eq!(q.lookup(1000.0, 0.1), Err(OutOfRange::F));
+    }
+
+    #[test]
+    fn construction_errors() {
+        assert!(matches!(
+            QTable::new(vec![], vec![0.0], vec![]),
+            Err(QTableError::EmptyAxis { axis: "n_axis" })
+        ));
+        assert!(matches!(
+            QTable::new(vec![1.0, 1.0], vec![0.0], vec![1.0, 2.0]),
+            Err(QTableError::NotIncreasing {
+                axis: "n_axis",
+                index: 1,
+                ..
+            })
+        ));
+        assert!(matches!(
+            QTable::new(vec![1.0], vec![0.0, f64::NAN], vec![1.0, 2.0]),
+            Err(QTableError::NonFiniteAxis {
+                axis: "f_axis",
+                index: 1,
+                ..
+            })
+        ));
+        assert!(matches!(
+            QTable::new(vec![1.0], vec![0.0], vec![1.0, 2.0]),
+            Err(QTableError::Shape {
+                expected: 1,
+                got: 2
+            })
+        ));
+        assert!(matches!(
+            QTable::new(vec![1.0], vec![0.0], vec![f64::INFINITY]),
+            Err(QTableError::InfiniteValue { row: 0, col: 0 })
+        ));
+    }
+
+    #[test]
+    fn json_round_trip_with_missing_cells() {
+        let q = QTable::new(
+            vec![1.0, 2.0],
+            vec![0.0, 1.0],
+            vec![1.0, f64::NAN, 3.0, 4.0],
+        )
+        .unwrap();
+        let json = serde_json::to_string(&q).unwrap();
+        assert_eq!(
+            json,
+            r#"{"n_axis":[1.0,2.0],"f_axis":[0.0,1.0],"values":[[1.0,null],[3.0,4.0]]}"#
+        );
+        let back: QTable = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.value(0, 1), None);
+        assert_eq!(back.value(1, 1), Some(4.0));
+        let err = serde_json::from_str::<QTable>(
+            r#"{"n_axis":[2.0,1.0],"f_axis":[0.0],"values":[[1.0],[2.0]]}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("strictly increasing"), "{err}");
+        let err = serde_json::from_str::<QTable>(
+            r#"{"n_axis":[1.0],"f_axis":[0.0,1.0],"values":[[1.0]]}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("row 0 has 1 values"), "{err}");
+    }
+}

@@ -1,0 +1,859 @@
+//! Guard G, the five triggers and [`decide`].
+//!
+//! ```text
+//! choice = Stage's choice
+//! if choice == efficient AND G AND the variant's trigger is true:
+//!     choice = capable
+//! G = capable worker schedulable AND required observations valid AND age <= max age
+//!     AND capable booked requests R < destination limit AND local capable in-flight < local limit
+//! ```
+//!
+//! [`decide`] is a pure function of its arguments: no I/O, no clock, no heap allocation, no state.
+
+use serde::{Deserialize, Serialize};
+
+use crate::estimator::{ModelEstimators, PredictError};
+use crate::model::{Model, Variant};
+use crate::observation::{Field, InvalidInput, Needs, Observation, Problem};
+use crate::qtable::OutOfRange;
+
+/// Count thresholds; `None` disables a term.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Thresholds {
+    /// `R_efficient >= r` (variants `count` and `count_prefill`).
+    pub r: Option<f64>,
+    /// `P_efficient > p` (variant `count_prefill`).
+    pub p: Option<f64>,
+}
+
+/// Required predicted advantages (ms) of the TTFT variants.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Margins {
+    /// `delta_blind`.
+    pub blind: f64,
+    /// `delta_cache`.
+    pub cache: f64,
+}
+
+/// Guard G's fixed limits (the same for every variant).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardLimits {
+    /// Maximum observation age `now_ms - observed_at_ms`, inclusive.
+    pub max_age_ms: f64,
+    /// An override needs the capable worker's booked requests R < this.
+    pub destination_limit: f64,
+    /// An override needs this process's capable in-flight calls < this.
+    pub local_limit: u64,
+}
+
+/// Every fixed parameter of the rule: both models' estimators, thresholds, margins, limits.
+/// Offline tools evaluate every variant with the same `RuleParams`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleParams {
+    pub efficient: ModelEstimators,
+    pub capable: ModelEstimators,
+    pub thresholds: Thresholds,
+    pub margins: Margins,
+    pub limits: GuardLimits,
+}
+
+/// The per-turn input of [`decide`]: Stage's proposal, both candidates' observations (each for
+/// the worker Dynamo would pick in that model's pool), the clock and local in-flight accounting.
+/// This is the document `sy-select decide --observations` reads (see `docs/observation-json.md`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionInput {
+    /// Stage's proposed model.
+    pub proposal: Model,
+    pub efficient: Observation,
+    pub capable: Observation,
+    /// Client wall-clock now, milliseconds since the Unix epoch (same clock as `observed_at_ms`).
+    pub now_ms: f64,
+    /// Capable calls this Switchyard process has in flight.
+    #[serde(default)]
+    pub local_capable_in_flight: u64,
+}
+
+/// Which inputs a variant reads, per candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequiredInputs {
+    pub efficient: Needs,
+    pub capable: Needs,
+}
+
+impl RequiredInputs {
+    /// Nothing at all (`stage`, and any variant whose trigger is disabled).
+    pub const NONE: RequiredInputs = RequiredInputs {
+        efficient: Needs::NONE,
+        capable: Needs::NONE,
+    };
+}
+
+/// Whether a variant's trigger can fire at all with these thresholds (`stage` never; `count` needs
+/// `r`; `count_prefill` needs `r` or `p`; the TTFT variants always can).
+pub fn trigger_enabled(variant: Variant, thresholds: &Thresholds) -> bool {
+    match variant {
+        Variant::Stage => false,
+        Variant::Count => thresholds.r.is_some(),
+        Variant::CountPrefill => thresholds.r.is_some() || thresholds.p.is_some(),
+        Variant::Blind | Variant::Cache => true,
+    }
+}
+
+/// The inputs a variant needs, explicitly:
+///
+/// | variant | efficient | capable |
+/// |---|---|---|
+/// | `stage` (or trigger disabled) | — | — |
+/// | `count` | observed_at, R | observed_at, schedulable, R |
+/// | `count_prefill` | observed_at, R if `r` enabled, P if `p` enabled | observed_at, schedulable, R |
+/// | `blind` | observed_at, N, R, P | observed_at, schedulable, N, R, P |
+/// | `cache` | observed_at, N, K, R, P | observed_at, schedulable, N, K, R, P |
+///
+/// The capable candidate's schedulable flag and R are read by guard G; its age and the efficient
+/// one's are checked for every observation the decision reads.
+pub fn required_inputs(variant: Variant, thresholds: &Thresholds) -> RequiredInputs {
+    if !trigger_enabled(variant, thresholds) {
+        return RequiredInputs::NONE;
+    }
+    let guard = Needs {
+        observed_at: true,
+        schedulable: true,
+        r: true,
+        ..Needs::NONE
+    };
+    let seen = Needs {
+        observed_at: true,
+        ..Needs::NONE
+    };
+    match variant {
+        Variant::Stage => RequiredInputs::NONE,
+        Variant::Count => RequiredInputs {
+            efficient: Needs { r: true, ..seen },
+            capable: guard,
+        },
+        Variant::CountPrefill => RequiredInputs {
+            efficient: Needs {
+                r: thresholds.r.is_some(),
+                p: thresholds.p.is_some(),
+                ..seen
+            },
+            capable: guard,
+        },
+        Variant::Blind | Variant::Cache => {
+            let k = variant == Variant::Cache;
+            let estimator = Needs {
+                n: true,
+                k,
+                r: true,
+                p: true,
+                ..Needs::NONE
+            };
+            RequiredInputs {
+                efficient: Needs {
+                    observed_at: true,
+                    ..estimator
+                },
+                capable: Needs {
+                    observed_at: true,
+                    schedulable: true,
+                    ..estimator
+                },
+            }
+        }
+    }
+}
+
+/// Why the decision came out as it did.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reason {
+    /// Stage proposed capable: never changed.
+    CapableProposal,
+    /// Variant `stage`: follow Stage.
+    StageBaseline,
+    /// The variant's trigger is disabled by its thresholds (`r`/`p` both `None`).
+    TriggerDisabled,
+    /// Guard G held and the trigger was false: efficient kept.
+    TriggerFalse,
+    /// Guard G held and the trigger was true: changed to capable.
+    Override,
+    /// Guard: the capable worker is not schedulable.
+    NotSchedulable,
+    /// Guard: a required input is missing or invalid.
+    InvalidInput {
+        model: Model,
+        field: Field,
+        problem: Problem,
+    },
+    /// Guard: an observation is older than the maximum age.
+    TooOld { model: Model },
+    /// Guard: capable booked requests R ≥ destination limit.
+    DestinationLimit,
+    /// Guard: local capable in-flight calls ≥ local limit.
+    LocalLimit,
+    /// A Q lookup was outside the measured grid (or in a cell with a missing corner).
+    OutOfRange {
+        model: Model,
+        out_of_range: OutOfRange,
+    },
+    /// A prediction was zero, negative or non-finite.
+    NonPositivePrediction { model: Model },
+}
+
+impl Reason {
+    /// A stable short name (the serde `kind`), for counting in reports.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Reason::CapableProposal => "capable_proposal",
+            Reason::StageBaseline => "stage_baseline",
+            Reason::TriggerDisabled => "trigger_disabled",
+            Reason::TriggerFalse => "trigger_false",
+            Reason::Override => "override",
+            Reason::NotSchedulable => "not_schedulable",
+            Reason::InvalidInput { .. } => "invalid_input",
+            Reason::TooOld { .. } => "too_old",
+            Reason::DestinationLimit => "destination_limit",
+            Reason::LocalLimit => "local_limit",
+            Reason::OutOfRange { .. } => "out_of_range",
+            Reason::NonPositivePrediction { .. } => "non_positive_prediction",
+        }
+    }
+
+    /// Whether the rule could not act and fell back to Stage's choice (a guard check failed or a
+    /// prediction was unusable).
+    pub fn is_fallback(&self) -> bool {
+        !matches!(
+            self,
+            Reason::CapableProposal
+                | Reason::StageBaseline
+                | Reason::TriggerDisabled
+                | Reason::TriggerFalse
+                | Reason::Override
+        )
+    }
+}
+
+/// One decision, with everything needed to explain it in a per-request log.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub variant: Variant,
+    /// Stage's proposal.
+    pub proposal: Model,
+    /// The final choice.
+    pub choice: Model,
+    /// `choice != proposal` (only ever efficient → capable).
+    pub changed: bool,
+    pub reason: Reason,
+    /// Age of the efficient observation (ms), when read.
+    pub efficient_age_ms: Option<f64>,
+    /// Age of the capable observation (ms), when read.
+    pub capable_age_ms: Option<f64>,
+    /// The capable candidate's booked requests (guard's destination check), when read.
+    pub capable_r: Option<f64>,
+    /// Trigger input `R_efficient`, when read.
+    pub efficient_r: Option<f64>,
+    /// Trigger input `P_efficient`, when read.
+    pub efficient_p: Option<f64>,
+    /// Threshold `r` in force (count variants).
+    pub threshold_r: Option<f64>,
+    /// Threshold `p` in force (`count_prefill`).
+    pub threshold_p: Option<f64>,
+    /// Predicted efficient TTFT (ms), when computed.
+    pub predicted_efficient_ms: Option<f64>,
+    /// Predicted capable TTFT (ms), when computed.
+    pub predicted_capable_ms: Option<f64>,
+    /// `predicted_efficient_ms - predicted_capable_ms`, when both were computed.
+    pub advantage_ms: Option<f64>,
+    /// The margin `delta` in force (TTFT variants).
+    pub margin_ms: Option<f64>,
+}
+
+impl Decision {
+    fn keep(variant: Variant, proposal: Model, reason: Reason) -> Decision {
+        Decision {
+            variant,
+            proposal,
+            choice: proposal,
+            changed: false,
+            reason,
+            efficient_age_ms: None,
+            capable_age_ms: None,
+            capable_r: None,
+            efficient_r: None,
+            efficient_p: None,
+            threshold_r: None,
+            threshold_p: None,
+            predicted_efficient_ms: None,
+            predicted_capable_ms: None,
+            advantage_ms: None,
+            margin_ms: None,
+        }
+    }
+
+    fn fall_back(mut self, reason: Reason) -> Decision {
+        self.choice = self.proposal;
+        self.changed = false;
+        self.reason = reason;
+        self
+    }
+}
+
+fn invalid(model: Model, e: InvalidInput) -> Reason {
+    Reason::InvalidInput {
+        model,
+        field: e.field,
+        problem: e.problem,
+    }
+}
+
+fn prediction_failure(model: Model, e: PredictError) -> Reason {
+    match e {
+        PredictError::Invalid(e) => invalid(model, e),
+        PredictError::OutOfRange { reason } => Reason::OutOfRange {
+            model,
+            out_of_range: reason,
+        },
+        PredictError::NonPositive { .. } => Reason::NonPositivePrediction { model },
+    }
+}
+
+/// The value of a prediction, including a non-positive one (logged, never acted on).
+fn predicted_value(p: &Result<f64, PredictError>) -> Option<f64> {
+    match p {
+        Ok(v) => Some(*v),
+        Err(PredictError::NonPositive { value }) => Some(*value),
+        Err(_) => None,
+    }
+}
+
+impl RuleParams {
+    /// See [`decide`].
+    #[inline]
+    pub fn decide(&self, variant: Variant, input: &DecisionInput) -> Decision {
+        decide(self, variant, input)
+    }
+}
+
+/// Applies one variant to one turn. A capable proposal is never changed; any failed guard check,
+/// invalid required input, out-of-range or non-positive prediction keeps Stage's choice and is
+/// named in [`Decision::reason`]. Pure: no I/O, no allocation, no state.
+pub fn decide(params: &RuleParams, variant: Variant, input: &DecisionInput) -> Decision {
+    let proposal = input.proposal;
+    if proposal == Model::Capable {
+        return Decision::keep(variant, proposal, Reason::CapableProposal);
+    }
+    if variant == Variant::Stage {
+        return Decision::keep(variant, proposal, Reason::StageBaseline);
+    }
+    let thresholds = params.thresholds;
+    let mut d = Decision::keep(variant, proposal, Reason::TriggerFalse);
+    match variant {
+        Variant::Count => d.threshold_r = thresholds.r,
+        Variant::CountPrefill => {
+            d.threshold_r = thresholds.r;
+            d.threshold_p = thresholds.p;
+        }
+        Variant::Blind => d.margin_ms = Some(params.margins.blind),
+        Variant::Cache => d.margin_ms = Some(params.margins.cache),
+        Variant::Stage => {}
+    }
+    if !trigger_enabled(variant, &thresholds) {
+        return d.fall_back(Reason::TriggerDisabled);
+    }
+    let needs = required_inputs(variant, &thresholds);
+    let (eff, cap) = (&input.efficient, &input.capable);
+
+    // Guard G, in the proposal's order.
+    match cap.valid_schedulable() {
+        Ok(true) => {}
+        Ok(false) => return d.fall_back(Reason::NotSchedulable),
+        Err(e) => return d.fall_back(invalid(Model::Capable, e)),
+    }
+    if let Err(e) = needs.capable.check(cap, input.now_ms) {
+        return d.fall_back(invalid(Model::Capable, e));
+    }
+    if let Err(e) = needs.efficient.check(eff, input.now_ms) {
+        return d.fall_back(invalid(Model::Efficient, e));
+    }
+    // Every value below was validated by the checks above; the fallbacks only keep the
+    // function total.
+    let limits = params.limits;
+    let cap_age = cap.age_ms(input.now_ms).unwrap_or(f64::NAN);
+    d.capable_age_ms = Some(cap_age);
+    if needs.efficient.observed_at {
+        let eff_age = eff.age_ms(input.now_ms).unwrap_or(f64::NAN);
+        d.efficient_age_ms = Some(eff_age);
+        let fresh = eff_age <= limits.max_age_ms; // false for NaN
+        if !fresh {
+            return d.fall_back(Reason::TooOld {
+                model: Model::Efficient,
+            });
+        }
+    }
+    let fresh = cap_age <= limits.max_age_ms; // false for NaN
+    if !fresh {
+        return d.fall_back(Reason::TooOld {
+            model: Model::Capable,
+        });
+    }
+    let cap_r = cap.valid_r().unwrap_or(f64::NAN);
+    d.capable_r = Some(cap_r);
+    let below_limit = cap_r < limits.destination_limit; // false for NaN
+    if !below_limit {
+        return d.fall_back(Reason::DestinationLimit);
+    }
+    if input.local_capable_in_flight >= limits.local_limit {
+        return d.fall_back(Reason::LocalLimit);
+    }
+
+    // The trigger.
+    let fire = match variant {
+        Variant::Stage => false,
+        Variant::Count | Variant::CountPrefill => {
+            let mut fire = false;
+            if let Some(r) = thresholds.r {
+                let eff_r = match eff.valid_r() {
+                    Ok(v) => v,
+                    Err(e) => return d.fall_back(invalid(Model::Efficient, e)),
+                };
+                d.efficient_r = Some(eff_r);
+                fire |= eff_r >= r;
+            }
+            if variant == Variant::CountPrefill
+                && let Some(p) = thresholds.p
+            {
+                let eff_p = match eff.valid_p() {
+                    Ok(v) => v,
+                    Err(e) => return d.fall_back(invalid(Model::Efficient, e)),
+                };
+                d.efficient_p = Some(eff_p);
+                fire |= eff_p > p;
+            }
+            fire
+        }
+        Variant::Blind | Variant::Cache => {
+            let (estimator, margin) = match variant {
+                Variant::Blind => (crate::Estimator::Blind, params.margins.blind),
+                _ => (crate::Estimator::Cache, params.margins.cache),
+            };
+            let t_eff = params.efficient.predict(estimator, eff);
+            let t_cap = params.capable.predict(estimator, cap);
+            d.predicted_efficient_ms = predicted_value(&t_eff);
+            d.predicted_capable_ms = predicted_value(&t_cap);
+            let t_eff = match t_eff {
+                Ok(v) => v,
+                Err(e) => return d.fall_back(prediction_failure(Model::Efficient, e)),
+            };
+            let t_cap = match t_cap {
+                Ok(v) => v,
+                Err(e) => return d.fall_back(prediction_failure(Model::Capable, e)),
+            };
+            let advantage = t_eff - t_cap;
+            d.advantage_ms = Some(advantage);
+            advantage > margin
+        }
+    };
+    if fire {
+        d.choice = Model::Capable;
+        d.changed = true;
+        d.reason = Reason::Override;
+    }
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimator::{LoadCorrection, Standardiser};
+    use crate::qtable::QTable;
+
+    /// A model whose prediction is `ms` everywhere on the grid N ∈ [1, 1e6], f ∈ [0, 1].
+    fn flat(ms: f64) -> ModelEstimators {
+        ModelEstimators {
+            q: QTable::new(vec![1.0, 1e6], vec![0.0, 1.0], vec![ms; 4]).unwrap(),
+            standardiser: Standardiser {
+                mean: [0.0; 3],
+                std: [1.0; 3],
+            },
+            blind: LoadCorrection {
+                intercept: 0.0,
+                coef: [0.0; 3],
+            },
+            cache: LoadCorrection {
+                intercept: 0.0,
+                coef: [0.0; 3],
+            },
+        }
+    }
+
+    fn params(eff_ms: f64, cap_ms: f64, margin: f64) -> RuleParams {
+        RuleParams {
+            efficient: flat(eff_ms),
+            capable: flat(cap_ms),
+            thresholds: Thresholds {
+                r: Some(4.0),
+                p: Some(1.5),
+            },
+            margins: Margins {
+                blind: margin,
+                cache: margin,
+            },
+            limits: GuardLimits {
+                max_age_ms: 500.0,
+                destination_limit: 8.0,
+                local_limit: 2,
+            },
+        }
+    }
+
+    fn obs(r: f64) -> Observation {
+        Observation {
+            n: Some(100_000.0),
+            k: Some(90_000.0),
+            r: Some(r),
+            prefill_tokens_booked: Some(16_000.0),
+            prefill_capacity_tokens: Some(8_000.0),
+            schedulable: Some(true),
+            observed_at_ms: Some(10_000.0),
+            ..Observation::default()
+        }
+    }
+
+    fn input() -> DecisionInput {
+        DecisionInput {
+            proposal: Model::Efficient,
+            efficient: obs(4.0),
+            capable: obs(1.0),
+            now_ms: 10_100.0,
+            local_capable_in_flight: 0,
+        }
+    }
+
+    #[test]
+    fn proposal_worked_example_override() {
+        // Efficient 1.4 s, capable 0.9 s, margin 0.2 s: advantage 0.5 s > 0.2 s → capable.
+        let p = params(1400.0, 900.0, 200.0);
+        for variant in [Variant::Blind, Variant::Cache] {
+            let d = decide(&p, variant, &input());
+            assert_eq!(d.choice, Model::Capable, "{variant}");
+            assert!(d.changed);
+            assert_eq!(d.reason, Reason::Override);
+            assert_eq!(d.predicted_efficient_ms, Some(1400.0));
+            assert_eq!(d.predicted_capable_ms, Some(900.0));
+            assert_eq!(d.advantage_ms, Some(500.0));
+            assert_eq!(d.margin_ms, Some(200.0));
+            assert_eq!(d.capable_age_ms, Some(100.0));
+        }
+    }
+
+    #[test]
+    fn proposal_worked_example_keep() {
+        // Advantage only 0.05 s → keep efficient.
+        let p = params(1400.0, 1350.0, 200.0);
+        let d = decide(&p, Variant::Cache, &input());
+        assert_eq!(d.choice, Model::Efficient);
+        assert!(!d.changed);
+        assert_eq!(d.reason, Reason::TriggerFalse);
+        assert_eq!(d.advantage_ms, Some(50.0));
+        // Strictly greater: an advantage equal to the margin does not override.
+        let p = params(1400.0, 1200.0, 200.0);
+        assert_eq!(
+            decide(&p, Variant::Cache, &input()).reason,
+            Reason::TriggerFalse
+        );
+    }
+
+    #[test]
+    fn capable_proposal_never_changed() {
+        let p = params(1400.0, 900.0, 0.0);
+        let mut i = input();
+        i.proposal = Model::Capable;
+        for v in Variant::ALL {
+            let d = decide(&p, v, &i);
+            assert_eq!(d.choice, Model::Capable);
+            assert!(!d.changed);
+            assert_eq!(d.reason, Reason::CapableProposal);
+        }
+    }
+
+    #[test]
+    fn stage_follows_stage_with_no_inputs() {
+        let p = params(1400.0, 900.0, 0.0);
+        let i = DecisionInput {
+            proposal: Model::Efficient,
+            efficient: Observation::default(),
+            capable: Observation::default(),
+            now_ms: f64::NAN,
+            local_capable_in_flight: u64::MAX,
+        };
+        let d = decide(&p, Variant::Stage, &i);
+        assert_eq!(
+            (d.choice, d.changed, d.reason),
+            (Model::Efficient, false, Reason::StageBaseline)
+        );
+    }
+
+    #[test]
+    fn count_triggers() {
+        let p = params(1.0, 1.0, 0.0); // r = 4, p = 1.5
+        let d = decide(&p, Variant::Count, &input());
+        assert_eq!(d.reason, Reason::Override); // R_eff = 4 >= 4
+        assert_eq!(d.efficient_r, Some(4.0));
+        assert_eq!(d.threshold_r, Some(4.0));
+        let mut i = input();
+        i.efficient.r = Some(3.0);
+        assert_eq!(decide(&p, Variant::Count, &i).reason, Reason::TriggerFalse);
+        // count_prefill: R = 3 < 4 but P = 2 > 1.5 → override.
+        let d = decide(&p, Variant::CountPrefill, &i);
+        assert_eq!(d.reason, Reason::Override);
+        assert_eq!(d.efficient_p, Some(2.0));
+        // P term disabled → R alone decides.
+        let mut q = p.clone();
+        q.thresholds.p = None;
+        assert_eq!(
+            decide(&q, Variant::CountPrefill, &i).reason,
+            Reason::TriggerFalse
+        );
+        // P = 2 is not > 2.
+        q.thresholds = Thresholds {
+            r: None,
+            p: Some(2.0),
+        };
+        assert_eq!(
+            decide(&q, Variant::CountPrefill, &i).reason,
+            Reason::TriggerFalse
+        );
+        // Both disabled → trigger disabled, nothing read.
+        q.thresholds = Thresholds { r: None, p: None };
+        let d = decide(&q, Variant::CountPrefill, &i);
+        assert_eq!(d.reason, Reason::TriggerDisabled);
+        assert_eq!(d.choice, Model::Efficient);
+        assert_eq!(
+            decide(&q, Variant::Count, &i).reason,
+            Reason::TriggerDisabled
+        );
+    }
+
+    #[test]
+    fn count_needs_only_r_efficient_and_guard() {
+        let p = params(1.0, 1.0, 0.0);
+        let mut i = input();
+        // Everything the count rule does not read is garbage.
+        for o in [&mut i.efficient, &mut i.capable] {
+            o.n = Some(f64::NAN);
+            o.k = Some(-1.0);
+            o.prefill_capacity_tokens = Some(10_000_000.0);
+        }
+        assert_eq!(decide(&p, Variant::Count, &i).reason, Reason::Override);
+        // count_prefill reads P when p is enabled.
+        assert_eq!(
+            decide(&p, Variant::CountPrefill, &i).reason,
+            Reason::InvalidInput {
+                model: Model::Efficient,
+                field: Field::PrefillCapacityTokens,
+                problem: Problem::CapacitySentinel
+            }
+        );
+        // blind does not read K but reads N.
+        assert_eq!(
+            decide(&p, Variant::Blind, &i).reason,
+            Reason::InvalidInput {
+                model: Model::Capable,
+                field: Field::N,
+                problem: Problem::NonFinite
+            }
+        );
+    }
+
+    #[test]
+    fn blind_does_not_read_k() {
+        let p = params(1400.0, 900.0, 200.0);
+        let mut i = input();
+        i.efficient.k = None;
+        i.capable.k = Some(1e9); // K > N
+        assert_eq!(decide(&p, Variant::Blind, &i).reason, Reason::Override);
+        assert_eq!(
+            decide(&p, Variant::Cache, &i).reason,
+            Reason::InvalidInput {
+                model: Model::Capable,
+                field: Field::K,
+                problem: Problem::GreaterThanN
+            }
+        );
+    }
+
+    #[test]
+    fn guard_checks_in_order() {
+        let p = params(1400.0, 900.0, 200.0);
+        let check = |f: &dyn Fn(&mut DecisionInput), want: Reason| {
+            let mut i = input();
+            f(&mut i);
+            for v in [
+                Variant::Count,
+                Variant::CountPrefill,
+                Variant::Blind,
+                Variant::Cache,
+            ] {
+                let d = decide(&p, v, &i);
+                assert_eq!(d.reason, want, "{v}");
+                assert_eq!(d.choice, Model::Efficient);
+                assert!(!d.changed);
+                assert!(d.reason.is_fallback());
+            }
+        };
+        check(
+            &|i| i.capable.schedulable = Some(false),
+            Reason::NotSchedulable,
+        );
+        check(
+            &|i| i.capable.schedulable = None,
+            Reason::InvalidInput {
+                model: Model::Capable,
+                field: Field::Schedulable,
+                problem: Problem::Missing,
+            },
+        );
+        check(
+            &|i| i.capable.r = Some(f64::INFINITY),
+            Reason::InvalidInput {
+                model: Model::Capable,
+                field: Field::R,
+                problem: Problem::NonFinite,
+            },
+        );
+        check(
+            &|i| i.now_ms = 10_600.0,
+            Reason::TooOld {
+                model: Model::Efficient,
+            },
+        );
+        check(
+            &|i| i.capable.observed_at_ms = Some(9_000.0),
+            Reason::TooOld {
+                model: Model::Capable,
+            },
+        );
+        check(
+            &|i| i.efficient.observed_at_ms = Some(20_000.0),
+            Reason::InvalidInput {
+                model: Model::Efficient,
+                field: Field::ObservedAtMs,
+                problem: Problem::InFuture,
+            },
+        );
+        check(&|i| i.capable.r = Some(8.0), Reason::DestinationLimit);
+        check(&|i| i.local_capable_in_flight = 2, Reason::LocalLimit);
+        // Age exactly at the maximum is allowed.
+        let mut i = input();
+        i.now_ms = 10_500.0;
+        assert_eq!(decide(&p, Variant::Cache, &i).reason, Reason::Override);
+    }
+
+    #[test]
+    fn out_of_range_and_non_positive_fall_back() {
+        let p = params(1400.0, 900.0, 200.0);
+        let mut i = input();
+        i.capable.n = Some(2e6);
+        i.capable.k = Some(0.0);
+        let d = decide(&p, Variant::Cache, &i);
+        assert_eq!(
+            d.reason,
+            Reason::OutOfRange {
+                model: Model::Capable,
+                out_of_range: OutOfRange::N
+            }
+        );
+        assert_eq!(d.predicted_efficient_ms, Some(1400.0));
+        assert_eq!(d.predicted_capable_ms, None);
+        assert_eq!(d.advantage_ms, None);
+        let mut p = params(1400.0, 900.0, 200.0);
+        p.capable.cache.intercept = -900.0;
+        let d = decide(&p, Variant::Cache, &input());
+        assert_eq!(
+            d.reason,
+            Reason::NonPositivePrediction {
+                model: Model::Capable
+            }
+        );
+        assert_eq!(d.predicted_capable_ms, Some(0.0));
+        assert_eq!(d.choice, Model::Efficient);
+        // The blind estimator is unaffected.
+        assert_eq!(
+            decide(&p, Variant::Blind, &input()).reason,
+            Reason::Override
+        );
+    }
+
+    #[test]
+    fn required_inputs_table() {
+        let t = Thresholds {
+            r: Some(1.0),
+            p: Some(1.0),
+        };
+        assert_eq!(required_inputs(Variant::Stage, &t), RequiredInputs::NONE);
+        let c = required_inputs(Variant::Count, &t);
+        assert_eq!(
+            c.efficient,
+            Needs {
+                observed_at: true,
+                r: true,
+                ..Needs::NONE
+            }
+        );
+        assert_eq!(
+            c.capable,
+            Needs {
+                observed_at: true,
+                schedulable: true,
+                r: true,
+                ..Needs::NONE
+            }
+        );
+        let cp = required_inputs(
+            Variant::CountPrefill,
+            &Thresholds {
+                r: None,
+                p: Some(1.0),
+            },
+        );
+        assert_eq!(
+            cp.efficient,
+            Needs {
+                observed_at: true,
+                p: true,
+                ..Needs::NONE
+            }
+        );
+        let b = required_inputs(Variant::Blind, &t);
+        assert!(b.efficient.n && b.efficient.r && b.efficient.p && !b.efficient.k);
+        assert!(b.capable.n && b.capable.r && b.capable.p && !b.capable.k && b.capable.schedulable);
+        let k = required_inputs(Variant::Cache, &t);
+        assert!(k.efficient.k && k.capable.k);
+        assert_eq!(
+            required_inputs(Variant::CountPrefill, &Thresholds::default()),
+            RequiredInputs::NONE
+        );
+    }
+
+    #[test]
+    fn decision_serialises_for_logs() {
+        let p = params(1400.0, 900.0, 200.0);
+        let mut i = input();
+        i.capable.k = Some(2e5);
+        let d = decide(&p, Variant::Cache, &i);
+        let json = serde_json::to_value(d).unwrap();
+        assert_eq!(json["choice"], "efficient");
+        assert_eq!(json["variant"], "cache");
+        assert_eq!(json["reason"]["kind"], "invalid_input");
+        assert_eq!(json["reason"]["model"], "capable");
+        assert_eq!(json["reason"]["field"], "k");
+        assert_eq!(json["reason"]["problem"], "greater_than_n");
+        let back: Decision = serde_json::from_value(json).unwrap();
+        assert_eq!(back, d);
+    }
+}
