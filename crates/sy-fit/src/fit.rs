@@ -1,0 +1,695 @@
+//! The fit: per model, Q table → standardiser → ridge load correction per estimator.
+//!
+//! Every formula comes from `sy_selector`: the features are [`raw_features`] of the record's
+//! [`Observation`](sy_selector::Observation), standardised by a [`Standardiser::fit`] on the fit
+//! split; the targets are [`regression_target`] (measured TTFT − `Q(N, 0)` for the cache-blind
+//! estimator, − `Q(N, K/N)` for the cache-aware one). This module only chooses rows, accumulates
+//! sufficient statistics and picks alpha.
+//!
+//! Rows: load-phase, status ok, condition in the **fit** split, valid N, R and P (and a valid K
+//! and an in-grid Q lookup for the target). Nothing of the uncertainty or selection splits is
+//! read, so their rows cannot change the fit.
+//!
+//! Alpha: grouped k-fold cross-validation inside the fit split (folds are whole conditions, the
+//! same folds for both models and both estimators), score = unweighted mean of the fold MSEs; the
+//! chosen alpha is the **largest** whose score is within a relative 1e-9 of the minimum (the curve
+//! is nearly flat, so the most conservative of the equally good values); the whole curve is
+//! reported.
+
+use std::collections::{BTreeMap, HashMap};
+
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use serde::{Deserialize, Serialize};
+use sy_records::{Phase, Record, Role, Split, SplitTable, Status};
+use sy_selector::{
+    Estimator, InvalidInput, LoadCorrection, ModelEstimators, PredictError, QTable, Standardiser,
+    raw_features, regression_target,
+};
+
+use crate::qbuild::{QBuildError, QTableReport, build_q_table};
+use crate::ridge::{RidgeError, SuffStats, solve};
+use crate::stats::quantile_sorted;
+
+/// Default number of cross-validation folds.
+pub const DEFAULT_FOLDS: usize = 5;
+
+/// Relative tolerance of the alpha rule: the largest alpha whose CV score is ≤ min · (1 + tol).
+pub const ALPHA_RELATIVE_TOLERANCE: f64 = 1e-9;
+
+/// The alpha rule, as written into fit.json.
+pub const ALPHA_RULE: &str = "largest alpha whose CV score (unweighted mean of grouped-fold MSEs) is within a relative 1e-9 of the minimum";
+
+/// The default alpha grid: 10^-4 … 10^6, four points per decade.
+pub fn default_alpha_grid() -> Vec<f64> {
+    (0..=40)
+        .map(|i| 10f64.powf(-4.0 + 0.25 * f64::from(i)))
+        .collect()
+}
+
+/// Parses an alpha grid: `LO:HI:COUNT` (COUNT log-spaced values from LO to HI) or a comma list.
+pub fn parse_alpha_grid(s: &str) -> Result<Vec<f64>, String> {
+    let grid: Vec<f64> = if s.contains(':') {
+        let parts: Vec<&str> = s.split(':').map(str::trim).collect();
+        let [lo, hi, count] = parts.as_slice() else {
+            return Err(format!(
+                "alpha grid {s:?}: expected LO:HI:COUNT, e.g. 1e-4:1e6:41"
+            ));
+        };
+        let lo: f64 = lo
+            .parse()
+            .map_err(|_| format!("alpha grid: {lo:?} is not a number"))?;
+        let hi: f64 = hi
+            .parse()
+            .map_err(|_| format!("alpha grid: {hi:?} is not a number"))?;
+        let count: usize = count
+            .parse()
+            .map_err(|_| format!("alpha grid: {count:?} is not a count"))?;
+        if !(lo > 0.0 && hi > lo && lo.is_finite() && hi.is_finite()) || count < 2 {
+            return Err(format!(
+                "alpha grid {s:?}: need 0 < LO < HI (finite) and COUNT ≥ 2"
+            ));
+        }
+        let (a, b) = (lo.log10(), hi.log10());
+        (0..count)
+            .map(|i| 10f64.powf(a + (b - a) * i as f64 / (count - 1) as f64))
+            .collect()
+    } else {
+        s.split(',')
+            .map(|p| {
+                p.trim()
+                    .parse::<f64>()
+                    .map_err(|_| format!("alpha grid: {p:?} is not a number"))
+            })
+            .collect::<Result<_, _>>()?
+    };
+    if grid.is_empty() {
+        return Err("alpha grid is empty".to_string());
+    }
+    if let Some(bad) = grid.iter().find(|a| !(a.is_finite() && **a >= 0.0)) {
+        return Err(format!("alpha grid: {bad} is not a finite alpha ≥ 0"));
+    }
+    let mut sorted = grid;
+    sorted.sort_by(f64::total_cmp);
+    sorted.dedup();
+    Ok(sorted)
+}
+
+/// Settings of a fit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FitConfig {
+    pub folds: usize,
+    pub alpha_grid: Vec<f64>,
+    /// Seed of the fold assignment (the split seed).
+    pub seed: u64,
+}
+
+impl Default for FitConfig {
+    fn default() -> Self {
+        FitConfig {
+            folds: DEFAULT_FOLDS,
+            alpha_grid: default_alpha_grid(),
+            seed: 0,
+        }
+    }
+}
+
+/// Why the fit cannot be made (all of these are the input's fault).
+#[derive(Debug, thiserror::Error)]
+pub enum FitError {
+    #[error(transparent)]
+    QTable(#[from] QBuildError),
+    #[error("the fit split has {0} condition(s); grouped cross-validation needs at least 2")]
+    TooFewConditions(usize),
+    #[error("no usable fit-split rows for the {model} model ({why})")]
+    NoRows { model: &'static str, why: String },
+    #[error("the {model} model's {estimator} correction: {source}")]
+    Ridge {
+        model: &'static str,
+        estimator: &'static str,
+        #[source]
+        source: RidgeError,
+    },
+    #[error("bad settings: {0}")]
+    Settings(String),
+}
+
+/// One point of the cross-validation curve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CvPoint {
+    pub alpha: f64,
+    /// Unweighted mean of the fold MSEs (ms²); `null` when no fold could be scored.
+    pub cv_mse: Option<f64>,
+    /// Per fold (ms²); `null` for a fold without rows (left out of the mean).
+    pub fold_mse: Vec<Option<f64>>,
+}
+
+/// Spread of the in-sample residuals (measured − predicted TTFT, ms) on the fit split.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResidualSpread {
+    pub mean_ms: f64,
+    pub std_ms: f64,
+    pub mae_ms: f64,
+    pub p50_abs_ms: f64,
+    pub p90_abs_ms: f64,
+    pub p99_abs_ms: f64,
+    pub max_abs_ms: f64,
+}
+
+/// Diagnostics of one model's one estimator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CorrectionReport {
+    /// Rows fitted.
+    pub rows: usize,
+    /// Conditions those rows come from.
+    pub conditions: usize,
+    /// Fit-split rows without a usable target, per reason (`k`, `q_out_of_range`, ...).
+    pub skipped: BTreeMap<String, usize>,
+    /// Folds used (fewer than asked when there are fewer conditions).
+    pub folds: usize,
+    /// The chosen alpha.
+    pub alpha: f64,
+    /// Whether the chosen alpha is the largest of the grid (the curve was flat up to its end).
+    pub alpha_at_grid_edge: bool,
+    /// The whole cross-validation curve, ascending alpha.
+    pub cv: Vec<CvPoint>,
+    /// R² of the load correction on its target (TTFT − Q) over the fit split (`null` when the
+    /// target is constant).
+    pub r2_target: Option<f64>,
+    /// R² of the whole estimator (Q + correction) on the measured TTFT over the fit split.
+    pub r2_ttft: Option<f64>,
+    pub residuals: ResidualSpread,
+}
+
+/// Diagnostics of one model's standardiser.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StandardiserReport {
+    /// Fit-split rows the statistics were computed on.
+    pub rows: usize,
+    /// Fit-split ok rows with an invalid N, R or P, per field.
+    pub skipped: BTreeMap<String, usize>,
+}
+
+/// Everything fitted for one model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelFit {
+    /// Served model names seen in this role's records.
+    pub served_models: Vec<String>,
+    /// What the runtime uses: Q table, standardiser, blind and cache corrections.
+    pub estimators: ModelEstimators,
+    pub q_table: QTableReport,
+    pub standardiser: StandardiserReport,
+    pub blind: CorrectionReport,
+    pub cache: CorrectionReport,
+}
+
+/// Both models.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelFits {
+    pub efficient: ModelFit,
+    pub capable: ModelFit,
+}
+
+impl ModelFits {
+    pub fn get(&self, role: Role) -> &ModelFit {
+        match role {
+            Role::Efficient => &self.efficient,
+            Role::Capable => &self.capable,
+        }
+    }
+}
+
+/// The result of [`fit`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct FitResult {
+    pub models: ModelFits,
+    pub folds: usize,
+    pub warnings: Vec<String>,
+}
+
+/// Which fold each fit-split condition is in: fit-split conditions in sorted order, shuffled
+/// with the seed, dealt round-robin into `k` folds. Returns (run → condition → fold, k used).
+pub fn assign_folds(
+    splits: &SplitTable,
+    k: usize,
+    seed: u64,
+) -> Result<(HashMap<String, HashMap<String, usize>>, usize), FitError> {
+    let mut conds: Vec<(&str, &str)> = Vec::new();
+    for (run, cs) in &splits.conditions {
+        for (c, s) in cs {
+            if *s == Split::Fit {
+                conds.push((run.as_str(), c.as_str()));
+            }
+        }
+    }
+    if conds.len() < 2 {
+        return Err(FitError::TooFewConditions(conds.len()));
+    }
+    if k < 2 {
+        return Err(FitError::Settings(format!("--folds must be ≥ 2, got {k}")));
+    }
+    let k = k.min(conds.len());
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7379_2d66_6f6c_6473); // "sy-folds"
+    conds.shuffle(&mut rng);
+    let mut map: HashMap<String, HashMap<String, usize>> = HashMap::new();
+    for (i, (run, c)) in conds.into_iter().enumerate() {
+        map.entry(run.to_string())
+            .or_default()
+            .insert(c.to_string(), i % k);
+    }
+    Ok((map, k))
+}
+
+/// One usable fit-split row of one model.
+struct Row {
+    raw: [f64; 3],
+    ttft: f64,
+    fold: usize,
+    cond: u32,
+    /// Regression targets (blind, cache); Err = reason.
+    target: [Result<f64, &'static str>; 2],
+}
+
+fn reason(e: &PredictError) -> &'static str {
+    match e {
+        PredictError::Invalid(InvalidInput { field, .. }) => field.as_str(),
+        PredictError::OutOfRange { .. } => "q_out_of_range",
+        PredictError::NonPositive { .. } => "non_positive",
+    }
+}
+
+const ESTIMATORS: [Estimator; 2] = [Estimator::Blind, Estimator::Cache];
+
+fn estimator_name(e: Estimator) -> &'static str {
+    match e {
+        Estimator::Blind => "blind",
+        Estimator::Cache => "cache",
+    }
+}
+
+/// Fits both models (see the module docs).
+pub fn fit(
+    records: &[Record],
+    splits: &SplitTable,
+    config: &FitConfig,
+) -> Result<FitResult, FitError> {
+    if config.alpha_grid.is_empty() {
+        return Err(FitError::Settings("the alpha grid is empty".to_string()));
+    }
+    let (folds_of, k) = assign_folds(splits, config.folds, config.seed)?;
+    let mut warnings = Vec::new();
+    if k < config.folds {
+        warnings.push(format!(
+            "only {k} fit-split conditions: using {k} folds instead of {}",
+            config.folds
+        ));
+    }
+    let efficient = fit_model(
+        records,
+        splits,
+        &folds_of,
+        k,
+        Role::Efficient,
+        config,
+        &mut warnings,
+    )?;
+    let capable = fit_model(
+        records,
+        splits,
+        &folds_of,
+        k,
+        Role::Capable,
+        config,
+        &mut warnings,
+    )?;
+    Ok(FitResult {
+        models: ModelFits { efficient, capable },
+        folds: k,
+        warnings,
+    })
+}
+
+fn fit_model(
+    records: &[Record],
+    splits: &SplitTable,
+    folds_of: &HashMap<String, HashMap<String, usize>>,
+    k: usize,
+    role: Role,
+    config: &FitConfig,
+    warnings: &mut Vec<String>,
+) -> Result<ModelFit, FitError> {
+    let name = role.as_str();
+    let (q, q_report) = build_q_table(records, role)?;
+    if !q_report.empty_cells.is_empty() {
+        warnings.push(format!(
+            "{name} Q table: {} empty cell(s) (lookups in cells touching them are invalid): {:?}",
+            q_report.empty_cells.len(),
+            q_report.empty_cells
+        ));
+    }
+    if q_report.monotone_violation_count > 0 {
+        warnings.push(format!(
+            "{name} Q table: not monotone in the uncached tokens N·(1−f) ({} cell pair(s) decrease by more than their spread; see q_table.monotone_violations)",
+            q_report.monotone_violation_count
+        ));
+    }
+
+    // Served model names (sorted, unique).
+    let mut served: Vec<String> = Vec::new();
+    // Rows of the fit split.
+    let mut rows: Vec<Row> = Vec::new();
+    let mut std_skipped: BTreeMap<String, usize> = BTreeMap::new();
+    let mut last: Option<(&str, &str, Option<(Split, usize, u32)>)> = None;
+    let mut cond_counter: u32 = 0;
+    for r in records {
+        if r.phase != Phase::Load || r.role != role || r.status != Status::Ok {
+            continue;
+        }
+        // Consecutive records usually share a condition: cache its split and fold.
+        let info = match &last {
+            Some((run, c, info)) if *run == r.run_id && *c == r.condition_id => *info,
+            _ => {
+                let info = splits.split_of(&r.run_id, &r.condition_id).map(|s| {
+                    let fold = folds_of
+                        .get(&r.run_id)
+                        .and_then(|m| m.get(&r.condition_id))
+                        .copied()
+                        .unwrap_or(usize::MAX);
+                    cond_counter += 1;
+                    (s, fold, cond_counter)
+                });
+                last = Some((r.run_id.as_str(), r.condition_id.as_str(), info));
+                info
+            }
+        };
+        let Some((Split::Fit, fold, cond)) = info else {
+            continue;
+        };
+        if !served.iter().any(|m| *m == r.model) {
+            served.push(r.model.clone());
+        }
+        let obs = r.rule_observation();
+        let raw = match raw_features(&obs) {
+            Ok(v) => v,
+            Err(e) => {
+                *std_skipped.entry(e.field.as_str().to_string()).or_insert(0) += 1;
+                continue;
+            }
+        };
+        let Some(ttft) = r.ttft_ms else {
+            *std_skipped.entry("ttft_ms".to_string()).or_insert(0) += 1;
+            continue;
+        };
+        let target =
+            ESTIMATORS.map(|e| regression_target(&q, e, &obs, ttft).map_err(|err| reason(&err)));
+        rows.push(Row {
+            raw,
+            ttft,
+            fold,
+            cond,
+            target,
+        });
+    }
+    served.sort();
+    if rows.is_empty() {
+        return Err(FitError::NoRows {
+            model: name,
+            why: format!(
+                "no ok load-phase records with valid N, R and P in the fit split; skipped: {std_skipped:?}"
+            ),
+        });
+    }
+    let standardiser =
+        Standardiser::fit(rows.iter().map(|r| r.raw)).map_err(|e| FitError::NoRows {
+            model: name,
+            why: e.to_string(),
+        })?;
+    let std_report = StandardiserReport {
+        rows: rows.len(),
+        skipped: std_skipped,
+    };
+    let mut corrections = Vec::with_capacity(2);
+    for (ei, est) in ESTIMATORS.into_iter().enumerate() {
+        let (corr, report) =
+            fit_correction(&rows, ei, &standardiser, &q, k, config).map_err(|e| match e {
+                CorrError::Ridge(source) => FitError::Ridge {
+                    model: name,
+                    estimator: estimator_name(est),
+                    source,
+                },
+                CorrError::NoRows(skipped) => FitError::NoRows {
+                    model: name,
+                    why: format!(
+                        "no fit-split row has a usable {} target; skipped: {skipped:?}",
+                        estimator_name(est)
+                    ),
+                },
+            })?;
+        if report.alpha_at_grid_edge && config.alpha_grid.len() > 1 {
+            warnings.push(format!(
+                "{name} {}: the chosen alpha {} is the largest of the grid (the CV curve is flat to its end; the correction is shrunk)",
+                estimator_name(est),
+                report.alpha
+            ));
+        }
+        let dropped: usize = report.skipped.values().sum();
+        if dropped > 0 {
+            warnings.push(format!(
+                "{name} {}: {dropped} fit-split row(s) without a usable target: {:?}",
+                estimator_name(est),
+                report.skipped
+            ));
+        }
+        corrections.push((corr, report));
+    }
+    let (cache_corr, cache_report) = corrections
+        .pop()
+        .ok_or(FitError::Settings("internal".into()))?;
+    let (blind_corr, blind_report) = corrections
+        .pop()
+        .ok_or(FitError::Settings("internal".into()))?;
+    Ok(ModelFit {
+        served_models: served,
+        estimators: ModelEstimators {
+            q,
+            standardiser,
+            blind: blind_corr,
+            cache: cache_corr,
+        },
+        q_table: q_report,
+        standardiser: std_report,
+        blind: blind_report,
+        cache: cache_report,
+    })
+}
+
+enum CorrError {
+    Ridge(RidgeError),
+    NoRows(BTreeMap<String, usize>),
+}
+
+fn fit_correction(
+    rows: &[Row],
+    ei: usize,
+    standardiser: &Standardiser,
+    _q: &QTable,
+    k: usize,
+    config: &FitConfig,
+) -> Result<(LoadCorrection, CorrectionReport), CorrError> {
+    let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
+    // Shift the target by its mean for numerical stability of the sums of squares.
+    let mut n = 0.0;
+    let mut sum = 0.0;
+    for r in rows {
+        match r.target[ei] {
+            Ok(y) => {
+                n += 1.0;
+                sum += y;
+            }
+            Err(why) => *skipped.entry(why.to_string()).or_insert(0) += 1,
+        }
+    }
+    if n == 0.0 {
+        return Err(CorrError::NoRows(skipped));
+    }
+    let shift = sum / n;
+    let mut fold_stats: Vec<SuffStats> = (0..k).map(|_| SuffStats::new(3)).collect();
+    let mut conds: Vec<u32> = Vec::new();
+    for r in rows {
+        if let Ok(y) = r.target[ei] {
+            let z = standardiser.standardise(r.raw);
+            if let Some(s) = fold_stats.get_mut(r.fold) {
+                s.push(&z, y - shift);
+            }
+            if conds.last() != Some(&r.cond) {
+                conds.push(r.cond);
+            }
+        }
+    }
+    conds.sort_unstable();
+    conds.dedup();
+    let mut total = SuffStats::new(3);
+    for s in &fold_stats {
+        total.add(s);
+    }
+    // The CV curve.
+    let mut cv = Vec::with_capacity(config.alpha_grid.len());
+    for &alpha in &config.alpha_grid {
+        let mut fold_mse = Vec::with_capacity(k);
+        let mut acc = 0.0;
+        let mut used = 0usize;
+        for s in &fold_stats {
+            if s.n == 0.0 {
+                fold_mse.push(None);
+                continue;
+            }
+            let train = total.minus(s);
+            let m = match solve(&train, alpha) {
+                Ok(sol) => s.mse(sol.intercept, &sol.coef),
+                Err(_) => f64::INFINITY,
+            };
+            if m.is_finite() {
+                fold_mse.push(Some(m));
+                acc += m;
+                used += 1;
+            } else {
+                // A fold whose training rows cannot be solved makes the whole alpha unusable.
+                fold_mse.push(None);
+                acc = f64::INFINITY;
+            }
+        }
+        let cv_mse = if used == 0 || !acc.is_finite() {
+            None
+        } else {
+            Some(acc / used as f64)
+        };
+        cv.push(CvPoint {
+            alpha,
+            cv_mse,
+            fold_mse,
+        });
+    }
+    let alpha = choose_alpha(&cv).unwrap_or(config.alpha_grid[config.alpha_grid.len() - 1]);
+    let sol = solve(&total, alpha).map_err(CorrError::Ridge)?;
+    let coef = [sol.coef[0], sol.coef[1], sol.coef[2]];
+    let correction = LoadCorrection {
+        intercept: sol.intercept + shift,
+        coef,
+    };
+    // Residuals on the fit split.
+    let mut abs = Vec::with_capacity(n as usize);
+    let (mut se, mut sres, mut tt, mut tt2, mut ty, mut ty2) = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    for r in rows {
+        if let Ok(y) = r.target[ei] {
+            let z = standardiser.standardise(r.raw);
+            let e = y - correction.apply(z);
+            se += e * e;
+            sres += e;
+            abs.push(e.abs());
+            tt += r.ttft;
+            tt2 += r.ttft * r.ttft;
+            ty += y;
+            ty2 += y * y;
+        }
+    }
+    abs.sort_by(f64::total_cmp);
+    let tss_t = (ty2 - ty * ty / n).max(0.0);
+    let tss_ttft = (tt2 - tt * tt / n).max(0.0);
+    let r2 = |tss: f64| (tss > 0.0).then(|| 1.0 - se / tss);
+    let mean = sres / n;
+    let residuals = ResidualSpread {
+        mean_ms: mean,
+        std_ms: (se / n - mean * mean).max(0.0).sqrt(),
+        mae_ms: abs.iter().sum::<f64>() / n,
+        p50_abs_ms: quantile_sorted(&abs, 0.5),
+        p90_abs_ms: quantile_sorted(&abs, 0.9),
+        p99_abs_ms: quantile_sorted(&abs, 0.99),
+        max_abs_ms: abs.last().copied().unwrap_or(0.0),
+    };
+    let largest = config
+        .alpha_grid
+        .iter()
+        .copied()
+        .fold(f64::NEG_INFINITY, f64::max);
+    Ok((
+        correction,
+        CorrectionReport {
+            rows: n as usize,
+            conditions: conds.len(),
+            skipped,
+            folds: k,
+            alpha,
+            alpha_at_grid_edge: alpha == largest,
+            cv,
+            r2_target: r2(tss_t),
+            r2_ttft: r2(tss_ttft),
+            residuals,
+        },
+    ))
+}
+
+/// The largest alpha whose score is within a relative [`ALPHA_RELATIVE_TOLERANCE`] of the
+/// minimum; `None` when no score is finite.
+pub fn choose_alpha(cv: &[CvPoint]) -> Option<f64> {
+    let min = cv
+        .iter()
+        .filter_map(|p| p.cv_mse)
+        .filter(|v| v.is_finite())
+        .fold(f64::INFINITY, f64::min);
+    if !min.is_finite() {
+        return None;
+    }
+    let limit = min + ALPHA_RELATIVE_TOLERANCE * min.abs();
+    cv.iter()
+        .filter(|p| p.cv_mse.is_some_and(|v| v <= limit))
+        .map(|p| p.alpha)
+        .fold(None, |best: Option<f64>, a| {
+            Some(best.map_or(a, |b| b.max(a)))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alpha_grid_parsing() {
+        let g = parse_alpha_grid("1e-2:1e2:5").unwrap();
+        assert_eq!(g.len(), 5);
+        assert!((g[2] - 1.0).abs() < 1e-12 && (g[4] - 100.0).abs() < 1e-9);
+        assert_eq!(parse_alpha_grid("3, 1,2,2").unwrap(), vec![1.0, 2.0, 3.0]);
+        assert!(parse_alpha_grid("1:0.5:3").is_err());
+        assert!(parse_alpha_grid("a").is_err());
+        assert!(parse_alpha_grid("-1").is_err());
+        assert_eq!(default_alpha_grid().len(), 41);
+    }
+
+    #[test]
+    fn largest_alpha_within_tolerance() {
+        let p = |alpha, cv_mse| CvPoint {
+            alpha,
+            cv_mse,
+            fold_mse: vec![],
+        };
+        let cv = vec![
+            p(0.1, Some(5.0)),
+            p(1.0, Some(4.0)),
+            p(10.0, Some(4.0 * (1.0 + 5e-10))),
+            p(100.0, Some(4.1)),
+        ];
+        assert_eq!(choose_alpha(&cv), Some(10.0));
+        let cv = vec![
+            p(0.1, Some(5.0)),
+            p(1.0, Some(4.0)),
+            p(10.0, Some(4.0 * (1.0 + 2e-9))),
+        ];
+        assert_eq!(choose_alpha(&cv), Some(1.0));
+        assert_eq!(choose_alpha(&[p(1.0, None)]), None);
+    }
+}

@@ -1,0 +1,312 @@
+//! Building one model's Q table from its Q-grid records.
+//!
+//! Axes: the prompt-length axis is the observed N of each planned prompt length (the median over
+//! that plan point's records, so a chat template adding a few tokens moves the grid point to
+//! where the runtime will look it up); the cached-fraction axis is the planned fractions of the
+//! Q-grid (the controlled variable: it always contains the f = 0 column that the cache-blind
+//! estimator reads, which the router's block-rounded K / N would not hit exactly). A cell is the
+//! median TTFT of its ok records; its count, quartiles, range and median observed K / N are
+//! reported. An empty cell stays missing (a lookup in a cell with a missing corner is invalid,
+//! never extrapolated) and is warned about, as is a table whose medians are not monotone in the
+//! uncached prompt tokens N·(1 − f).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sy_records::{Phase, Record, Role, Status};
+use sy_selector::QTable;
+
+use crate::stats::{median, quantile_sorted};
+
+/// One cell of a Q table, as measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QCell {
+    /// The N axis value (median observed N of the planned prompt length).
+    pub n: f64,
+    /// The f axis value (planned cached fraction).
+    pub f: f64,
+    pub planned_n: u64,
+    /// Ok records in the cell.
+    pub count: usize,
+    /// The cell value (ms); `None` when empty.
+    pub median_ms: Option<f64>,
+    pub p25_ms: Option<f64>,
+    pub p75_ms: Option<f64>,
+    pub min_ms: Option<f64>,
+    pub max_ms: Option<f64>,
+    /// Median observed K / N of the cell's records.
+    pub observed_f_median: Option<f64>,
+}
+
+/// A pair of cells whose medians decrease although the uncached tokens N·(1 − f) increase, by
+/// more than either cell's half inter-quartile range.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MonotoneViolation {
+    /// (N, f, median) of the cell with fewer uncached tokens.
+    pub lower: [f64; 3],
+    /// (N, f, median) of the cell with more uncached tokens but a smaller median.
+    pub higher: [f64; 3],
+}
+
+/// Everything about one model's Q table besides the table itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QTableReport {
+    /// Ok Q-grid records used.
+    pub records: usize,
+    /// Q-grid records not used (failed probe or missing / invalid N, K), per reason.
+    pub skipped: BTreeMap<String, usize>,
+    pub cells: Vec<QCell>,
+    /// (N, f) of every empty cell.
+    pub empty_cells: Vec<[f64; 2]>,
+    /// Total number of non-monotone cell pairs.
+    pub monotone_violation_count: usize,
+    /// The first few non-monotone pairs (largest drops first).
+    pub monotone_violations: Vec<MonotoneViolation>,
+}
+
+/// Why no Q table can be built for a model.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum QBuildError {
+    #[error(
+        "no ok Q-grid records with a valid N for the {0} model: the Q table needs a no-load grid"
+    )]
+    NoRecords(&'static str),
+    #[error("the {0} model's Q-grid has no f = 0 column: the cache-blind estimator needs Q(N, 0)")]
+    NoZeroF(&'static str),
+    #[error("the {model} model's Q table is invalid: {message}")]
+    Table {
+        model: &'static str,
+        message: String,
+    },
+}
+
+const MAX_LISTED_VIOLATIONS: usize = 10;
+
+/// Builds the Q table of `role` from the Q-grid records among `records`.
+pub fn build_q_table(
+    records: &[Record],
+    role: Role,
+) -> Result<(QTable, QTableReport), QBuildError> {
+    let name = role.as_str();
+    let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
+    // planned_n → observed Ns; (planned_n, planned_f bits) → (ttfts, observed fs)
+    let mut ns: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    let mut fs: Vec<f64> = Vec::new();
+    let mut cells: BTreeMap<(u64, u64), (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    let mut used = 0usize;
+    for r in records {
+        if r.phase != Phase::Qgrid || r.role != role {
+            continue;
+        }
+        let mut skip = |why: &str| *skipped.entry(why.to_string()).or_insert(0) += 1;
+        if r.status != Status::Ok {
+            skip("status_error");
+            continue;
+        }
+        let Some(ttft) = r.ttft_ms.filter(|t| t.is_finite()) else {
+            skip("ttft_ms");
+            continue;
+        };
+        let obs = r.rule_observation();
+        let Ok(n) = obs.valid_n() else {
+            skip("n");
+            continue;
+        };
+        let observed_f = obs.valid_f().ok();
+        if !(r.planned_f.is_finite() && (0.0..=1.0).contains(&r.planned_f)) {
+            skip("planned_f");
+            continue;
+        }
+        used += 1;
+        ns.entry(r.planned_n).or_default().push(n);
+        let f_key = r.planned_f.to_bits();
+        if !fs.iter().any(|v| v.to_bits() == f_key) {
+            fs.push(r.planned_f);
+        }
+        let cell = cells.entry((r.planned_n, f_key)).or_default();
+        cell.0.push(ttft);
+        if let Some(f) = observed_f {
+            cell.1.push(f);
+        }
+    }
+    if used == 0 {
+        return Err(QBuildError::NoRecords(name));
+    }
+    fs.sort_by(f64::total_cmp);
+    if fs.first().copied() != Some(0.0) {
+        return Err(QBuildError::NoZeroF(name));
+    }
+    // N axis: median observed N per planned N, in planned order.
+    let planned: Vec<u64> = ns.keys().copied().collect();
+    let n_axis: Vec<f64> = ns
+        .values_mut()
+        .map(|v| median(v).unwrap_or(f64::NAN))
+        .collect();
+    let mut values = vec![f64::NAN; n_axis.len() * fs.len()];
+    let mut report_cells = Vec::with_capacity(values.len());
+    let mut empty = Vec::new();
+    for (i, (&pn, &n)) in planned.iter().zip(&n_axis).enumerate() {
+        for (j, &f) in fs.iter().enumerate() {
+            let cell = cells.get_mut(&(pn, f.to_bits()));
+            let (count, med, p25, p75, min, max, of) = match cell {
+                Some((ttfts, ofs)) if !ttfts.is_empty() => {
+                    ttfts.sort_by(f64::total_cmp);
+                    let med = quantile_sorted(ttfts, 0.5);
+                    (
+                        ttfts.len(),
+                        Some(med),
+                        Some(quantile_sorted(ttfts, 0.25)),
+                        Some(quantile_sorted(ttfts, 0.75)),
+                        ttfts.first().copied(),
+                        ttfts.last().copied(),
+                        median(ofs),
+                    )
+                }
+                _ => (0, None, None, None, None, None, None),
+            };
+            if let Some(m) = med {
+                values[i * fs.len() + j] = m;
+            } else {
+                empty.push([n, f]);
+            }
+            report_cells.push(QCell {
+                n,
+                f,
+                planned_n: pn,
+                count,
+                median_ms: med,
+                p25_ms: p25,
+                p75_ms: p75,
+                min_ms: min,
+                max_ms: max,
+                observed_f_median: of,
+            });
+        }
+    }
+    let table = QTable::new(n_axis, fs, values).map_err(|e| QBuildError::Table {
+        model: name,
+        message: e.to_string(),
+    })?;
+    let (count, violations) = monotone_violations(&report_cells);
+    Ok((
+        table,
+        QTableReport {
+            records: used,
+            skipped,
+            cells: report_cells,
+            empty_cells: empty,
+            monotone_violation_count: count,
+            monotone_violations: violations,
+        },
+    ))
+}
+
+/// Pairs of cells where more uncached tokens give a smaller median by more than the larger half
+/// inter-quartile range of the two cells.
+fn monotone_violations(cells: &[QCell]) -> (usize, Vec<MonotoneViolation>) {
+    let pts: Vec<(f64, f64, f64, f64, f64)> = cells
+        .iter()
+        .filter_map(|c| {
+            let m = c.median_ms?;
+            let half_iqr = match (c.p25_ms, c.p75_ms) {
+                (Some(a), Some(b)) => (b - a) / 2.0,
+                _ => 0.0,
+            };
+            Some((c.n * (1.0 - c.f), m, half_iqr, c.n, c.f))
+        })
+        .collect();
+    let mut found: Vec<(f64, MonotoneViolation)> = Vec::new();
+    for a in &pts {
+        for b in &pts {
+            if a.0 < b.0 {
+                let drop = a.1 - b.1;
+                if drop > a.2.max(b.2) {
+                    found.push((
+                        drop,
+                        MonotoneViolation {
+                            lower: [a.3, a.4, a.1],
+                            higher: [b.3, b.4, b.1],
+                        },
+                    ));
+                }
+            }
+        }
+    }
+    let count = found.len();
+    found.sort_by(|x, y| y.0.total_cmp(&x.0));
+    (
+        count,
+        found
+            .into_iter()
+            .take(MAX_LISTED_VIOLATIONS)
+            .map(|(_, v)| v)
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sy_records::synth::template_record;
+
+    fn q(n: u64, f: f64, ttft: f64, role: Role) -> Record {
+        let mut r = template_record();
+        r.phase = Phase::Qgrid;
+        r.role = role;
+        r.planned_n = n;
+        r.planned_f = f;
+        r.n = Some(n);
+        r.k = Some((f * n as f64) as u64);
+        r.ttft_ms = Some(ttft);
+        r
+    }
+
+    #[test]
+    fn medians_per_cell_empty_cells_and_monotonicity() {
+        let mut rs = vec![
+            q(100, 0.0, 10.0, Role::Efficient),
+            q(100, 0.0, 12.0, Role::Efficient),
+            q(100, 0.0, 30.0, Role::Efficient),
+            q(100, 0.5, 8.0, Role::Efficient),
+            q(200, 0.0, 20.0, Role::Efficient),
+            // (200, 0.5) empty
+            q(100, 0.0, 999.0, Role::Capable),
+        ];
+        let mut failed = q(200, 0.5, 1.0, Role::Efficient);
+        failed.status = Status::Error;
+        rs.push(failed);
+        let (t, rep) = build_q_table(&rs, Role::Efficient).unwrap();
+        assert_eq!(t.n_axis(), &[100.0, 200.0]);
+        assert_eq!(t.f_axis(), &[0.0, 0.5]);
+        assert_eq!(t.lookup(100.0, 0.0), Ok(12.0));
+        assert_eq!(t.lookup(150.0, 0.0), Ok(16.0));
+        assert!(t.lookup(150.0, 0.25).is_err()); // missing corner
+        assert_eq!(rep.empty_cells, vec![[200.0, 0.5]]);
+        assert_eq!(rep.records, 5);
+        assert_eq!(rep.skipped.get("status_error"), Some(&1));
+        assert_eq!(rep.cells[0].count, 3);
+        assert_eq!(rep.monotone_violation_count, 0);
+
+        // A cell with more uncached tokens but a clearly smaller median is flagged.
+        rs.push(q(200, 0.5, 50.0, Role::Efficient)); // u = 100, median 50 > Q(200,0)=20 (u=200)
+        let (_, rep) = build_q_table(&rs, Role::Efficient).unwrap();
+        assert!(rep.monotone_violation_count >= 1);
+        assert_eq!(rep.monotone_violations[0].lower[2], 50.0);
+    }
+
+    #[test]
+    fn needs_records_and_a_zero_column() {
+        assert!(matches!(
+            build_q_table(&[], Role::Capable),
+            Err(QBuildError::NoRecords("capable"))
+        ));
+        let rs = vec![q(100, 0.5, 8.0, Role::Capable)];
+        assert!(matches!(
+            build_q_table(&rs, Role::Capable),
+            Err(QBuildError::NoZeroF(_))
+        ));
+    }
+}

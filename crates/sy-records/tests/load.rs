@@ -1,0 +1,275 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Loading and validation on real files of every format.
+
+use std::path::{Path, PathBuf};
+
+use sy_records::synth::{SynthSpec, generate, template_record};
+use sy_records::{
+    LoadOptions, Phase, Record, RecordsError, Role, Status, load_records, write_csv, write_jsonl,
+    write_parquet, write_records,
+};
+
+fn small() -> Vec<Record> {
+    generate(&SynthSpec {
+        conditions: 6,
+        repeats: 2,
+        q_n_axis: vec![512, 2048],
+        q_f_axis: vec![0.0, 0.5],
+        q_repeats: 1,
+        ..SynthSpec::default()
+    })
+}
+
+fn strict() -> LoadOptions {
+    LoadOptions::default()
+}
+
+fn skipping() -> LoadOptions {
+    LoadOptions { skip_invalid: true }
+}
+
+fn row_issue(e: RecordsError) -> sy_records::RowIssue {
+    match e {
+        RecordsError::Row(i) => i,
+        other => panic!("expected a row error, got {other}"),
+    }
+}
+
+#[test]
+fn every_format_round_trips_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut records = small();
+    // Exercise the awkward values: u64 ids above 2^63, missing observations, a failed probe.
+    records[0].worker_id = Some(u64::MAX - 7);
+    records[1].r = None;
+    records[1].endpoint = Some("dyn://a,b \"q\"".into());
+    let last = records.len() - 1;
+    records[last].status = Status::Error;
+    records[last].ttft_ms = None;
+    records[last].error_class = Some(sy_records::ErrorClass::StreamDropped);
+    records[last].error_message = Some("dropped\nmid-way".into());
+    for name in ["r.parquet", "r.csv", "r.jsonl"] {
+        let path = dir.path().join(name);
+        write_records(&records, &path).unwrap();
+        let loaded = load_records(&[path.clone()], &strict()).unwrap();
+        assert_eq!(loaded.records.len(), records.len(), "{name}");
+        for (a, b) in loaded.records.iter().zip(&records) {
+            assert_eq!(a, b, "{name}");
+        }
+        assert_eq!(loaded.origins[3].row, 4);
+        assert!(loaded.skipped.is_empty());
+    }
+}
+
+#[test]
+fn run_directories_are_merged_and_conditions_namespaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("node-a");
+    let b = dir.path().join("node-b");
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let ra = small();
+    let mut rb = small();
+    for r in &mut rb {
+        r.run_id = "other".into();
+    }
+    write_parquet(&ra, &a.join("records.parquet")).unwrap();
+    write_jsonl(&rb, &b.join("records.jsonl")).unwrap();
+    let loaded = load_records(&[a, b], &strict()).unwrap();
+    assert_eq!(loaded.records.len(), ra.len() + rb.len());
+    assert_eq!(loaded.files.len(), 2);
+    // Same condition ids, different runs: two conditions in the split table.
+    let t = sy_records::SplitTable::build(&loaded.records, 0, Default::default());
+    assert_eq!(t.len(), 12);
+}
+
+fn csv_with(path: &Path, records: &[Record], edit: impl Fn(&mut Vec<Vec<String>>)) {
+    write_csv(records, path).unwrap();
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut rows: Vec<Vec<String>> = text
+        .lines()
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect();
+    edit(&mut rows);
+    let out: Vec<String> = rows.iter().map(|r| r.join(",")).collect();
+    std::fs::write(path, out.join("\n") + "\n").unwrap();
+}
+
+fn col(rows: &[Vec<String>], name: &str) -> usize {
+    rows[0].iter().position(|c| c == name).unwrap()
+}
+
+#[test]
+fn csv_errors_name_file_row_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.csv");
+    let records: Vec<Record> = small()
+        .into_iter()
+        .filter(|r| r.endpoint.is_none())
+        .collect();
+
+    // Wrong type: text in a numeric column, data row 3.
+    csv_with(&path, &records, |rows| {
+        let c = col(rows, "ttft_ms");
+        rows[3][c] = "fast".into();
+    });
+    let e = row_issue(load_records(&[path.clone()], &strict()).unwrap_err());
+    assert_eq!((e.row, e.field.as_str()), (3, "ttft_ms"));
+    assert!(e.message.contains("\"fast\""), "{}", e.message);
+    assert!(e.to_string().contains("bad.csv"), "{e}");
+
+    // NaN TTFT on an ok record.
+    csv_with(&path, &records, |rows| {
+        let c = col(rows, "ttft_ms");
+        rows[2][c] = "NaN".into();
+    });
+    let e = row_issue(load_records(&[path.clone()], &strict()).unwrap_err());
+    assert_eq!((e.row, e.field.as_str()), (2, "ttft_ms"));
+    assert!(e.message.contains("NaN"));
+
+    // Negative TTFT.
+    csv_with(&path, &records, |rows| {
+        let c = col(rows, "ttft_ms");
+        rows[5][c] = "-3.5".into();
+    });
+    let e = row_issue(load_records(&[path.clone()], &strict()).unwrap_err());
+    assert_eq!((e.row, e.field.as_str()), (5, "ttft_ms"));
+    assert!(e.message.contains("negative"));
+
+    // K > N.
+    csv_with(&path, &records, |rows| {
+        let (k, n) = (col(rows, "k"), col(rows, "n"));
+        rows[4][k] = "999999".into();
+        rows[4][n] = "10".into();
+    });
+    let e = row_issue(load_records(&[path.clone()], &strict()).unwrap_err());
+    assert_eq!((e.row, e.field.as_str()), (4, "k"));
+
+    // Unknown role.
+    csv_with(&path, &records, |rows| {
+        let c = col(rows, "role");
+        rows[6][c] = "medium".into();
+    });
+    let e = row_issue(load_records(&[path.clone()], &strict()).unwrap_err());
+    assert_eq!((e.row, e.field.as_str()), (6, "role"));
+    assert!(e.message.contains("medium"));
+
+    // Fractional count.
+    csv_with(&path, &records, |rows| {
+        let c = col(rows, "r");
+        rows[1][c] = "2.5".into();
+    });
+    let e = row_issue(load_records(&[path.clone()], &strict()).unwrap_err());
+    assert_eq!((e.row, e.field.as_str()), (1, "r"));
+
+    // Missing column.
+    csv_with(&path, &records, |rows| {
+        let c = col(rows, "prefill_capacity_tokens");
+        for r in rows.iter_mut() {
+            r.remove(c);
+        }
+    });
+    match load_records(&[path.clone()], &strict()).unwrap_err() {
+        RecordsError::MissingColumn { path: p, column } => {
+            assert_eq!(column, "prefill_capacity_tokens");
+            assert_eq!(p, path);
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn unpaired_probe_is_an_error_naming_the_row_or_a_counted_skip() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.parquet");
+    let mut records = small();
+    // Drop the capable record of the first load-phase probe.
+    let i = records
+        .iter()
+        .position(|r| r.phase == Phase::Load && r.role == Role::Capable)
+        .unwrap();
+    let lone_probe = records[i].probe_id.clone();
+    records.remove(i);
+    write_parquet(&records, &path).unwrap();
+    let e = row_issue(load_records(&[path.clone()], &strict()).unwrap_err());
+    assert_eq!(e.field, "probe_id");
+    assert_eq!(e.row, i); // the efficient record just before it (1-based row i)
+    assert!(e.message.contains("do not pair up"), "{}", e.message);
+    assert!(e.message.contains(&lone_probe));
+
+    let loaded = load_records(&[path.clone()], &skipping()).unwrap();
+    assert_eq!(loaded.records.len(), records.len() - 1);
+    assert_eq!(loaded.skipped.len(), 1);
+    assert_eq!(loaded.files[0].skipped, 1);
+    assert!(sy_records::pair_indices(&loaded.records).is_ok());
+}
+
+#[test]
+fn skip_invalid_counts_bad_rows_and_drops_their_partners() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.jsonl");
+    let records = small();
+    write_jsonl(&records, &path).unwrap();
+    let mut lines: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let load_line = records.iter().position(|r| r.phase == Phase::Load).unwrap();
+    lines[load_line] = lines[load_line].replace("\"role\":\"efficient\"", "\"role\":\"medium\"");
+    lines[load_line + 3] = lines[load_line + 3].replace("\"r\":", "\"r\":\"lots\",\"x\":");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+
+    let e = row_issue(load_records(&[path.clone()], &strict()).unwrap_err());
+    assert_eq!((e.row, e.field.as_str()), (load_line + 1, "role"));
+    assert!(e.message.contains("medium"), "{}", e.message);
+
+    let loaded = load_records(&[path.clone()], &skipping()).unwrap();
+    // Two invalid rows + their two partners.
+    assert_eq!(loaded.skipped.len(), 4, "{:?}", loaded.skipped);
+    assert_eq!(loaded.records.len(), records.len() - 4);
+    let by_field = loaded.skipped_by_field();
+    assert_eq!(by_field.get("role"), Some(&1));
+}
+
+#[test]
+fn jsonl_wrong_type_names_the_field_and_torn_tail_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.jsonl");
+    let mut r = template_record();
+    r.probe_id = "a".into();
+    let mut c = r.clone();
+    c.role = Role::Capable;
+    write_jsonl(&[r.clone(), c.clone()], &path).unwrap();
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("{\"schema_version\":1,\"run_id\""); // torn
+    std::fs::write(&path, &text).unwrap();
+    let loaded = load_records(&[path.clone()], &strict()).unwrap();
+    assert_eq!(loaded.records.len(), 2);
+    assert!(loaded.files[0].torn_tail);
+
+    let bad = text.replacen("\"n\":1000", "\"n\":\"many\"", 1);
+    std::fs::write(&path, bad).unwrap();
+    let e = row_issue(load_records(&[path.clone()], &strict()).unwrap_err());
+    assert_eq!((e.row, e.field.as_str()), (1, "n"));
+}
+
+#[test]
+fn missing_inputs_and_unknown_types_are_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = load_records(&[dir.path().join("nope.parquet")], &strict()).unwrap_err();
+    assert!(e.to_string().contains("nope.parquet"), "{e}");
+    let e = load_records(&[dir.path().to_path_buf()], &strict()).unwrap_err();
+    assert!(
+        e.to_string().contains("run directory has no records"),
+        "{e}"
+    );
+    let p: PathBuf = dir.path().join("r.txt");
+    std::fs::write(&p, "x").unwrap();
+    let e = load_records(&[p], &strict()).unwrap_err();
+    assert!(e.to_string().contains("unknown record file type"), "{e}");
+    let p = dir.path().join("junk.parquet");
+    std::fs::write(&p, "not parquet").unwrap();
+    let e = load_records(&[p], &strict()).unwrap_err();
+    assert!(e.to_string().contains("junk.parquet"), "{e}");
+}
