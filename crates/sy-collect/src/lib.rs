@@ -1,1 +1,42 @@
-//! sy-collect: the calibration load generator that drives Dynamo and records paired probes.
+//! sy-collect: the calibration load generator.
+//!
+//! It drives a Dynamo deployment (or the embedded simulator) through controlled workload
+//! conditions, observes both candidate models exactly as the runtime rule would, measures both
+//! candidates' time to first token under the same conditions, and writes per-probe records for
+//! `sy-fit`, `sy-margin` and `sy-select`.
+//!
+//! Why it is built this way:
+//! - **Same accounting path as production.** The selection service only sees load that was
+//!   booked through it, so every request — probe, prime and background — goes
+//!   `select_and_reserve` → pinned frontend request → `prefill_complete` → `DELETE`
+//!   ([`accounting`]). A run ends by checking that `/loads` is back to zero.
+//! - **Paired probes.** Both candidates are observed, then sent the same token-exact prompt at
+//!   the same instant ([`probe`]), so their records differ only by model.
+//! - **No unplanned cache hits.** Prompts are drawn from a seeded generator keyed by condition,
+//!   repeat and attempt ([`prompt`]); the primed prefix is exactly `round(f·N)` of them.
+//! - **Never lose a record.** Units are appended and synced as they finish ([`results`]);
+//!   `--resume` skips complete (condition, repeat) units and ignores a torn last line.
+//!
+//! Modules map to concerns: [`plan`] (TOML, validation), [`schedule`] (conditions and units),
+//! [`prompt`], [`accounting`], [`background`], [`probe`], [`results`], [`manifest`],
+//! [`progress`], [`target`] (sim or Dynamo, preflight), [`run`] (the orchestration), [`cli`].
+
+pub mod accounting;
+pub mod background;
+pub mod cli;
+pub mod error;
+pub mod manifest;
+pub mod plan;
+pub mod probe;
+pub mod progress;
+pub mod prompt;
+pub mod results;
+pub mod run;
+pub mod schedule;
+pub mod target;
+
+pub use error::CollectError;
+pub use plan::{LoadedPlan, Plan, PlanError};
+pub use run::{DryRun, RunOptions, RunSummary, dry_run, run};
+pub use schedule::{Condition, Schedule, Unit};
+pub use target::TargetKind;

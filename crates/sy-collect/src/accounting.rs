@@ -1,0 +1,294 @@
+//! The accounting path every request of a run follows, probes and background alike:
+//! `select_and_reserve` → frontend request pinned with `nvext.backend_instance_id` →
+//! `prefill_complete` at the first token → `DELETE` of the reservation at the end, on error, on
+//! timeout and on cancel.
+//!
+//! The selection service only sees load that was booked through it, so a background request
+//! sent without a reservation would be invisible to the observations the probes record. The
+//! [`Driver`] is the one place that sends requests, so no request can skip the path.
+
+use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sy_dynamo::{
+    CallError, Cancel, CompletionClient, ProbeRequest, SelectionClient, StreamOutcome,
+};
+use sy_wire::SelectResponse;
+
+/// Counters shown by the progress bar and written to the manifest.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Requests currently between reservation and release.
+    pub in_flight: AtomicI64,
+    /// Requests sent through the accounting path (probes, primes, background).
+    pub requests: AtomicU64,
+    /// Background requests that failed, per failure kind.
+    pub background_errors: Mutex<BTreeMap<String, u64>>,
+    /// Background requests completed.
+    pub background_requests: AtomicU64,
+    /// Reservations whose delete failed even after retries (left in the ledger).
+    pub release_failures: AtomicU64,
+}
+
+impl Stats {
+    pub fn count_background_error(&self, kind: &str) {
+        if let Ok(mut m) = self.background_errors.lock() {
+            *m.entry(kind.to_string()).or_default() += 1;
+        }
+    }
+
+    pub fn background_error_total(&self) -> u64 {
+        self.background_errors
+            .lock()
+            .map(|m| m.values().sum())
+            .unwrap_or(0)
+    }
+}
+
+/// A booked worker.
+#[derive(Debug, Clone)]
+pub struct Booking {
+    pub selection_id: String,
+    pub answer: SelectResponse,
+}
+
+/// What one request through the accounting path gave.
+#[derive(Debug, Clone)]
+pub struct Accounted {
+    pub booking: Result<Booking, CallError>,
+    /// `None` when the reservation failed (nothing was sent).
+    pub stream: Option<StreamOutcome>,
+}
+
+impl Accounted {
+    /// The failure, if any: the reservation's or the stream's.
+    pub fn failure(&self) -> Option<(bool, &CallError)> {
+        match (&self.booking, &self.stream) {
+            (Err(e), _) => Some((true, e)),
+            (Ok(_), Some(s)) => s.error.as_ref().map(|e| (false, e)),
+            (Ok(_), None) => None,
+        }
+    }
+}
+
+/// Sends every request of a run.
+#[derive(Debug)]
+pub struct Driver {
+    pub completions: CompletionClient,
+    pub selection: SelectionClient,
+    /// Ctrl-C: cancels every in-flight request.
+    pub cancel: Cancel,
+    pub stats: Arc<Stats>,
+    /// Unique per process invocation: selection ids never repeat across `--resume` sessions.
+    session: String,
+    next_id: AtomicU64,
+    /// Workers that just failed a request (dead, restarting): stepped around for a while.
+    suspects: Mutex<HashMap<u64, Instant>>,
+}
+
+/// How long a failed worker is stepped around before it is trusted again.
+const SUSPECT_FOR: Duration = Duration::from_secs(15);
+
+impl Driver {
+    pub fn new(
+        completions: CompletionClient,
+        selection: SelectionClient,
+        cancel: Cancel,
+        session: String,
+    ) -> Self {
+        Self {
+            completions,
+            selection,
+            cancel,
+            stats: Arc::new(Stats::default()),
+            session,
+            next_id: AtomicU64::new(0),
+            suspects: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Marks a worker that failed a request (5xx, error event, dropped stream, refused
+    /// connection): until it has been quiet for a while, picks avoid it if another worker of
+    /// the model is schedulable. This is how a vanished worker is stepped around and its
+    /// replacement (a new id in `/workers`) re-discovered.
+    pub fn suspect(&self, worker: u64) {
+        if let Ok(mut s) = self.suspects.lock() {
+            s.insert(worker, Instant::now());
+        }
+    }
+
+    fn current_suspects(&self) -> Vec<u64> {
+        match self.suspects.lock() {
+            Ok(mut s) => {
+                s.retain(|_, at| at.elapsed() < SUSPECT_FOR);
+                s.keys().copied().collect()
+            }
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// The workers a pick may use for `model`: `None` (free choice) unless a suspect exists
+    /// and another schedulable worker of the model does.
+    pub async fn allowed_workers(&self, model: &str) -> Option<Vec<u64>> {
+        let suspects = self.current_suspects();
+        if suspects.is_empty() {
+            return None;
+        }
+        let workers = self.selection.workers().await.ok()?;
+        let allowed: Vec<u64> = workers
+            .iter()
+            .filter(|w| {
+                w.model_name == model
+                    && w.lifecycle == sy_wire::WorkerLifecycle::Schedulable
+                    && !suspects.contains(&w.worker_id)
+            })
+            .map(|w| w.worker_id)
+            .collect();
+        let any_suspect_here = workers
+            .iter()
+            .any(|w| w.model_name == model && suspects.contains(&w.worker_id));
+        (any_suspect_here && !allowed.is_empty()).then_some(allowed)
+    }
+
+    /// A selection id unique to this process and request.
+    pub fn new_selection_id(&self, tag: &str) -> String {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        format!("sy-{}-{n}-{tag}", self.session)
+    }
+
+    /// Books a worker for `tokens` on `model`.
+    pub async fn reserve(
+        &self,
+        model: &str,
+        tokens: &[u32],
+        expected_output_tokens: u32,
+        tag: &str,
+    ) -> Result<Booking, CallError> {
+        let id = self.new_selection_id(tag);
+        let allowed = self.allowed_workers(model).await;
+        // Not raced against Ctrl-C: a dropped reserve call could book after its delete. It takes
+        // about a millisecond; the caller checks for cancellation right after.
+        let answer = self
+            .selection
+            .select_and_reserve(
+                model,
+                tokens,
+                &id,
+                Some(expected_output_tokens),
+                allowed.as_deref(),
+            )
+            .await;
+        match answer {
+            Ok(answer) => {
+                self.stats.in_flight.fetch_add(1, Ordering::Relaxed);
+                Ok(Booking {
+                    selection_id: id,
+                    answer,
+                })
+            }
+            Err(e) => {
+                // A failed or lost answer may still have booked: delete to be sure (404 is fine).
+                if e.status != Some(409) {
+                    let _ = self.selection.release(&id).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Sends the request pinned to the booked worker; `prefill_complete` goes out at the first
+    /// token (and `on_first` runs). The booking is *not* released here.
+    pub async fn send(
+        &self,
+        booking: &Booking,
+        model: &str,
+        tokens: Vec<u32>,
+        max_tokens: u32,
+        ignore_eos: bool,
+        cancel: &Cancel,
+        on_first: impl FnOnce() + Send + 'static,
+    ) -> StreamOutcome {
+        let req = ProbeRequest {
+            model: model.to_string(),
+            tokens,
+            max_tokens,
+            worker_id: Some(booking.answer.worker_id),
+            ignore_eos,
+        };
+        let prefill_task: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let slot = prefill_task.clone();
+        let sel = self.selection.clone();
+        let id = booking.selection_id.clone();
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        let outcome = self
+            .completions
+            .stream(&req, cancel, move || {
+                let handle = tokio::spawn(async move {
+                    if let Err(e) = sel.prefill_complete(&id).await {
+                        tracing::debug!("prefill_complete {id}: {e}");
+                    }
+                });
+                if let Ok(mut s) = slot.lock() {
+                    *s = Some(handle);
+                }
+                on_first();
+            })
+            .await;
+        let handle = prefill_task.lock().ok().and_then(|mut s| s.take());
+        if let Some(h) = handle {
+            let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
+        }
+        outcome
+    }
+
+    /// Deletes the reservation (retrying transient failures); a failure leaves it in the ledger
+    /// for the end-of-run sweep.
+    pub async fn release(&self, booking: &Booking) {
+        self.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if let Err(e) = self.selection.release(&booking.selection_id).await {
+            self.stats.release_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("could not delete reservation {}: {e}", booking.selection_id);
+        }
+    }
+
+    /// One whole request through the accounting path.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn accounted(
+        &self,
+        model: &str,
+        tokens: Vec<u32>,
+        max_tokens: u32,
+        ignore_eos: bool,
+        cancel: &Cancel,
+        tag: &str,
+        on_first: impl FnOnce() + Send + 'static,
+    ) -> Accounted {
+        let booking = self.reserve(model, &tokens, max_tokens, tag).await;
+        let stream = match &booking {
+            Ok(b) => {
+                let s = self
+                    .send(b, model, tokens, max_tokens, ignore_eos, cancel, on_first)
+                    .await;
+                self.release(b).await;
+                if s.error.as_ref().is_some_and(|e| worker_fault(e.kind)) {
+                    self.suspect(b.answer.worker_id);
+                }
+                Some(s)
+            }
+            Err(_) => None,
+        };
+        Accounted { booking, stream }
+    }
+}
+
+/// Failures that point at the worker rather than at the request.
+pub fn worker_fault(kind: sy_dynamo::FailureKind) -> bool {
+    use sy_dynamo::FailureKind as K;
+    matches!(
+        kind,
+        K::Http5xx | K::StreamError | K::StreamDropped | K::Connect
+    )
+}

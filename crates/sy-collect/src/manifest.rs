@@ -1,0 +1,117 @@
+//! The run manifest (`manifest.json`): what ran, against what, and how it ended.
+//!
+//! Written atomically when a run starts (so `--resume` can check that the plan is unchanged even
+//! after a crash) and again when it ends, with the counts per status and error class and the
+//! end-of-run reservation check.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sy_records::{Record, Status};
+
+pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub schema_version: u32,
+    pub tool: String,
+    pub tool_version: String,
+    pub run_id: String,
+    pub plan_path: String,
+    pub plan_sha256: String,
+    pub seed: u64,
+    pub target: TargetInfo,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub sessions: Vec<Session>,
+    pub units_total: u64,
+    pub units_done: u64,
+    pub complete: bool,
+    pub counts: Counts,
+    pub background: BackgroundCounts,
+    /// Whether `/loads` showed no booked request or prefill token after the run.
+    pub loads_zero_at_end: Option<bool>,
+    /// Reservations whose delete failed (should be empty).
+    pub outstanding_reservations: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetInfo {
+    /// `sim` or `dynamo`.
+    pub kind: String,
+    pub frontend_url: String,
+    pub selection_url: String,
+    pub efficient_model: String,
+    pub capable_model: String,
+    /// Versions the target reports (tool name → version), where it reports any.
+    pub versions: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub resumed: bool,
+    pub units_run: u64,
+    pub interrupted: bool,
+    /// Records of incomplete units moved to attempts.jsonl when resuming.
+    pub records_moved: u64,
+    pub torn_tail_ignored: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counts {
+    pub records: u64,
+    pub ok: u64,
+    pub error: u64,
+    pub by_error_class: BTreeMap<String, u64>,
+    /// Unit attempts that failed transiently and were retried (their records are in
+    /// attempts.jsonl).
+    pub retried_attempts: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BackgroundCounts {
+    pub requests: u64,
+    pub errors: BTreeMap<String, u64>,
+}
+
+impl Counts {
+    pub fn from_records(records: &[Record], retried_attempts: u64) -> Self {
+        let mut c = Counts {
+            retried_attempts,
+            ..Counts::default()
+        };
+        for r in records {
+            c.records += 1;
+            match r.status {
+                Status::Ok => c.ok += 1,
+                Status::Error => c.error += 1,
+            }
+            if let Some(class) = r.error_class {
+                let name = serde_json::to_value(class)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| format!("{class:?}"));
+                *c.by_error_class.entry(name).or_default() += 1;
+            }
+        }
+        c
+    }
+}
+
+impl Manifest {
+    pub fn read(path: &Path) -> Result<Manifest, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: not a manifest: {e}", path.display()))
+    }
+}
+
+/// Now, RFC 3339 UTC.
+pub fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| "unknown".into())
+}

@@ -1,0 +1,431 @@
+//! One unit: prime the prefix, hold the background load, observe both candidates, send the
+//! same prompt to both at the same instant, release everything, and build two records.
+//!
+//! A unit attempt that fails transiently (connect, timeout, 5xx, a stream error or drop, a
+//! reservation or observation refused by an unavailable worker) is retried by the caller with a
+//! *new* nonce, so the retry's prompt shares no cache with the failed attempt and its primed
+//! prefix is primed afresh. The final attempt's records are written whatever their status.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sy_dynamo::observe::{Candidate, CandidateObservation, observe_candidates};
+use sy_dynamo::{CallError, FailureKind, StreamOutcome};
+use sy_records::{ErrorClass, RECORD_SCHEMA_VERSION, Record, Role, Status};
+
+use crate::accounting::{Booking, Driver};
+use crate::background::{BackgroundLoad, slots_for};
+use crate::plan::Plan;
+use crate::prompt::PromptFactory;
+use crate::schedule::Condition;
+
+/// Everything a unit needs.
+#[derive(Debug, Clone)]
+pub struct UnitRunner {
+    pub driver: Arc<Driver>,
+    pub prompts: Arc<PromptFactory>,
+    pub plan: Arc<Plan>,
+    pub run_id: String,
+}
+
+/// The two records of one attempt, and whether a retry may help.
+#[derive(Debug, Clone)]
+pub struct UnitAttempt {
+    pub records: [Record; 2],
+    pub transient: bool,
+    pub cancelled: bool,
+}
+
+impl UnitAttempt {
+    pub fn ok(&self) -> bool {
+        self.records.iter().all(|r| r.status == Status::Ok)
+    }
+}
+
+/// A failure attributed to one side, with its record class.
+#[derive(Debug, Clone)]
+struct Failure {
+    class: ErrorClass,
+    message: String,
+    transient: bool,
+}
+
+fn class_of(kind: FailureKind) -> ErrorClass {
+    match kind {
+        FailureKind::Connect => ErrorClass::Connect,
+        FailureKind::Timeout => ErrorClass::Timeout,
+        FailureKind::Http4xx => ErrorClass::Http4xx,
+        FailureKind::Http5xx => ErrorClass::Http5xx,
+        FailureKind::StreamError => ErrorClass::StreamError,
+        FailureKind::StreamDropped => ErrorClass::StreamDropped,
+        FailureKind::NoContent => ErrorClass::NoContent,
+        FailureKind::Protocol => ErrorClass::Protocol,
+        FailureKind::Cancelled => ErrorClass::Cancelled,
+    }
+}
+
+impl Failure {
+    fn from_call(e: &CallError, what: Option<ErrorClass>, prefix: &str) -> Self {
+        let class = if e.kind == FailureKind::Cancelled {
+            ErrorClass::Cancelled
+        } else {
+            what.unwrap_or_else(|| class_of(e.kind))
+        };
+        Failure {
+            class,
+            message: format!("{prefix}{}", e.message),
+            transient: e.is_transient(),
+        }
+    }
+
+    fn cancelled(what: &str) -> Self {
+        Failure {
+            class: ErrorClass::Cancelled,
+            message: format!("cancelled {what}"),
+            transient: false,
+        }
+    }
+}
+
+impl UnitRunner {
+    fn models(&self) -> [(Role, &str); 2] {
+        [
+            (Role::Efficient, self.plan.models.efficient.as_str()),
+            (Role::Capable, self.plan.models.capable.as_str()),
+        ]
+    }
+
+    /// Runs one attempt of (condition, repeat).
+    pub async fn run(&self, cond: &Condition, repeat: u32, attempt: u32) -> UnitAttempt {
+        let probe_id = format!("{}/r{repeat}/a{attempt}", cond.id);
+        let tokens = self
+            .prompts
+            .probe(&cond.id, repeat, attempt, cond.planned_n);
+        let cancel = self.driver.cancel.clone();
+        let mut observations: [CandidateObservation; 2] = Default::default();
+        let mut bookings: [Option<Booking>; 2] = [None, None];
+        let mut outcomes: [Option<StreamOutcome>; 2] = [None, None];
+        let mut failures: [Option<Failure>; 2] = [None, None];
+        let [(_, eff), (_, cap)] = self.models();
+
+        'attempt: {
+            // 1. Prime the prefix on both models (each through the accounting path).
+            let primed = cond.primed_tokens() as usize;
+            if primed > 0 {
+                let prefix = tokens[..primed].to_vec();
+                let (a, b) = tokio::join!(
+                    self.driver
+                        .accounted(eff, prefix.clone(), 1, false, &cancel, "prime", || {}),
+                    self.driver
+                        .accounted(cap, prefix, 1, false, &cancel, "prime", || {}),
+                );
+                for (i, acc) in [a, b].iter().enumerate() {
+                    if let Some((reserve, e)) = acc.failure() {
+                        let class = if reserve {
+                            Some(ErrorClass::Reservation)
+                        } else {
+                            None
+                        };
+                        failures[i] = Some(Failure::from_call(e, class, "priming: "));
+                    }
+                }
+                if failures.iter().any(Option::is_some) {
+                    break 'attempt;
+                }
+                let settle = Duration::from_millis(self.plan.probe.settle_ms);
+                tokio::select! {
+                    _ = cancel.cancelled() => {
+                        failures = [Some(Failure::cancelled("after priming")), Some(Failure::cancelled("after priming"))];
+                        break 'attempt;
+                    }
+                    _ = tokio::time::sleep(settle) => {}
+                }
+            }
+            // 2. Background load, held steady while the probe runs.
+            let background = if cond.has_background() {
+                let slots = slots_for(cond, eff, cap);
+                let bg = BackgroundLoad::start(
+                    self.driver.clone(),
+                    self.prompts.clone(),
+                    format!("{}/r{repeat}/a{attempt}", cond.id),
+                    slots,
+                    Duration::from_millis(self.plan.target.retry_backoff_ms),
+                );
+                let warmup = self.plan.load.as_ref().map_or(0, |l| l.warmup_ms);
+                let all_started = bg
+                    .warm_up(
+                        Duration::from_millis(self.plan.target.first_token_timeout_ms),
+                        Duration::from_millis(warmup),
+                        &cancel,
+                    )
+                    .await;
+                if !all_started && !cancel.is_cancelled() {
+                    tracing::warn!(
+                        "{probe_id}: not every background slot streamed before the warm-up limit"
+                    );
+                }
+                Some(bg)
+            } else {
+                None
+            };
+            let result = self
+                .probe_pair(
+                    &tokens,
+                    &mut observations,
+                    &mut bookings,
+                    &mut outcomes,
+                    &mut failures,
+                )
+                .await;
+            if let Some(bg) = background {
+                bg.stop().await;
+            }
+            result
+        }
+
+        if observations[0].model.is_empty() {
+            for (i, (_, model)) in self.models().iter().enumerate() {
+                observations[i].model = model.to_string();
+                observations[i].n = tokens.len() as u64;
+            }
+        }
+        // A side that was never sent because its partner failed shares the partner's failure.
+        for i in 0..2 {
+            if failures[i].is_none() && outcomes[i].is_none() {
+                let partner = failures[1 - i].clone();
+                failures[i] = Some(match partner {
+                    Some(p) => Failure {
+                        message: format!("not sent: the paired candidate failed ({})", p.message),
+                        ..p
+                    },
+                    None => Failure::cancelled("before sending"),
+                });
+            }
+        }
+        let attempt_transient = failures
+            .iter()
+            .flatten()
+            .any(|f| f.transient && f.class != ErrorClass::Cancelled);
+        let cancelled = failures
+            .iter()
+            .flatten()
+            .any(|f| f.class == ErrorClass::Cancelled);
+        let records = [0usize, 1].map(|i| {
+            self.record(
+                cond,
+                repeat,
+                &probe_id,
+                self.models()[i].0,
+                &observations[i],
+                bookings[i].as_ref(),
+                outcomes[i].as_ref(),
+                failures[i].as_ref(),
+                attempt,
+            )
+        });
+        UnitAttempt {
+            records,
+            transient: attempt_transient,
+            cancelled,
+        }
+    }
+
+    /// Observe both, reserve both, send both at the same instant, release both.
+    async fn probe_pair(
+        &self,
+        tokens: &[u32],
+        observations: &mut [CandidateObservation; 2],
+        bookings: &mut [Option<Booking>; 2],
+        outcomes: &mut [Option<StreamOutcome>; 2],
+        failures: &mut [Option<Failure>; 2],
+    ) {
+        let cancel = self.driver.cancel.clone();
+        if cancel.is_cancelled() {
+            *failures = [
+                Some(Failure::cancelled("before the probe")),
+                Some(Failure::cancelled("before the probe")),
+            ];
+            return;
+        }
+        let [(_, eff), (_, cap)] = self.models();
+        let (allowed_eff, allowed_cap) = tokio::join!(
+            self.driver.allowed_workers(eff),
+            self.driver.allowed_workers(cap)
+        );
+        let obs = observe_candidates(
+            &self.driver.selection,
+            &[
+                Candidate {
+                    model: eff,
+                    tokens,
+                    allowed: allowed_eff.as_deref(),
+                },
+                Candidate {
+                    model: cap,
+                    tokens,
+                    allowed: allowed_cap.as_deref(),
+                },
+            ],
+        )
+        .await;
+        for (i, o) in obs.into_iter().enumerate() {
+            if let Some(e) = &o.error {
+                failures[i] = Some(Failure::from_call(
+                    e,
+                    Some(ErrorClass::Observation),
+                    "observation: ",
+                ));
+            }
+            observations[i] = o;
+        }
+        if failures.iter().any(Option::is_some) {
+            return;
+        }
+        let max_tokens = self.plan.probe.max_tokens;
+        let (a, b) = tokio::join!(
+            self.driver.reserve(eff, tokens, max_tokens, "probe"),
+            self.driver.reserve(cap, tokens, max_tokens, "probe"),
+        );
+        for (i, r) in [a, b].into_iter().enumerate() {
+            match r {
+                Ok(bk) => bookings[i] = Some(bk),
+                Err(e) => {
+                    failures[i] = Some(Failure::from_call(
+                        &e,
+                        Some(ErrorClass::Reservation),
+                        "reservation: ",
+                    ))
+                }
+            }
+        }
+        // Both at the same instant (the futures start in the same poll).
+        let send = |i: usize| {
+            let booking = bookings[i].clone();
+            let tokens = tokens.to_vec();
+            let cancel = cancel.clone();
+            let driver = self.driver.clone();
+            let model = if i == 0 { eff } else { cap }.to_string();
+            async move {
+                match booking {
+                    Some(b) if !cancel.is_cancelled() => Some(
+                        driver
+                            .send(&b, &model, tokens, max_tokens, false, &cancel, || {})
+                            .await,
+                    ),
+                    _ => None,
+                }
+            }
+        };
+        let (oa, ob) = tokio::join!(send(0), send(1));
+        let (ra, rb) = tokio::join!(
+            async {
+                if let Some(b) = &bookings[0] {
+                    self.driver.release(b).await;
+                }
+            },
+            async {
+                if let Some(b) = &bookings[1] {
+                    self.driver.release(b).await;
+                }
+            }
+        );
+        let _ = (ra, rb);
+        for (i, o) in [oa, ob].into_iter().enumerate() {
+            match o {
+                Some(out) => {
+                    if let Some(e) = &out.error {
+                        failures[i] = Some(Failure::from_call(e, None, ""));
+                        if crate::accounting::worker_fault(e.kind)
+                            && let Some(b) = &bookings[i]
+                        {
+                            self.driver.suspect(b.answer.worker_id);
+                        }
+                    }
+                    outcomes[i] = Some(out);
+                }
+                None if failures[i].is_none() => {
+                    failures[i] = Some(Failure::cancelled("before sending"));
+                }
+                None => {}
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        cond: &Condition,
+        repeat: u32,
+        probe_id: &str,
+        role: Role,
+        obs: &CandidateObservation,
+        booking: Option<&Booking>,
+        outcome: Option<&StreamOutcome>,
+        failure: Option<&Failure>,
+        attempts: u32,
+    ) -> Record {
+        let f = obs.fields();
+        let has_obs = obs.select.is_some();
+        let served = outcome
+            .and_then(|o| o.served_worker_id)
+            .or_else(|| booking.map(|b| b.answer.worker_id));
+        Record {
+            schema_version: RECORD_SCHEMA_VERSION,
+            run_id: self.run_id.clone(),
+            condition_id: cond.id.clone(),
+            phase: cond.phase,
+            repeat,
+            probe_id: probe_id.to_string(),
+            role,
+            model: obs.model.clone(),
+            planned_n: cond.planned_n,
+            planned_f: cond.planned_f,
+            background: cond.background.clone(),
+            n: f.n,
+            k: f.k,
+            r: f.r,
+            prefill_tokens_booked: f.prefill_tokens_booked,
+            prefill_capacity_tokens: f.prefill_capacity_tokens,
+            p: f.p,
+            host_overlap_tokens: f.host_overlap_tokens,
+            disk_overlap_tokens: f.disk_overlap_tokens,
+            effective_prefill_tokens: f.effective_prefill_tokens,
+            decode_blocks: f.decode_blocks,
+            kv_capacity_blocks: f.kv_capacity_blocks,
+            pool_pending_requests: f.pool_pending_requests,
+            pool_pending_tokens: f.pool_pending_tokens,
+            schedulable: f.schedulable,
+            worker_id: f.worker_id,
+            dp_rank: f.dp_rank,
+            endpoint: f.endpoint,
+            routing_group: f.routing_group,
+            observed_at_unix_ms: has_obs.then_some(f.observed_at_unix_ms).flatten(),
+            query_duration_ms: has_obs.then_some(f.query_duration_ms).flatten(),
+            sent_at_unix_ms: outcome
+                .map(|o| o.sent_at_unix_ms)
+                .unwrap_or_else(unix_ms_now),
+            served_worker_id: served,
+            ttft_ms: outcome.and_then(|o| o.ttft_ms),
+            server_ttft_ms: outcome.and_then(|o| o.server_ttft_ms),
+            e2e_ms: outcome.and_then(|o| o.e2e_ms),
+            prompt_tokens: outcome.and_then(|o| o.prompt_tokens),
+            output_tokens: outcome.and_then(|o| o.output_tokens),
+            cached_tokens: outcome.and_then(|o| o.cached_tokens),
+            status: if failure.is_some() {
+                Status::Error
+            } else {
+                Status::Ok
+            },
+            error_class: failure.map(|f| f.class),
+            error_message: failure.map(|f| f.message.clone()),
+            attempts,
+        }
+    }
+}
+
+fn unix_ms_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0)
+}

@@ -1,0 +1,460 @@
+//! The run: start the target, check it, run every pending unit with retries, write records and
+//! the manifest, and prove no reservation leaked.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use sy_dynamo::{Cancel, ClientConfig, CompletionClient, SelectionClient};
+
+use crate::accounting::Driver;
+use crate::error::CollectError;
+use crate::manifest::{BackgroundCounts, Counts, Manifest, Session, TargetInfo, now_rfc3339};
+use crate::plan::{LoadedPlan, Plan};
+use crate::probe::UnitRunner;
+use crate::progress::Progress;
+use crate::prompt::PromptFactory;
+use crate::results::{self, MANIFEST_FILE, PARQUET_FILE, RECORDS_FILE, RecordSink};
+use crate::schedule::Schedule;
+use crate::target::{Target, TargetKind, UrlOverrides, preflight};
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub run_dir: PathBuf,
+    pub target: TargetKind,
+    pub urls: UrlOverrides,
+    pub resume: bool,
+    pub show_progress: bool,
+    /// Overrides the plan's seed.
+    pub seed: Option<u64>,
+}
+
+/// What a finished (or interrupted) run reports.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    pub manifest: Manifest,
+    pub interrupted: bool,
+}
+
+/// The plan's size and an estimate of its duration (`--dry-run`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DryRun {
+    pub conditions: usize,
+    pub units: usize,
+    pub qgrid_units: usize,
+    pub load_units: usize,
+    /// Probe requests (two per unit) plus priming requests.
+    pub foreground_requests: u64,
+    /// Background slots summed over units (each a closed loop of requests while its unit runs).
+    pub background_slots: u64,
+    pub estimated_seconds: f64,
+    pub assumptions: String,
+}
+
+/// Microseconds per uncached prompt token assumed by the estimate (the Dynamo mocker at
+/// speedup 1 measured about 33 µs/token; real GPUs are usually faster).
+const EST_US_PER_TOKEN: f64 = 33.0;
+/// Fixed cost assumed per request (observation, reservation, round trips, a few steps).
+const EST_MS_PER_REQUEST: f64 = 10.0;
+
+pub fn dry_run(plan: &Plan) -> DryRun {
+    let s = Schedule::from_plan(plan);
+    let mut secs = 0.0;
+    let mut bg_slots = 0u64;
+    let (mut q, mut l) = (0, 0);
+    for u in &s.units {
+        let c = &s.conditions[u.condition];
+        let primed = c.primed_tokens();
+        let slots = crate::background::slots_for(c, "e", "c").len() as u64;
+        bg_slots += slots;
+        match c.phase {
+            sy_records::Phase::Qgrid => q += 1,
+            sy_records::Phase::Load => l += 1,
+        }
+        let mut ms = EST_MS_PER_REQUEST + (c.planned_n - primed) as f64 * EST_US_PER_TOKEN / 1e3;
+        if primed > 0 {
+            ms += EST_MS_PER_REQUEST + primed as f64 * EST_US_PER_TOKEN / 1e3;
+            ms += plan.probe.settle_ms as f64;
+        }
+        if slots > 0 {
+            ms += plan.load.as_ref().map_or(0, |l| l.warmup_ms) as f64;
+            ms += c.background.prefill_prompt_tokens as f64 * EST_US_PER_TOKEN / 1e3;
+        }
+        secs += ms / 1e3;
+    }
+    DryRun {
+        conditions: s.conditions.len(),
+        units: s.units.len(),
+        qgrid_units: q,
+        load_units: l,
+        foreground_requests: s.foreground_requests(),
+        background_slots: bg_slots,
+        estimated_seconds: secs,
+        assumptions: format!(
+            "{EST_MS_PER_REQUEST} ms per request plus {EST_US_PER_TOKEN} µs per uncached prompt \
+             token (the Dynamo mocker at speedup 1), plus the plan's settle and warm-up times; \
+             no retries"
+        ),
+    }
+}
+
+fn run_id_for(plan: &LoadedPlan) -> String {
+    let name = plan.plan.name.clone().unwrap_or_else(|| {
+        plan.path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "run".into())
+    });
+    let stamp = time::OffsetDateTime::now_utc();
+    format!(
+        "{name}-{:04}{:02}{:02}T{:02}{:02}{:02}Z-{}",
+        stamp.year(),
+        u8::from(stamp.month()),
+        stamp.day(),
+        stamp.hour(),
+        stamp.minute(),
+        stamp.second(),
+        &plan.sha256[..8]
+    )
+}
+
+fn check_run_dir(
+    dir: &Path,
+    plan: &LoadedPlan,
+    resume: bool,
+) -> Result<Option<Manifest>, CollectError> {
+    std::fs::create_dir_all(dir).map_err(|e| {
+        CollectError::Runtime(format!(
+            "cannot create run directory {}: {e}",
+            dir.display()
+        ))
+    })?;
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let records_path = dir.join(RECORDS_FILE);
+    let has_records = std::fs::metadata(&records_path).is_ok_and(|m| m.len() > 0);
+    let manifest = if manifest_path.exists() {
+        Some(Manifest::read(&manifest_path).map_err(CollectError::BadInput)?)
+    } else {
+        None
+    };
+    if !resume {
+        if has_records || manifest.is_some() {
+            return Err(CollectError::BadInput(format!(
+                "run directory {} already holds a run (manifest.json / records.jsonl): pass \
+                 --resume to continue it, or choose another --run-dir",
+                dir.display()
+            )));
+        }
+        return Ok(None);
+    }
+    match &manifest {
+        Some(m) if m.plan_sha256 != plan.sha256 => Err(CollectError::BadInput(format!(
+            "--resume: plan {} (sha256 {}) is not the plan of the run in {} (sha256 {}, {}): \
+             a resumed run must use the same plan file",
+            plan.path.display(),
+            &plan.sha256[..12],
+            dir.display(),
+            &m.plan_sha256[..m.plan_sha256.len().min(12)],
+            m.plan_path
+        ))),
+        None if has_records => Err(CollectError::BadInput(format!(
+            "--resume: {} has records.jsonl but no manifest.json: cannot check that the plan is \
+             the same",
+            dir.display()
+        ))),
+        _ => Ok(manifest),
+    }
+}
+
+fn write_manifest(dir: &Path, m: &Manifest) -> Result<(), CollectError> {
+    sy_cli::atomic_write_json(&dir.join(MANIFEST_FILE), m)
+        .map_err(|e| CollectError::Runtime(e.to_string()))
+}
+
+/// Runs (or resumes) a plan. Must be called inside a tokio runtime.
+pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunSummary, CollectError> {
+    let mut plan = plan;
+    if let Some(seed) = opts.seed {
+        plan.plan.seed = seed;
+    }
+    let previous = check_run_dir(&opts.run_dir, &plan, opts.resume)?;
+    if let (Some(prev), Some(_)) = (&previous, opts.seed)
+        && prev.seed != plan.plan.seed
+    {
+        return Err(CollectError::BadInput(format!(
+            "--resume: --seed {} differs from the run's seed {}",
+            plan.plan.seed, prev.seed
+        )));
+    }
+    let seed = previous.as_ref().map_or(plan.plan.seed, |m| m.seed);
+    plan.plan.seed = seed;
+
+    let bearer = match &plan.plan.target.bearer_token_env {
+        Some(var) => Some(std::env::var(var).map_err(|_| {
+            CollectError::BadInput(format!(
+                "plan field `target.bearer_token_env`: environment variable {var} is not set"
+            ))
+        })?),
+        None => None,
+    };
+    let target = Target::start(opts.target, &plan.plan, &opts.urls).await?;
+    let result = run_on_target(&plan, &opts, previous, bearer, &target).await;
+    target.shutdown().await;
+    result
+}
+
+async fn run_on_target(
+    plan: &LoadedPlan,
+    opts: &RunOptions,
+    previous: Option<Manifest>,
+    bearer: Option<String>,
+    target: &Target,
+) -> Result<RunSummary, CollectError> {
+    let p = &plan.plan;
+    let mut config = ClientConfig::new(&target.frontend_url, &target.selection_url);
+    config.connect_timeout = Duration::from_millis(p.target.connect_timeout_ms);
+    config.first_token_timeout = Duration::from_millis(p.target.first_token_timeout_ms);
+    config.request_timeout = Duration::from_millis(p.target.request_timeout_ms);
+    config.selection_timeout = Duration::from_millis(p.target.selection_timeout_ms);
+    config.bearer_token = bearer.clone();
+    let http = config
+        .http_client()
+        .map_err(|e| CollectError::Runtime(format!("cannot build the HTTP client: {e}")))?;
+    let selection = SelectionClient::new(&config, http.clone());
+    let completions = CompletionClient::new(&config, http.clone());
+
+    // Everything the target must satisfy, before the first inference request.
+    let pre = preflight(
+        &http,
+        bearer.as_deref(),
+        &config.frontend_url,
+        &selection,
+        p,
+    )
+    .await?;
+    tracing::info!("preflight ok: KV capacity {:?}", pre.kv_capacity_tokens);
+
+    let cancel = Cancel::new();
+    let session = format!(
+        "{}-{:x}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(0)
+    );
+    let driver = Arc::new(Driver::new(
+        completions,
+        selection.clone(),
+        cancel.clone(),
+        session,
+    ));
+
+    let schedule = Schedule::from_plan(p);
+    let resume = if opts.resume {
+        results::prepare_resume(&opts.run_dir)?
+    } else {
+        results::ResumeState::default()
+    };
+    let started_at = now_rfc3339();
+    let mut manifest = previous.unwrap_or_else(|| Manifest {
+        schema_version: crate::manifest::MANIFEST_SCHEMA_VERSION,
+        tool: "sy-collect".into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        run_id: run_id_for(plan),
+        plan_path: plan.path.display().to_string(),
+        plan_sha256: plan.sha256.clone(),
+        seed: p.seed,
+        target: TargetInfo {
+            kind: target.kind.as_str().into(),
+            frontend_url: target.frontend_url.clone(),
+            selection_url: target.selection_url.clone(),
+            efficient_model: p.models.efficient.clone(),
+            capable_model: p.models.capable.clone(),
+            versions: target.versions.clone(),
+        },
+        started_at: started_at.clone(),
+        ended_at: None,
+        sessions: Vec::new(),
+        units_total: schedule.units.len() as u64,
+        units_done: 0,
+        complete: false,
+        counts: Counts::default(),
+        background: BackgroundCounts::default(),
+        loads_zero_at_end: None,
+        outstanding_reservations: Vec::new(),
+    });
+    manifest.target.frontend_url = target.frontend_url.clone();
+    manifest.target.selection_url = target.selection_url.clone();
+    manifest.sessions.push(Session {
+        started_at,
+        ended_at: None,
+        resumed: opts.resume,
+        units_run: 0,
+        interrupted: false,
+        records_moved: resume.moved as u64,
+        torn_tail_ignored: resume.torn_tail,
+    });
+    manifest.ended_at = None;
+    write_manifest(&opts.run_dir, &manifest)?;
+
+    let mut sink = RecordSink::open(&opts.run_dir, resume.valid_len)?;
+    let runner = UnitRunner {
+        driver: driver.clone(),
+        prompts: Arc::new(PromptFactory::new(p.seed, &p.prompt)),
+        plan: Arc::new(p.clone()),
+        run_id: manifest.run_id.clone(),
+    };
+
+    // Ctrl-C: cancel in-flight requests; their reservations are deleted as they unwind.
+    let ctrl_c = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                tracing::warn!("interrupted: cancelling in-flight requests");
+                cancel.cancel();
+            }
+        })
+    };
+
+    let pending: Vec<_> = schedule
+        .units
+        .iter()
+        .filter(|u| {
+            !resume
+                .done
+                .contains(&(schedule.conditions[u.condition].id.clone(), u.repeat))
+        })
+        .copied()
+        .collect();
+    let progress = Progress::new(
+        schedule.units.len() as u64,
+        (schedule.units.len() - pending.len()) as u64,
+        opts.show_progress,
+        driver.stats.clone(),
+    );
+    let mut retried = 0u64;
+    let mut units_run = 0u64;
+    let mut write_error = None;
+    'units: for unit in pending {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let cond = &schedule.conditions[unit.condition];
+        progress.phase(cond.phase.as_str(), &cond.id);
+        let mut attempt = 1u32;
+        loop {
+            let result = runner.run(cond, unit.repeat, attempt).await;
+            let retry = result.transient
+                && !result.cancelled
+                && attempt <= p.target.retries
+                && !cancel.is_cancelled();
+            if retry {
+                retried += 1;
+                progress.error();
+                if let Err(e) = sink.retried(&result.records) {
+                    write_error = Some(e);
+                    break 'units;
+                }
+                let backoff = Duration::from_millis(
+                    p.target
+                        .retry_backoff_ms
+                        .saturating_mul(1 << (attempt - 1).min(10)),
+                );
+                tracing::info!(
+                    "{}/r{}: attempt {attempt} failed transiently; retrying in {} ms",
+                    cond.id,
+                    unit.repeat,
+                    backoff.as_millis()
+                );
+                tokio::select! {
+                    _ = cancel.cancelled() => {}
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                attempt += 1;
+                continue;
+            }
+            if !result.ok() {
+                progress.error();
+            }
+            if let Err(e) = sink.unit(&result.records) {
+                write_error = Some(e);
+                break 'units;
+            }
+            units_run += 1;
+            progress.unit_done();
+            break;
+        }
+    }
+    ctrl_c.abort();
+    progress.finish();
+    let interrupted = cancel.is_cancelled();
+
+    // Sweep: every reservation must be gone, and /loads must show it.
+    let outstanding = selection.release_all().await;
+    let loads_zero = check_loads_zero(&selection).await;
+    let records = results::read_all(&opts.run_dir)?;
+    let done_units = {
+        let mut set = std::collections::HashSet::new();
+        for r in &records {
+            set.insert((r.condition_id.clone(), r.repeat));
+        }
+        set.len() as u64
+    };
+    if !records.is_empty()
+        && let Err(e) = sy_records::write_parquet(&records, &opts.run_dir.join(PARQUET_FILE))
+    {
+        tracing::error!("could not write {PARQUET_FILE}: {e} (records.jsonl has every record)");
+    }
+    let ended = now_rfc3339();
+    let previous_retries = manifest.counts.retried_attempts;
+    manifest.counts = Counts::from_records(&records, previous_retries + retried);
+    let mut bg = manifest.background.clone();
+    bg.requests += driver.stats.background_requests.load(Ordering::Relaxed);
+    if let Ok(m) = driver.stats.background_errors.lock() {
+        for (k, v) in m.iter() {
+            *bg.errors.entry(k.clone()).or_default() += v;
+        }
+    }
+    manifest.background = bg;
+    manifest.units_total = schedule.units.len() as u64;
+    manifest.units_done = done_units;
+    manifest.complete = done_units == manifest.units_total && !interrupted;
+    manifest.loads_zero_at_end = loads_zero;
+    manifest.outstanding_reservations = outstanding;
+    manifest.ended_at = Some(ended.clone());
+    if let Some(s) = manifest.sessions.last_mut() {
+        s.ended_at = Some(ended);
+        s.units_run = units_run;
+        s.interrupted = interrupted;
+    }
+    write_manifest(&opts.run_dir, &manifest)?;
+    if let Some(e) = write_error {
+        return Err(CollectError::Runtime(format!(
+            "{e}; the records written so far are intact, continue with --resume"
+        )));
+    }
+    Ok(RunSummary {
+        manifest,
+        interrupted,
+    })
+}
+
+/// Polls `/loads` briefly: deletes are synchronous, but a server may apply them a moment later.
+async fn check_loads_zero(selection: &SelectionClient) -> Option<bool> {
+    for _ in 0..20 {
+        match selection.loads(None).await {
+            Ok(loads) => {
+                let (r, p) = sy_dynamo::selection::total_booked(&loads);
+                if r == 0 && p == 0 {
+                    return Some(true);
+                }
+            }
+            Err(_) => return None,
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Some(false)
+}

@@ -1,0 +1,81 @@
+//! Helpers shared by sy-collect's integration tests: run the real binary, read its outputs.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sy_records::Record;
+
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sy-collect"))
+}
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .expect("workspace root")
+}
+
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write");
+    p
+}
+
+pub fn run_sim(plan: &Path, run_dir: &Path, extra: &[&str]) -> Output {
+    bin()
+        .arg("--plan")
+        .arg(plan)
+        .arg("--run-dir")
+        .arg(run_dir)
+        .args(["--target", "sim", "--no-progress"])
+        .args(extra)
+        .output()
+        .expect("run sy-collect")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn records(run_dir: &Path) -> Vec<Record> {
+    sy_records::jsonl::read::<Record>(&run_dir.join("records.jsonl"))
+        .expect("records.jsonl")
+        .records
+}
+
+pub fn manifest(run_dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(run_dir.join("manifest.json")).expect("manifest"))
+        .expect("manifest json")
+}
+
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    assert!(n > 0, "median of nothing");
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+pub fn record_validator() -> jsonschema::Validator {
+    let text = std::fs::read_to_string(workspace_root().join("schemas/record.schema.json"))
+        .expect("record schema");
+    let schema: serde_json::Value = serde_json::from_str(&text).expect("schema json");
+    jsonschema::validator_for(&schema).expect("valid schema")
+}
+
+/// Every line of records.jsonl validates against schemas/record.schema.json.
+pub fn assert_records_match_schema(run_dir: &Path) {
+    let v = record_validator();
+    let text = std::fs::read_to_string(run_dir.join("records.jsonl")).expect("records");
+    for (i, line) in text.lines().enumerate() {
+        let value: serde_json::Value = serde_json::from_str(line).expect("json line");
+        let errors: Vec<String> = v.iter_errors(&value).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "records.jsonl:{}: {errors:?}", i + 1);
+    }
+}

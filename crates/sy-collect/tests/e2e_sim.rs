@@ -1,0 +1,154 @@
+//! End to end through real HTTP: the sy-collect binary against the embedded simulator.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+use common::*;
+use sy_records::{Phase, Role, Status};
+
+const PLAN: &str = r#"
+name = "e2e"
+seed = 3
+[probe]
+max_tokens = 2
+settle_ms = 10
+[qgrid]
+n = [64, 1024]
+f = [0.0, 0.75]
+repeats = 2
+[load]
+n = [256]
+f = [0.0]
+repeats = 2
+prefill_contention = [0, 3]
+prefill_prompt_tokens = 2048
+decode_contention = [0, 3]
+short_output_tokens = 4
+long_output_tokens = 200
+decode_prompt_tokens = 32
+busy_capable = [false, true]
+busy_capable_requests = 3
+busy_capable_output_tokens = 200
+warmup_ms = 40
+"#;
+
+#[test]
+fn small_plan_completes_with_consistent_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(dir.path(), "plan.toml", PLAN);
+    let run_dir = dir.path().join("run");
+    let out = run_sim(&plan, &run_dir, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // Units: qgrid 2×2×2 = 8; load 1×1×2 prefill × 3 decode levels × 2 busy × 2 repeats = 24.
+    let recs = records(&run_dir);
+    assert_eq!(recs.len(), 2 * (8 + 24));
+    let failed: Vec<_> = recs.iter().filter(|r| r.status != Status::Ok).collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    // One efficient and one capable record per probe, with the same prompt size.
+    let mut units = std::collections::HashSet::new();
+    for r in &recs {
+        assert!(
+            units.insert((r.condition_id.clone(), r.repeat, r.role)),
+            "duplicate {r:?}"
+        );
+        assert_eq!(r.n, Some(r.planned_n));
+        assert_eq!(r.prompt_tokens, Some(r.planned_n));
+        assert!(r.served_worker_id.is_some(), "{r:?}");
+        assert!(r.ttft_ms.unwrap() > 0.0);
+    }
+    assert_records_match_schema(&run_dir);
+
+    // Manifest: complete, no leak.
+    let m = manifest(&run_dir);
+    assert_eq!(m["complete"], true, "{m}");
+    assert_eq!(m["loads_zero_at_end"], true, "{m}");
+    assert_eq!(m["outstanding_reservations"].as_array().unwrap().len(), 0);
+    assert_eq!(m["counts"]["ok"], 64);
+    assert!(run_dir.join("records.parquet").is_file());
+
+    // Q grid: TTFT rises with uncached tokens, per model.
+    for role in [Role::Efficient, Role::Capable] {
+        let q = |n: u64, f: f64| {
+            median(
+                recs.iter()
+                    .filter(|r| {
+                        r.phase == Phase::Qgrid
+                            && r.role == role
+                            && r.planned_n == n
+                            && r.planned_f == f
+                    })
+                    .map(|r| r.ttft_ms.unwrap())
+                    .collect(),
+            )
+        };
+        assert!(
+            q(1024, 0.0) > q(64, 0.0),
+            "{role:?}: {} vs {}",
+            q(1024, 0.0),
+            q(64, 0.0)
+        );
+        assert!(
+            q(1024, 0.0) > q(1024, 0.75),
+            "{role:?}: priming 75% must cut TTFT: {} vs {}",
+            q(1024, 0.0),
+            q(1024, 0.75)
+        );
+    }
+    // Primed prefixes are seen by the router (K) and the worker (cached_tokens).
+    for r in recs.iter().filter(|r| r.phase == Phase::Qgrid) {
+        let primed = (r.planned_f * r.planned_n as f64).round() as u64;
+        let k = r.k.unwrap();
+        assert!(
+            k <= primed && primed - k < 16,
+            "K {k} vs primed {primed}: {r:?}"
+        );
+        assert_eq!(r.cached_tokens, Some(k), "{r:?}");
+        // No competing requests in the Q grid.
+        assert_eq!(r.prefill_tokens_booked, Some(0), "{r:?}");
+    }
+
+    // Load: R and P track the background load on the efficient candidate.
+    let eff_load = |pred: &dyn Fn(&sy_records::Record) -> bool| -> Vec<&sy_records::Record> {
+        recs.iter()
+            .filter(|r| r.phase == Phase::Load && r.role == Role::Efficient && pred(r))
+            .collect()
+    };
+    let idle =
+        eff_load(&|r| r.background.prefill_requests == 0 && r.background.decode_requests == 0);
+    assert!(
+        idle.iter().all(|r| r.r == Some(0) && r.p == Some(0.0)),
+        "{idle:?}"
+    );
+    let prefill =
+        eff_load(&|r| r.background.prefill_requests == 3 && r.background.decode_requests == 0);
+    let mean = |v: &[&sy_records::Record], f: &dyn Fn(&sy_records::Record) -> f64| {
+        v.iter().map(|r| f(r)).sum::<f64>() / v.len() as f64
+    };
+    assert!(
+        mean(&prefill, &|r| r.p.unwrap()) > 0.2,
+        "prefill contention must show in P: {:?}",
+        prefill.iter().map(|r| (r.r, r.p)).collect::<Vec<_>>()
+    );
+    assert!(mean(&prefill, &|r| r.r.unwrap() as f64) > 0.4);
+    let decode =
+        eff_load(&|r| r.background.prefill_requests == 0 && r.background.decode_requests == 3);
+    assert!(
+        mean(&decode, &|r| r.r.unwrap() as f64) > 0.5,
+        "decode contention must show in R: {:?}",
+        decode.iter().map(|r| (r.r, r.p)).collect::<Vec<_>>()
+    );
+    // A busy capable destination shows on the capable candidate.
+    let busy_cap: Vec<_> = recs
+        .iter()
+        .filter(|r| r.phase == Phase::Load && r.role == Role::Capable && r.background.busy_capable)
+        .collect();
+    assert!(
+        mean(&busy_cap, &|r| r.r.unwrap() as f64) > 0.5,
+        "{busy_cap:?}"
+    );
+    let idle_cap: Vec<_> = recs
+        .iter()
+        .filter(|r| r.phase == Phase::Load && r.role == Role::Capable && !r.background.busy_capable)
+        .collect();
+    assert!(idle_cap.iter().all(|r| r.r == Some(0)), "{idle_cap:?}");
+}

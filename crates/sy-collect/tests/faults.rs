@@ -1,0 +1,178 @@
+//! Fault injection through the simulator: failures are recorded with their class, transient
+//! ones are retried, nothing hangs and no reservation leaks.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use common::*;
+use sy_records::{ErrorClass, Record, Status};
+
+fn sim_config(faults: &str, extra: &str) -> String {
+    format!(
+        "seed = 5\ntime_scale = 1.0\n{extra}\n[[models]]\nname = \"efficient\"\n[[models]]\nname = \"capable\"\n[faults]\n{faults}\n"
+    )
+}
+
+fn attempts(run_dir: &std::path::Path) -> Vec<Record> {
+    let p = run_dir.join("attempts.jsonl");
+    if !p.exists() {
+        return Vec::new();
+    }
+    sy_records::jsonl::read::<Record>(&p).unwrap().records
+}
+
+#[test]
+fn transient_errors_are_retried_and_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = write(
+        dir.path(),
+        "sim.toml",
+        &sim_config("error_rate = 0.05\ndrop_rate = 0.05\ndrop_mode = \"close\"\ndrop_after_tokens = 1", ""),
+    );
+    let plan = write(
+        dir.path(),
+        "plan.toml",
+        "seed = 2\n[target]\nretries = 4\nretry_backoff_ms = 5\n[probe]\nmax_tokens = 3\nsettle_ms = 5\n[qgrid]\nn = [64, 256]\nf = [0.0, 0.5]\nrepeats = 5\n",
+    );
+    let run_dir = dir.path().join("run");
+    let started = Instant::now();
+    let out = run_sim(&plan, &run_dir, &["--sim-config", sim.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(60));
+
+    let recs = records(&run_dir);
+    assert_eq!(recs.len(), 40, "every unit recorded once per role");
+    let units: HashSet<_> = recs.iter().map(|r| (r.condition_id.clone(), r.repeat, r.role)).collect();
+    assert_eq!(units.len(), 40);
+    for r in recs.iter().filter(|r| r.status == Status::Error) {
+        assert!(r.error_class.is_some(), "{r:?}");
+    }
+    // Retried attempts are kept, with their class.
+    let tried = attempts(&run_dir);
+    assert!(!tried.is_empty(), "with 10% faulty requests some unit must have been retried");
+    let classes: HashSet<_> = tried.iter().filter_map(|r| r.error_class).collect();
+    assert!(
+        classes.iter().all(|c| matches!(c, ErrorClass::Http5xx | ErrorClass::StreamDropped)),
+        "{classes:?}"
+    );
+    assert!(recs.iter().any(|r| r.attempts > 1));
+    let m = manifest(&run_dir);
+    assert!(m["counts"]["retried_attempts"].as_u64().unwrap() > 0, "{m}");
+    assert_eq!(m["loads_zero_at_end"], true, "{m}");
+    assert_records_match_schema(&run_dir);
+}
+
+#[test]
+fn persistent_errors_are_recorded_with_their_class() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = write(dir.path(), "sim.toml", &sim_config("error_rate = 1.0\nerror_status = 503", ""));
+    let plan = write(
+        dir.path(),
+        "plan.toml",
+        "seed = 2\n[target]\nretries = 1\nretry_backoff_ms = 5\n[qgrid]\nn = [64]\nf = [0.0, 0.5]\nrepeats = 2\n",
+    );
+    let run_dir = dir.path().join("run");
+    let out = run_sim(&plan, &run_dir, &["--sim-config", sim.to_str().unwrap()]);
+    assert!(out.status.success(), "failures are data, not a failed run: {}", stderr(&out));
+    let recs = records(&run_dir);
+    assert_eq!(recs.len(), 8);
+    for r in &recs {
+        assert_eq!(r.status, Status::Error);
+        assert_eq!(r.error_class, Some(ErrorClass::Http5xx), "{r:?}");
+        assert_eq!(r.attempts, 2);
+        assert!(r.error_message.as_deref().unwrap().contains("503"), "{r:?}");
+        assert!(r.ttft_ms.is_none());
+    }
+    // The first attempts are kept too.
+    assert_eq!(attempts(&run_dir).len(), 8);
+    assert_eq!(manifest(&run_dir)["loads_zero_at_end"], true);
+    assert_records_match_schema(&run_dir);
+}
+
+#[test]
+fn stalls_time_out_without_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = write(dir.path(), "sim.toml", &sim_config("stall_rate = 1.0\nstall_ms = 20000", ""));
+    let plan = write(
+        dir.path(),
+        "plan.toml",
+        "seed = 2\n[target]\nfirst_token_timeout_ms = 150\nrequest_timeout_ms = 1000\nretries = 1\nretry_backoff_ms = 5\n[qgrid]\nn = [64]\nf = [0.0]\nrepeats = 2\n",
+    );
+    let run_dir = dir.path().join("run");
+    let started = Instant::now();
+    let out = run_sim(&plan, &run_dir, &["--sim-config", sim.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    let recs = records(&run_dir);
+    assert_eq!(recs.len(), 4);
+    for r in &recs {
+        assert_eq!(r.error_class, Some(ErrorClass::Timeout), "{r:?}");
+        assert_eq!(r.attempts, 2);
+    }
+    assert_eq!(manifest(&run_dir)["loads_zero_at_end"], true);
+}
+
+/// A worker restarted mid-run (new id, registered by the deployment): units that hit the dead
+/// worker fail with a class, are retried on another worker, and the new worker is used.
+#[test]
+fn a_vanished_worker_is_stepped_around_and_its_replacement_found() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut cfg = sy_sim::SimConfig::default();
+        cfg.lifecycle.restart_delay_ms = 300.0;
+        cfg.lifecycle.auto_register_restarted = true;
+        let sim = sy_sim::spawn(cfg).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let plan_path = write(
+            dir.path(),
+            "plan.toml",
+            "seed = 4\n[target]\nretries = 4\nretry_backoff_ms = 20\n[probe]\nmax_tokens = 8\nsettle_ms = 5\n[qgrid]\nn = [256, 1024]\nf = [0.0, 0.5]\nrepeats = 6\n",
+        );
+        let plan = sy_collect::Plan::from_path(&plan_path).unwrap();
+        let run_dir = dir.path().join("run");
+        let opts = sy_collect::RunOptions {
+            run_dir: run_dir.clone(),
+            target: sy_collect::TargetKind::Dynamo,
+            urls: sy_collect::target::UrlOverrides {
+                frontend_url: Some(sim.frontend_url()),
+                selection_url: Some(sim.selection_url()),
+                sim_config: None,
+            },
+            resume: false,
+            show_progress: false,
+            seed: None,
+        };
+        let before: HashSet<u64> = sim.worker_ids("efficient").into_iter().collect();
+        let victim = *before.iter().next().unwrap();
+        let collector = tokio::spawn(sy_collect::run(plan, opts));
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let new_id = sim.restart_worker(victim).await.unwrap();
+        let summary = tokio::time::timeout(Duration::from_secs(120), collector)
+            .await
+            .expect("no hang")
+            .unwrap()
+            .unwrap();
+        sim.shutdown().await;
+        assert!(summary.manifest.complete, "{:?}", summary.manifest);
+        assert_eq!(summary.manifest.loads_zero_at_end, Some(true));
+        let recs = records(&run_dir);
+        assert_eq!(recs.len(), 48);
+        let ok = recs.iter().filter(|r| r.status == Status::Ok).count();
+        assert!(ok >= 46, "at most one unit may exhaust its retries: {ok}");
+        // Later probes were served by the replacement worker.
+        assert!(
+            recs.iter().any(|r| r.served_worker_id == Some(new_id)),
+            "the new worker {new_id} was never used"
+        );
+        assert!(recs
+            .iter()
+            .filter(|r| r.status == Status::Ok)
+            .all(|r| r.served_worker_id != Some(victim) || r.sent_at_unix_ms > 0.0));
+    });
+}

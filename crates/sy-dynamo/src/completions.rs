@@ -1,0 +1,441 @@
+//! Streaming `/v1/completions` with TTFT measured on the monotonic clock.
+//!
+//! TTFT is the time from handing the request to the connection (after the body is serialised)
+//! to the arrival of the network chunk that carries the first SSE event with non-empty text. The
+//! arrival instant is taken before the chunk is parsed, so parsing cost is not part of TTFT.
+//! Every outcome is returned — failures carry a [`FailureKind`] instead of being dropped.
+
+use std::borrow::Cow;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Deserialize;
+use sy_wire::{
+    CompletionRequest, ErrorBody, ErrorField, NvExt, NvExtResponse, Prompt, StreamOptions, Usage,
+};
+
+use crate::cancel::Cancel;
+use crate::config::ClientConfig;
+use crate::error::{CallError, FailureKind};
+use crate::sse::SseParser;
+
+/// One streamed request.
+#[derive(Debug, Clone)]
+pub struct ProbeRequest {
+    pub model: String,
+    /// Token-exact prompt.
+    pub tokens: Vec<u32>,
+    pub max_tokens: u32,
+    /// Pin to this worker (`nvext.backend_instance_id`), normally the reserved one.
+    pub worker_id: Option<u64>,
+    /// Keep generating to `max_tokens` (background decode load).
+    pub ignore_eos: bool,
+}
+
+/// What a streamed request gave, success or not.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StreamOutcome {
+    /// Wall-clock send time, epoch milliseconds.
+    pub sent_at_unix_ms: f64,
+    /// Client TTFT: first event with non-empty text.
+    pub ttft_ms: Option<f64>,
+    /// Client end-to-end latency (to `[DONE]` or the end of the stream).
+    pub e2e_ms: Option<f64>,
+    /// The worker that served (`nvext.worker_id`).
+    pub served_worker_id: Option<u64>,
+    /// Server-reported TTFT (`nvext.timing.ttft_ms`).
+    pub server_ttft_ms: Option<f64>,
+    pub prompt_tokens: Option<u64>,
+    /// `usage.completion_tokens`, else the number of non-empty text events.
+    pub output_tokens: Option<u64>,
+    /// `usage.prompt_tokens_details.cached_tokens`.
+    pub cached_tokens: Option<u64>,
+    pub error: Option<CallError>,
+}
+
+impl StreamOutcome {
+    pub fn is_ok(&self) -> bool {
+        self.error.is_none()
+    }
+}
+
+/// Only the fields TTFT detection needs, borrowed where possible; usage and nvext use `sy-wire`.
+#[derive(Deserialize)]
+struct LeanChunk<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<LeanChoice<'a>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    nvext: Option<NvExtResponse>,
+    #[serde(default)]
+    error: Option<ErrorField>,
+}
+
+#[derive(Deserialize)]
+struct LeanChoice<'a> {
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    delta: Option<LeanDelta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct LeanDelta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+}
+
+/// Streams completions from the frontend.
+#[derive(Debug, Clone)]
+pub struct CompletionClient {
+    http: reqwest::Client,
+    url: String,
+    bearer: Option<String>,
+    first_token_timeout: Duration,
+    request_timeout: Duration,
+}
+
+fn unix_ms_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+impl CompletionClient {
+    pub fn new(config: &ClientConfig, http: reqwest::Client) -> Self {
+        Self {
+            http,
+            url: format!("{}/v1/completions", config.frontend_url),
+            bearer: config.bearer_token.clone(),
+            first_token_timeout: config.first_token_timeout,
+            request_timeout: config.request_timeout,
+        }
+    }
+
+    /// The JSON body of a request (exposed for tests and the dry run).
+    pub fn body(req: &ProbeRequest) -> Result<Vec<u8>, serde_json::Error> {
+        let body = CompletionRequest {
+            model: req.model.clone(),
+            prompt: Prompt::Tokens(req.tokens.clone()),
+            max_tokens: Some(req.max_tokens),
+            min_tokens: None,
+            temperature: Some(0.0),
+            seed: None,
+            stream: Some(true),
+            stream_options: Some(StreamOptions {
+                include_usage: Some(true),
+                extra: Default::default(),
+            }),
+            ignore_eos: req.ignore_eos.then_some(true),
+            nvext: Some(NvExt {
+                backend_instance_id: req.worker_id,
+                extra_fields: Some(vec![
+                    sy_wire::EXTRA_FIELD_WORKER_ID.to_string(),
+                    sy_wire::EXTRA_FIELD_TIMING.to_string(),
+                ]),
+                ..NvExt::default()
+            }),
+            extra: Default::default(),
+        };
+        serde_json::to_vec(&body)
+    }
+
+    /// Sends `req` and streams the answer. `on_first_token` runs once, right after the first
+    /// non-empty token is seen (the caller sends `prefill_complete` from it; keep it cheap).
+    pub async fn stream(
+        &self,
+        req: &ProbeRequest,
+        cancel: &Cancel,
+        on_first_token: impl FnOnce(),
+    ) -> StreamOutcome {
+        let mut out = StreamOutcome {
+            sent_at_unix_ms: unix_ms_now(),
+            ..StreamOutcome::default()
+        };
+        let body = match Self::body(req) {
+            Ok(b) => b,
+            Err(e) => {
+                out.error = Some(CallError::new(
+                    FailureKind::Protocol,
+                    format!("cannot serialise the request: {e}"),
+                ));
+                return out;
+            }
+        };
+        let mut builder = self
+            .http
+            .post(&self.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .body(body);
+        if let Some(token) = &self.bearer {
+            builder = builder.bearer_auth(token);
+        }
+        out.sent_at_unix_ms = unix_ms_now();
+        let start = Instant::now();
+        let first_deadline = tokio::time::Instant::from_std(start + self.first_token_timeout);
+        let end_deadline = tokio::time::Instant::from_std(start + self.request_timeout);
+        let mut on_first = Some(on_first_token);
+
+        let resp = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => {
+                out.error = Some(CallError::new(FailureKind::Cancelled, "cancelled before the answer"));
+                return out;
+            }
+            _ = tokio::time::sleep_until(first_deadline) => {
+                out.error = Some(CallError::new(FailureKind::Timeout, format!(
+                    "no answer within {} ms", self.first_token_timeout.as_millis())));
+                return out;
+            }
+            r = builder.send() => r,
+        };
+        let mut resp = match resp {
+            Ok(r) => r,
+            Err(e) => {
+                out.error = Some(CallError::from_reqwest("frontend request", &e));
+                return out;
+            }
+        };
+        let status = resp.status().as_u16();
+        if !resp.status().is_success() {
+            let text = tokio::time::timeout(Duration::from_secs(5), resp.text())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default();
+            let detail = serde_json::from_str::<ErrorBody>(&text)
+                .ok()
+                .and_then(|b| b.message_text().map(str::to_owned))
+                .unwrap_or(text);
+            out.e2e_ms = Some(ms(start.elapsed()));
+            out.error = Some(CallError::status(
+                status,
+                format!("frontend HTTP {status}: {}", truncate(&detail, 300)),
+            ));
+            return out;
+        }
+
+        let mut parser = SseParser::new();
+        let mut content_events = 0u64;
+        let mut done = false;
+        loop {
+            let deadline = if out.ttft_ms.is_none() {
+                first_deadline
+            } else {
+                end_deadline
+            };
+            let chunk = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => {
+                    out.error = Some(CallError::new(FailureKind::Cancelled, "cancelled mid-stream"));
+                    break;
+                }
+                _ = tokio::time::sleep_until(deadline) => {
+                    let msg = if out.ttft_ms.is_none() {
+                        format!("no first token within {} ms", self.first_token_timeout.as_millis())
+                    } else {
+                        format!("stream not finished within {} ms", self.request_timeout.as_millis())
+                    };
+                    out.error = Some(CallError::new(FailureKind::Timeout, msg));
+                    break;
+                }
+                c = resp.chunk() => c,
+            };
+            let arrived = Instant::now();
+            let bytes = match chunk {
+                Ok(Some(b)) => b,
+                Ok(None) => {
+                    if let Some(ev) = parser.finish() {
+                        self.handle_event(
+                            &ev.data,
+                            ev.event.as_deref(),
+                            &mut out,
+                            &mut content_events,
+                            &mut done,
+                            start,
+                            arrived,
+                            &mut on_first,
+                        );
+                    }
+                    if !done && out.error.is_none() {
+                        out.error = Some(CallError::new(
+                            FailureKind::StreamDropped,
+                            "stream ended without [DONE]",
+                        ));
+                    }
+                    break;
+                }
+                Err(e) => {
+                    let mut err = CallError::from_reqwest("frontend stream", &e);
+                    if err.kind != FailureKind::Timeout {
+                        err.kind = FailureKind::StreamDropped;
+                    }
+                    out.error = Some(err);
+                    break;
+                }
+            };
+            parser.push(&bytes);
+            while let Some(ev) = parser.next_event() {
+                self.handle_event(
+                    &ev.data,
+                    ev.event.as_deref(),
+                    &mut out,
+                    &mut content_events,
+                    &mut done,
+                    start,
+                    arrived,
+                    &mut on_first,
+                );
+                if done || out.error.is_some() {
+                    break;
+                }
+            }
+            if done || out.error.is_some() {
+                break;
+            }
+        }
+        out.e2e_ms = Some(ms(start.elapsed()));
+        if out.output_tokens.is_none() && content_events > 0 {
+            out.output_tokens = Some(content_events);
+        }
+        if out.error.is_none() && out.ttft_ms.is_none() {
+            out.error = Some(CallError::new(
+                FailureKind::NoContent,
+                "the stream finished without a non-empty token",
+            ));
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn handle_event<F: FnOnce()>(
+        &self,
+        data: &str,
+        event: Option<&str>,
+        out: &mut StreamOutcome,
+        content_events: &mut u64,
+        done: &mut bool,
+        start: Instant,
+        arrived: Instant,
+        on_first: &mut Option<F>,
+    ) {
+        let data = data.trim();
+        if data == sy_wire::SSE_DONE {
+            *done = true;
+            return;
+        }
+        if data.is_empty() {
+            return;
+        }
+        let chunk: LeanChunk<'_> = match serde_json::from_str(data) {
+            Ok(c) => c,
+            Err(e) => {
+                out.error = Some(CallError::new(
+                    FailureKind::Protocol,
+                    format!("unparsable stream event: {e}: {}", truncate(data, 200)),
+                ));
+                return;
+            }
+        };
+        if let Some(err) = chunk.error.or_else(|| {
+            (event == Some("error")).then(|| ErrorField::Text(truncate(data, 300).to_string()))
+        }) {
+            let body = ErrorBody {
+                error: Some(err),
+                ..ErrorBody::default()
+            };
+            let code = body.status_code();
+            let msg = body.message_text().unwrap_or("error event").to_string();
+            out.error = Some(CallError {
+                kind: FailureKind::StreamError,
+                status: code,
+                message: format!(
+                    "error event in the stream{}: {}",
+                    code.map(|c| format!(" (code {c})")).unwrap_or_default(),
+                    truncate(&msg, 300)
+                ),
+            });
+            return;
+        }
+        let has_text = chunk.choices.iter().any(|c| {
+            c.text.as_deref().is_some_and(|t| !t.is_empty())
+                || c.delta
+                    .as_ref()
+                    .and_then(|d| d.content.as_deref())
+                    .is_some_and(|t| !t.is_empty())
+        });
+        if has_text {
+            *content_events += 1;
+            if out.ttft_ms.is_none() {
+                out.ttft_ms = Some(ms(arrived.duration_since(start)));
+                if let Some(f) = on_first.take() {
+                    f();
+                }
+            }
+        }
+        if let Some(nv) = chunk.nvext {
+            if let Some(w) = nv.worker_id.as_ref().and_then(|w| w.worker()) {
+                out.served_worker_id = Some(w);
+            }
+            if let Some(t) = nv.timing.as_ref().and_then(|t| t.ttft_ms) {
+                out.server_ttft_ms = Some(t);
+            }
+        }
+        if let Some(u) = chunk.usage {
+            out.prompt_tokens = Some(u.prompt_tokens);
+            out.output_tokens = Some(u.completion_tokens);
+            out.cached_tokens = u.cached_tokens();
+        }
+    }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_pins_worker_and_asks_for_usage() {
+        let body = CompletionClient::body(&ProbeRequest {
+            model: "m".into(),
+            tokens: vec![1, 2, 3],
+            max_tokens: 2,
+            worker_id: Some(u64::MAX - 1),
+            ignore_eos: true,
+        })
+        .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["prompt"], serde_json::json!([1, 2, 3]));
+        assert_eq!(v["stream"], true);
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        assert_eq!(v["ignore_eos"], true);
+        // Exact u64, not rounded through f64.
+        let text = String::from_utf8(body).unwrap();
+        assert!(
+            text.contains(&format!("\"backend_instance_id\":{}", u64::MAX - 1)),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn truncate_respects_char_boundaries() {
+        assert_eq!(truncate("héllo", 2), "h");
+        assert_eq!(truncate("abc", 10), "abc");
+    }
+}
