@@ -1,1 +1,127 @@
-fn main() {}
+//! `sy-sim serve --config sim.toml --port P`: the simulator as a process.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use sy_sim::SimConfig;
+
+#[derive(Debug, Parser)]
+#[command(name = "sy-sim", version, about = "Dynamo-compatible simulator (frontend + selection service) on 127.0.0.1")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve until interrupted. Prints one JSON line with both URLs on stdout.
+    Serve(ServeArgs),
+    /// Print the default configuration as TOML.
+    DefaultConfig,
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// TOML configuration (default: two models, two workers each).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Frontend port (0 = any free port).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Selection-service port (0 = any free port).
+    #[arg(long, default_value_t = 0)]
+    selection_port: u16,
+    /// Override `time_scale` (wall seconds per simulated second).
+    #[arg(long)]
+    time_scale: Option<f64>,
+    /// Override `seed`.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Override `faults.error_rate`.
+    #[arg(long)]
+    error_rate: Option<f64>,
+    /// Override `faults.stall_rate`.
+    #[arg(long)]
+    stall_rate: Option<f64>,
+    /// Override `faults.stall_ms`.
+    #[arg(long)]
+    stall_ms: Option<f64>,
+    /// Override `faults.drop_rate`.
+    #[arg(long)]
+    drop_rate: Option<f64>,
+    /// Override `faults.selection_delay_ms`.
+    #[arg(long)]
+    selection_delay_ms: Option<f64>,
+}
+
+async fn serve(a: ServeArgs) -> anyhow::Result<()> {
+    let mut cfg = match &a.config {
+        Some(p) => SimConfig::from_toml_path(p)?,
+        None => SimConfig::default(),
+    };
+    if let Some(v) = a.time_scale {
+        cfg.time_scale = v;
+    }
+    if let Some(v) = a.seed {
+        cfg.seed = v;
+    }
+    if let Some(v) = a.error_rate {
+        cfg.faults.error_rate = v;
+    }
+    if let Some(v) = a.stall_rate {
+        cfg.faults.stall_rate = v;
+    }
+    if let Some(v) = a.stall_ms {
+        cfg.faults.stall_ms = v;
+    }
+    if let Some(v) = a.drop_rate {
+        cfg.faults.drop_rate = v;
+    }
+    if let Some(v) = a.selection_delay_ms {
+        cfg.faults.selection_delay_ms = v;
+    }
+    let h = sy_sim::spawn_on(cfg, a.port, a.selection_port)
+        .await
+        .context("starting the simulator")?;
+    let mut workers = serde_json::Map::new();
+    for m in &h.config().models {
+        workers.insert(m.name.clone(), serde_json::json!(h.worker_ids(&m.name)));
+    }
+    println!(
+        "{}",
+        serde_json::json!({
+            "frontend_url": h.frontend_url(),
+            "selection_url": h.selection_url(),
+            "workers": workers,
+        })
+    );
+    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+    h.shutdown().await;
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::DefaultConfig => toml::to_string(&SimConfig::default())
+            .map(|s| print!("{s}"))
+            .map_err(anyhow::Error::from),
+        Command::Serve(a) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow::Error::from)
+            .and_then(|rt| rt.block_on(serve(a))),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sy-sim: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
