@@ -350,7 +350,9 @@ fn check_fraction(name: &str, v: f64) -> Result<(), String> {
     if v.is_finite() && (0.0..=1.0).contains(&v) {
         Ok(())
     } else {
-        Err(format!("faults.{name} must be a fraction in [0, 1], got {v}"))
+        Err(format!(
+            "faults.{name} must be a fraction in [0, 1], got {v}"
+        ))
     }
 }
 
@@ -453,8 +455,14 @@ impl SimConfig {
             }
         }
         self.faults.validate()?;
-        check_nonneg("lifecycle.stale_listing_ms", self.lifecycle.stale_listing_ms)?;
-        check_nonneg("lifecycle.restart_delay_ms", self.lifecycle.restart_delay_ms)?;
+        check_nonneg(
+            "lifecycle.stale_listing_ms",
+            self.lifecycle.stale_listing_ms,
+        )?;
+        check_nonneg(
+            "lifecycle.restart_delay_ms",
+            self.lifecycle.restart_delay_ms,
+        )?;
         check_nonneg(
             "router.overlap_score_weight",
             self.router.overlap_score_weight,
@@ -493,13 +501,14 @@ mod tests {
 
     #[test]
     fn bad_fields_are_named() {
-        let err = SimConfig::from_toml_str(
-            "[[models]]\nname = \"a\"\nblock_size = 0\n",
-            "sim.toml",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(err.contains("sim.toml") && err.contains("block_size"), "{err}");
+        let err =
+            SimConfig::from_toml_str("[[models]]\nname = \"a\"\nblock_size = 0\n", "sim.toml")
+                .unwrap_err()
+                .to_string();
+        assert!(
+            err.contains("sim.toml") && err.contains("block_size"),
+            "{err}"
+        );
         let err = SimConfig::from_toml_str(
             "[[models]]\nname = \"a\"\n[faults]\nerror_rate = 2.0\n",
             "sim.toml",

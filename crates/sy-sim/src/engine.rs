@@ -283,8 +283,7 @@ impl Engine {
                     };
                     let id = output_token(seed, s.prompt_hash, 0);
                     s.generated = 1;
-                    if s
-                        .tx
+                    if s.tx
                         .send(SeqEvent::Token {
                             id,
                             first: Some(first),

@@ -16,7 +16,7 @@ use axum::routing::{get, post};
 use sy_wire::{
     ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCompletionRequest,
     ChatCompletionResponse, ChatDelta, CompletionChoice, CompletionRequest, CompletionResponse,
-    ErrorBody, EXTRA_FIELD_TIMING, EXTRA_FIELD_WORKER_ID, Extra, HealthInstance, HealthResponse,
+    EXTRA_FIELD_TIMING, EXTRA_FIELD_WORKER_ID, ErrorBody, Extra, HealthInstance, HealthResponse,
     ModelCard, ModelList, NvExt, NvExtResponse, Prompt, PromptTokensDetails, TimingInfo, Usage,
     WorkerIdInfo,
 };
@@ -190,7 +190,11 @@ struct Job {
 }
 
 impl Job {
-    fn nvext(&self, timing: Option<TimingInfo>, token_ids: Option<Vec<u32>>) -> Option<NvExtResponse> {
+    fn nvext(
+        &self,
+        timing: Option<TimingInfo>,
+        token_ids: Option<Vec<u32>>,
+    ) -> Option<NvExtResponse> {
         let worker_id = self.want_worker.then(|| WorkerIdInfo {
             prefill_worker_id: Some(self.worker_id),
             prefill_dp_rank: Some(0),
@@ -244,7 +248,13 @@ impl Job {
     }
 
     /// One streamed chunk carrying `text` (or the final chunk with `finish_reason`).
-    fn chunk(&self, text: Option<String>, first: bool, finish: Option<&str>, timing: Option<TimingInfo>) -> Vec<u8> {
+    fn chunk(
+        &self,
+        text: Option<String>,
+        first: bool,
+        finish: Option<&str>,
+        timing: Option<TimingInfo>,
+    ) -> Vec<u8> {
         let nvext = self.nvext(timing, None);
         match self.kind {
             Kind::Completion => to_json(&CompletionResponse {
@@ -306,7 +316,13 @@ impl Job {
     }
 
     /// The whole (non-streamed) answer.
-    fn full(&self, text: String, usage: Option<Usage>, nvext: Option<NvExtResponse>, finish: Option<&str>) -> Vec<u8> {
+    fn full(
+        &self,
+        text: String,
+        usage: Option<Usage>,
+        nvext: Option<NvExtResponse>,
+        finish: Option<&str>,
+    ) -> Vec<u8> {
         match self.kind {
             Kind::Completion => to_json(&CompletionResponse {
                 id: self.id.clone(),
@@ -351,7 +367,11 @@ impl Job {
 fn request_id(kind: Kind, seed: u64, n: u64) -> String {
     let a = crate::hashing::mix64(seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let b = crate::hashing::mix64(a ^ 0xC0FFEE);
-    let prefix = if kind == Kind::Chat { "chatcmpl" } else { "cmpl" };
+    let prefix = if kind == Kind::Chat {
+        "chatcmpl"
+    } else {
+        "cmpl"
+    };
     format!(
         "{prefix}-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
         a >> 32,
@@ -372,14 +392,22 @@ struct LoadGuard {
 
 impl LoadGuard {
     fn new(worker: Arc<Worker>, prefill: u64, blocks: u64) -> Self {
-        worker.fe_prefill_tokens.fetch_add(prefill, Ordering::Relaxed);
+        worker
+            .fe_prefill_tokens
+            .fetch_add(prefill, Ordering::Relaxed);
         worker.fe_decode_blocks.fetch_add(blocks, Ordering::Relaxed);
-        Self { worker, prefill, blocks }
+        Self {
+            worker,
+            prefill,
+            blocks,
+        }
     }
 
     fn prefill_done(&mut self) {
         let p = std::mem::take(&mut self.prefill);
-        self.worker.fe_prefill_tokens.fetch_sub(p, Ordering::Relaxed);
+        self.worker
+            .fe_prefill_tokens
+            .fetch_sub(p, Ordering::Relaxed);
     }
 }
 
@@ -393,7 +421,13 @@ impl Drop for LoadGuard {
 }
 
 /// The frontend's router for unpinned requests: overlap and its own view of load.
-fn route(st: &SimState, model_idx: usize, hashes: &[u64], isl: u64, bs: u64) -> Option<Arc<Worker>> {
+fn route(
+    st: &SimState,
+    model_idx: usize,
+    hashes: &[u64],
+    isl: u64,
+    bs: u64,
+) -> Option<Arc<Worker>> {
     let workers = read(&st.models[model_idx].workers);
     let listed: Vec<&Arc<Worker>> = workers
         .iter()
@@ -430,7 +464,11 @@ fn draw_faults(st: &SimState) -> Faults {
         return Faults::default();
     }
     let mut rng = crate::state::lock(&st.fault_rng);
-    let (e, s, d) = (rng.chance(f.error_rate), rng.chance(f.stall_rate), rng.chance(f.drop_rate));
+    let (e, s, d) = (
+        rng.chance(f.error_rate),
+        rng.chance(f.stall_rate),
+        rng.chance(f.drop_rate),
+    );
     Faults {
         error_status: e.then_some(f.error_status),
         stall: s.then(|| st.wall(f.stall_ms)),
@@ -444,7 +482,11 @@ async fn serve(st: Arc<SimState>, p: Prepared, arrived: Instant) -> Response {
     let n = st.request_counter.fetch_add(1, Ordering::Relaxed);
     let faults = draw_faults(&st);
     if let Some(status) = faults.error_status {
-        return error(status, status_type(status), "Service temporarily unavailable");
+        return error(
+            status,
+            status_type(status),
+            "Service temporarily unavailable",
+        );
     }
     let mcfg = &st.models[p.model_idx].cfg;
     let bs = u64::from(mcfg.block_size);
@@ -483,7 +525,8 @@ async fn serve(st: Arc<SimState>, p: Prepared, arrived: Instant) -> Response {
         let body = j.full(String::new(), None, nvext, None);
         if p.stream {
             return sse_response(futures::stream::iter(
-                [sse_data(&body), Bytes::from_static(b"data: [DONE]\n\n")].map(Ok::<_, std::io::Error>),
+                [sse_data(&body), Bytes::from_static(b"data: [DONE]\n\n")]
+                    .map(Ok::<_, std::io::Error>),
             ));
         }
         return json_response(StatusCode::OK, body);
@@ -493,17 +536,27 @@ async fn serve(st: Arc<SimState>, p: Prepared, arrived: Instant) -> Response {
     }
     if isl.div_ceil(bs.max(1)) > mcfg.kv_blocks {
         if p.stream {
-            let ev = to_json(&ErrorBody::stream(500, "internal_server_error", "Internal server error"));
+            let ev = to_json(&ErrorBody::stream(
+                500,
+                "internal_server_error",
+                "Internal server error",
+            ));
             return sse_response(futures::stream::iter(
-                [sse_data(&ev), Bytes::from_static(b"data: [DONE]\n\n")].map(Ok::<_, std::io::Error>),
+                [sse_data(&ev), Bytes::from_static(b"data: [DONE]\n\n")]
+                    .map(Ok::<_, std::io::Error>),
             ));
         }
         let mut body = ErrorBody::http(500, "Internal Server Error", "Internal server error");
-        body.extra.insert("details".into(), serde_json::json!({"backend_status": 500}));
+        body.extra
+            .insert("details".into(), serde_json::json!({"backend_status": 500}));
         return json_response(StatusCode::INTERNAL_SERVER_ERROR, to_json(&body));
     }
     let overlap = worker.cache().match_prefix(&hashes) as u64 * bs;
-    let guard = LoadGuard::new(Arc::clone(&worker), isl.saturating_sub(overlap), isl.div_ceil(bs.max(1)));
+    let guard = LoadGuard::new(
+        Arc::clone(&worker),
+        isl.saturating_sub(overlap),
+        isl.div_ceil(bs.max(1)),
+    );
     let (tx, rx) = mpsc::unbounded_channel();
     let msg = EngineMsg::Add(EngineRequest {
         prompt_len: isl,
@@ -622,7 +675,11 @@ struct StreamState {
 }
 
 fn stream_error_frames(out: &mut VecDeque<Result<Bytes, std::io::Error>>) {
-    let ev = to_json(&ErrorBody::stream(503, "service_unavailable", "Service temporarily unavailable"));
+    let ev = to_json(&ErrorBody::stream(
+        503,
+        "service_unavailable",
+        "Service temporarily unavailable",
+    ));
     out.push_back(Ok(sse_data(&ev)));
     out.push_back(Ok(Bytes::from_static(b"data: [DONE]\n\n")));
 }
@@ -648,7 +705,9 @@ fn stream_answer(run: Run) -> Response {
                     DropMode::Close => {
                         // Let the tokens already sent reach the client, then cut the connection.
                         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                        s.out.push_back(Err(std::io::Error::other("stream dropped (injected fault)")));
+                        s.out.push_back(Err(std::io::Error::other(
+                            "stream dropped (injected fault)",
+                        )));
                     }
                 }
                 continue;
@@ -761,18 +820,46 @@ async fn metrics(State(st): State<Arc<SimState>>) -> impl IntoResponse {
     let gauge = |s: &mut String, name: &str, help: &str| {
         let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge");
     };
-    gauge(&mut s, mn::WORKER_ACTIVE_PREFILL_TOKENS, "Active prefill tokens queued per worker");
+    gauge(
+        &mut s,
+        mn::WORKER_ACTIVE_PREFILL_TOKENS,
+        "Active prefill tokens queued per worker",
+    );
     for (id, p, _) in &workers {
-        let _ = writeln!(s, "{}{{dp_rank=\"0\",worker_id=\"{id}\",worker_type=\"decode\"}} {p}", mn::WORKER_ACTIVE_PREFILL_TOKENS);
+        let _ = writeln!(
+            s,
+            "{}{{dp_rank=\"0\",worker_id=\"{id}\",worker_type=\"decode\"}} {p}",
+            mn::WORKER_ACTIVE_PREFILL_TOKENS
+        );
     }
-    gauge(&mut s, mn::WORKER_ACTIVE_DECODE_BLOCKS, "Active decode blocks (KV cache blocks) per worker");
+    gauge(
+        &mut s,
+        mn::WORKER_ACTIVE_DECODE_BLOCKS,
+        "Active decode blocks (KV cache blocks) per worker",
+    );
     for (id, _, d) in &workers {
-        let _ = writeln!(s, "{}{{dp_rank=\"0\",worker_id=\"{id}\",worker_type=\"decode\"}} {d}", mn::WORKER_ACTIVE_DECODE_BLOCKS);
+        let _ = writeln!(
+            s,
+            "{}{{dp_rank=\"0\",worker_id=\"{id}\",worker_type=\"decode\"}} {d}",
+            mn::WORKER_ACTIVE_DECODE_BLOCKS
+        );
     }
     for (name, help, f) in [
-        (mn::MODEL_TOTAL_KV_BLOCKS, "Total KV cache blocks available for a worker serving the model", 0),
-        (mn::MODEL_KV_CACHE_BLOCK_SIZE, "KV cache block size for a worker serving the model", 1),
-        (mn::MODEL_MAX_NUM_BATCHED_TOKENS, "Maximum number of batched tokens for a worker serving the model", 2),
+        (
+            mn::MODEL_TOTAL_KV_BLOCKS,
+            "Total KV cache blocks available for a worker serving the model",
+            0,
+        ),
+        (
+            mn::MODEL_KV_CACHE_BLOCK_SIZE,
+            "KV cache block size for a worker serving the model",
+            1,
+        ),
+        (
+            mn::MODEL_MAX_NUM_BATCHED_TOKENS,
+            "Maximum number of batched tokens for a worker serving the model",
+            2,
+        ),
     ] {
         gauge(&mut s, name, help);
         for m in &st.models {
@@ -785,7 +872,10 @@ async fn metrics(State(st): State<Arc<SimState>>) -> impl IntoResponse {
         }
     }
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         s,
     )
 }

@@ -71,14 +71,18 @@ pub fn output_token(seed: u64, prompt_hash: u64, position: u32) -> u32 {
 /// The toy tokenizer: one token per whitespace-separated word, id in [2000, 32000).
 pub fn tokenize(text: &str) -> Vec<u32> {
     text.split_whitespace()
-        .map(|w| 2000 + (hash_tokens(0x7465_7874, &w.bytes().map(u32::from).collect::<Vec<_>>()) % 30_000) as u32)
+        .map(|w| {
+            2000 + (hash_tokens(0x7465_7874, &w.bytes().map(u32::from).collect::<Vec<_>>())
+                % 30_000) as u32
+        })
         .collect()
 }
 
 /// The toy detokenizer: a word per token id (never empty).
 pub fn detokenize(token: u32) -> String {
     const SYL: [&str; 16] = [
-        "ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "ze", "po", "da", "fu", "gi", "ho", "ju", "be",
+        "ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "ze", "po", "da", "fu", "gi", "ho", "ju",
+        "be",
     ];
     let a = SYL[(token % 16) as usize];
     let b = SYL[((token / 16) % 16) as usize];
@@ -115,8 +119,14 @@ mod tests {
         let p = prompt_hash(&t);
         let o: Vec<u32> = (0..10).map(|i| output_token(1, p, i)).collect();
         assert!(o.iter().all(|x| (1000..2000).contains(x)));
-        assert_eq!(o, (0..10).map(|i| output_token(1, p, i)).collect::<Vec<_>>());
-        assert_ne!(o, (0..10).map(|i| output_token(2, p, i)).collect::<Vec<_>>());
+        assert_eq!(
+            o,
+            (0..10).map(|i| output_token(1, p, i)).collect::<Vec<_>>()
+        );
+        assert_ne!(
+            o,
+            (0..10).map(|i| output_token(2, p, i)).collect::<Vec<_>>()
+        );
         let mut r = SplitMix64::new(3);
         let mut s = SplitMix64::new(3);
         assert_eq!(r.next_u64(), s.next_u64());

@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use sy_sim::SimConfig;
 
 #[derive(Debug, Parser)]
-#[command(name = "sy-sim", version, about = "Dynamo-compatible simulator (frontend + selection service) on 127.0.0.1")]
+#[command(
+    name = "sy-sim",
+    version,
+    about = "Dynamo-compatible simulator (frontend + selection service) on 127.0.0.1"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -96,7 +100,9 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
             "workers": workers,
         })
     );
-    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
     h.shutdown().await;
     Ok(())
 }

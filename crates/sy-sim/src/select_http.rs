@@ -32,7 +32,10 @@ pub(crate) fn router(state: Arc<SimState>) -> Router {
         .route("/select_and_reserve", post(select_and_reserve))
         .route("/reservations", post(reservations))
         .route("/reservations/{id}", axum::routing::delete(free))
-        .route("/reservations/{id}/prefill_complete", post(prefill_complete))
+        .route(
+            "/reservations/{id}/prefill_complete",
+            post(prefill_complete),
+        )
         .route("/reservations/{id}/output_block", post(output_block))
         .route("/loads", get(loads))
         .route("/potential_loads", post(potential_loads))
@@ -238,7 +241,10 @@ async fn select(State(st): State<Arc<SimState>>, body: Bytes) -> Response {
         Ok(r) => r,
         Err(e) => return e,
     };
-    let model = req.model_name.clone().unwrap_or_else(|| "default".to_owned());
+    let model = req
+        .model_name
+        .clone()
+        .unwrap_or_else(|| "default".to_owned());
     let mut sel = lock(&st.selection);
     let bs = block_size(&st, &sel, &model);
     let (hashes, isl) = match prompt(
@@ -251,11 +257,27 @@ async fn select(State(st): State<Arc<SimState>>, body: Bytes) -> Response {
         Ok(p) => p,
         Err(e) => return e,
     };
-    let c = match choose(&st, &mut sel, &model, &hashes, isl, bs, req.allowed_worker_ids.as_ref()) {
+    let c = match choose(
+        &st,
+        &mut sel,
+        &model,
+        &hashes,
+        isl,
+        bs,
+        req.allowed_worker_ids.as_ref(),
+    ) {
         Ok(c) => c,
         Err(e) => return e,
     };
-    let mut a = answer(&sel, &model, &c, &hashes, isl, bs, req.advisory.unwrap_or(false));
+    let mut a = answer(
+        &sel,
+        &model,
+        &c,
+        &hashes,
+        isl,
+        bs,
+        req.advisory.unwrap_or(false),
+    );
     if let Some(id) = req.selection_id {
         a.selection_id = Some(id.clone());
         sel.remember(
@@ -283,7 +305,10 @@ async fn select_and_reserve(State(st): State<Arc<SimState>>, body: Bytes) -> Res
             "Failed to deserialize the JSON body into the target type: missing field `selection_id`",
         );
     };
-    let model = req.model_name.clone().unwrap_or_else(|| "default".to_owned());
+    let model = req
+        .model_name
+        .clone()
+        .unwrap_or_else(|| "default".to_owned());
     let mut sel = lock(&st.selection);
     if sel.reservations.contains_key(&sid) {
         return err(
@@ -302,7 +327,15 @@ async fn select_and_reserve(State(st): State<Arc<SimState>>, body: Bytes) -> Res
         Ok(p) => p,
         Err(e) => return e,
     };
-    let c = match choose(&st, &mut sel, &model, &hashes, isl, bs, req.allowed_worker_ids.as_ref()) {
+    let c = match choose(
+        &st,
+        &mut sel,
+        &model,
+        &hashes,
+        isl,
+        bs,
+        req.allowed_worker_ids.as_ref(),
+    ) {
         Ok(c) => c,
         Err(e) => return e,
     };
@@ -328,7 +361,10 @@ async fn reservations(State(st): State<Arc<SimState>>, body: Bytes) -> Response 
         Ok(r) => r,
         Err(e) => return e,
     };
-    let model = req.model_name.clone().unwrap_or_else(|| "default".to_owned());
+    let model = req
+        .model_name
+        .clone()
+        .unwrap_or_else(|| "default".to_owned());
     let sid = req.selection_id.clone();
     let mut sel = lock(&st.selection);
     if sel.reservations.contains_key(&sid) {
@@ -338,7 +374,10 @@ async fn reservations(State(st): State<Arc<SimState>>, body: Bytes) -> Response 
         );
     }
     let booking = if let Some(worker) = req.worker_id {
-        let ok = sel.schedulable(&model).iter().any(|w| w.worker_id == worker);
+        let ok = sel
+            .schedulable(&model)
+            .iter()
+            .any(|w| w.worker_id == worker);
         if !ok {
             return err(
                 StatusCode::NOT_FOUND,
@@ -443,7 +482,11 @@ async fn loads(State(st): State<Arc<SimState>>, Query(q): Query<LoadsQuery>) -> 
     let sel = lock(&st.selection);
     let mut models: Vec<String> = match q.model_name {
         Some(m) => vec![m],
-        None => sel.catalogue.values().map(|w| w.model_name.clone()).collect(),
+        None => sel
+            .catalogue
+            .values()
+            .map(|w| w.model_name.clone())
+            .collect(),
     };
     models.sort();
     models.dedup();
@@ -472,7 +515,10 @@ async fn potential_loads(State(st): State<Arc<SimState>>, body: Bytes) -> Respon
         Ok(r) => r,
         Err(e) => return e,
     };
-    let model = req.model_name.clone().unwrap_or_else(|| "default".to_owned());
+    let model = req
+        .model_name
+        .clone()
+        .unwrap_or_else(|| "default".to_owned());
     let sel = lock(&st.selection);
     let bs = block_size(&st, &sel, &model);
     let (hashes, isl) = match prompt(
@@ -485,7 +531,11 @@ async fn potential_loads(State(st): State<Arc<SimState>>, body: Bytes) -> Respon
         Ok(p) => p,
         Err(e) => return e,
     };
-    let ids: Vec<u64> = sel.schedulable(&model).iter().map(|w| w.worker_id).collect();
+    let ids: Vec<u64> = sel
+        .schedulable(&model)
+        .iter()
+        .map(|w| w.worker_id)
+        .collect();
     if ids.is_empty() {
         return no_workers(&model);
     }
@@ -505,7 +555,10 @@ async fn overlap_scores(State(st): State<Arc<SimState>>, body: Bytes) -> Respons
         Ok(r) => r,
         Err(e) => return e,
     };
-    let model = req.model_name.clone().unwrap_or_else(|| "default".to_owned());
+    let model = req
+        .model_name
+        .clone()
+        .unwrap_or_else(|| "default".to_owned());
     let sel = lock(&st.selection);
     let bs = block_size(&st, &sel, &model);
     let (hashes, _isl) = match prompt(
@@ -518,7 +571,11 @@ async fn overlap_scores(State(st): State<Arc<SimState>>, body: Bytes) -> Respons
         Ok(p) => p,
         Err(e) => return e,
     };
-    let ids: Vec<u64> = sel.schedulable(&model).iter().map(|w| w.worker_id).collect();
+    let ids: Vec<u64> = sel
+        .schedulable(&model)
+        .iter()
+        .map(|w| w.worker_id)
+        .collect();
     if ids.is_empty() {
         return no_workers(&model);
     }
@@ -529,7 +586,10 @@ async fn overlap_scores(State(st): State<Arc<SimState>>, body: Bytes) -> Respons
             let mut extra = Extra::new();
             extra.insert("host_pinned_extension_blocks".into(), 0.into());
             extra.insert("disk_extension_blocks".into(), 0.into());
-            extra.insert("shared_beyond_device_blocks".into(), serde_json::Value::Null);
+            extra.insert(
+                "shared_beyond_device_blocks".into(),
+                serde_json::Value::Null,
+            );
             WorkerOverlapScore {
                 worker_id: id,
                 dp_rank: 0,

@@ -41,7 +41,10 @@ impl Booked {
     }
 
     fn new_blocks(&self, hashes: &[u64]) -> u64 {
-        hashes.iter().filter(|h| !self.blocks.contains_key(h)).count() as u64
+        hashes
+            .iter()
+            .filter(|h| !self.blocks.contains_key(h))
+            .count() as u64
     }
 }
 
@@ -160,7 +163,13 @@ impl SelectionState {
     }
 
     /// Row of `/potential_loads`: booked + this prompt's uncached tokens and new full blocks.
-    pub fn potential_row(&self, id: u64, isl: u64, overlap_tokens: u64, hashes: &[u64]) -> PotentialLoad {
+    pub fn potential_row(
+        &self,
+        id: u64,
+        isl: u64,
+        overlap_tokens: u64,
+        hashes: &[u64],
+    ) -> PotentialLoad {
         let b = self.booked.get(&id);
         PotentialLoad {
             worker_id: id,
@@ -178,7 +187,9 @@ impl SelectionState {
     /// plus its partial last block.
     pub fn select_decode_blocks(&self, id: u64, isl: u64, block_size: u64, hashes: &[u64]) -> u64 {
         let partial = isl.div_ceil(block_size.max(1)) - hashes.len() as u64;
-        self.potential_row(id, isl, 0, hashes).potential_decode_blocks + partial
+        self.potential_row(id, isl, 0, hashes)
+            .potential_decode_blocks
+            + partial
     }
 
     /// `worker_load` of an advisory answer.
@@ -196,7 +207,15 @@ impl SelectionState {
     }
 
     /// Dynamo's default cost: `weight × (booked prefill + uncached) / block_size + decode blocks`.
-    pub fn cost(&self, id: u64, isl: u64, overlap_tokens: u64, hashes: &[u64], block_size: u64, weight: f64) -> f64 {
+    pub fn cost(
+        &self,
+        id: u64,
+        isl: u64,
+        overlap_tokens: u64,
+        hashes: &[u64],
+        block_size: u64,
+        weight: f64,
+    ) -> f64 {
         let row = self.potential_row(id, isl, overlap_tokens, hashes);
         weight * row.potential_prefill_tokens as f64 / block_size.max(1) as f64
             + row.potential_decode_blocks as f64
@@ -204,7 +223,10 @@ impl SelectionState {
 
     /// Picks the lowest cost; ties broken by the seeded generator.
     pub fn pick(&mut self, candidates: &[Candidate]) -> Option<Candidate> {
-        let min = candidates.iter().map(|c| c.cost).fold(f64::INFINITY, f64::min);
+        let min = candidates
+            .iter()
+            .map(|c| c.cost)
+            .fold(f64::INFINITY, f64::min);
         let best: Vec<&Candidate> = candidates.iter().filter(|c| c.cost <= min + 1e-9).collect();
         match best.len() {
             0 => None,
@@ -311,14 +333,29 @@ mod tests {
         let hashes: Vec<u64> = (0..18).collect();
         s.book(
             "a".into(),
-            Booking { worker: 7, prefill_tokens: 300, hashes: hashes.clone() },
+            Booking {
+                worker: 7,
+                prefill_tokens: 300,
+                hashes: hashes.clone(),
+            },
         );
         let row = s.load_row(7);
-        assert_eq!((row.potential_prefill_tokens, row.potential_decode_blocks, row.active_requests), (300, 18, 1));
+        assert_eq!(
+            (
+                row.potential_prefill_tokens,
+                row.potential_decode_blocks,
+                row.active_requests
+            ),
+            (300, 18, 1)
+        );
         // A second booking of the same prompt shares its blocks.
         s.book(
             "b".into(),
-            Booking { worker: 7, prefill_tokens: 0, hashes: hashes.clone() },
+            Booking {
+                worker: 7,
+                prefill_tokens: 0,
+                hashes: hashes.clone(),
+            },
         );
         assert_eq!(s.load_row(7).potential_decode_blocks, 18);
         assert!(s.prefill_complete("a"));
@@ -328,7 +365,14 @@ mod tests {
         assert!(!s.free("a"));
         assert!(s.free("b"));
         let row = s.load_row(7);
-        assert_eq!((row.potential_prefill_tokens, row.potential_decode_blocks, row.active_requests), (0, 0, 0));
+        assert_eq!(
+            (
+                row.potential_prefill_tokens,
+                row.potential_decode_blocks,
+                row.active_requests
+            ),
+            (0, 0, 0)
+        );
         assert_eq!(s.select_decode_blocks(7, 300, 16, &hashes), 19);
     }
 }

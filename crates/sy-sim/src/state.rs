@@ -192,10 +192,7 @@ impl SimState {
 
     /// Picks among equal-cost candidates with the seeded generator.
     pub fn pick_min(&self, costs: &[(u64, f64)]) -> Option<u64> {
-        let min = costs
-            .iter()
-            .map(|c| c.1)
-            .fold(f64::INFINITY, f64::min);
+        let min = costs.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
         let best: Vec<u64> = costs
             .iter()
             .filter(|c| c.1 <= min + 1e-9)
@@ -211,4 +208,3 @@ impl SimState {
         }
     }
 }
-

@@ -49,7 +49,12 @@ async fn ttft_grows_with_uncached_tokens() {
     }
     assert!(ttfts[0] > ttfts[1] && ttfts[1] > ttfts[2], "{ttfts:?}");
     let short = stream(&c, &url, "efficient", &prompt(200, 256), 1, None).await;
-    assert!(short.ttft_ms() < ttfts[0], "{} vs {}", short.ttft_ms(), ttfts[0]);
+    assert!(
+        short.ttft_ms() < ttfts[0],
+        "{} vs {}",
+        short.ttft_ms(),
+        ttfts[0]
+    );
     h.shutdown().await;
 }
 
@@ -70,7 +75,10 @@ async fn cached_context_is_not_free() {
         assert_eq!(r.cached_tokens, Some(n as u64));
         warm.push(r.ttft_ms());
     }
-    assert!(warm[1] > warm[0] + 15.0, "fully cached 512 vs 12288 tokens: {warm:?}");
+    assert!(
+        warm[1] > warm[0] + 15.0,
+        "fully cached 512 vs 12288 tokens: {warm:?}"
+    );
     h.shutdown().await;
 }
 
@@ -140,7 +148,15 @@ async fn equal_request_counts_with_long_vs_short_generations_differ() {
         }
         // R background requests are decoding on both workers now; the probe is long enough to
         // need several prefill steps.
-        let probe = stream(&c, &url, "efficient", &prompt(2000 + k as u32, 8192), 1, Some(worker)).await;
+        let probe = stream(
+            &c,
+            &url,
+            "efficient",
+            &prompt(2000 + k as u32, 8192),
+            1,
+            Some(worker),
+        )
+        .await;
         ttft.push(probe.ttft_ms());
         for b in bg {
             b.await.unwrap();
@@ -159,32 +175,75 @@ async fn equal_request_counts_with_long_vs_short_generations_differ() {
 /// on reserve / prefill_complete / delete and returns to zero.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cached_tokens_match_select_overlap_and_loads_return_to_zero() {
-    let h = start(sy_sim::SimConfig { time_scale: 0.05, ..Default::default() }).await;
+    let h = start(sy_sim::SimConfig {
+        time_scale: 0.05,
+        ..Default::default()
+    })
+    .await;
     let c = client();
     let (fe, sel) = (h.frontend_url(), h.selection_url());
     let full = prompt(77, 100);
     // Prime 64 tokens on one worker.
     let w = h.worker_ids("efficient")[1];
-    assert_eq!(stream(&c, &fe, "efficient", &full[..64], 1, Some(w)).await.status, 200);
-    let (s, adv) = post(&c, &sel, "/select", &json!({"model_name": "efficient", "token_ids": full, "advisory": true})).await;
+    assert_eq!(
+        stream(&c, &fe, "efficient", &full[..64], 1, Some(w))
+            .await
+            .status,
+        200
+    );
+    let (s, adv) = post(
+        &c,
+        &sel,
+        "/select",
+        &json!({"model_name": "efficient", "token_ids": full, "advisory": true}),
+    )
+    .await;
     assert_eq!(s, 200);
     assert_eq!(adv["worker_id"].as_u64(), Some(w));
     assert_eq!(adv["overlap"]["gpu"], 64);
     assert_eq!(adv["effective_prefill_tokens"], 36);
     assert_eq!(adv["worker_load"]["prefill_token_capacity"], 2048);
-    let (s, r) = post(&c, &sel, "/select_and_reserve", &json!({"model_name": "efficient", "token_ids": full, "selection_id": "probe-1"})).await;
+    let (s, r) = post(
+        &c,
+        &sel,
+        "/select_and_reserve",
+        &json!({"model_name": "efficient", "token_ids": full, "selection_id": "probe-1"}),
+    )
+    .await;
     assert_eq!(s, 200);
     assert_eq!(r["worker_id"].as_u64(), Some(w));
     let (_, loads) = get(&c, &sel, "/loads?model_name=efficient").await;
-    let row = loads[0]["loads"].as_array().unwrap().iter().find(|l| l["worker_id"].as_u64() == Some(w)).unwrap().clone();
+    let row = loads[0]["loads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["worker_id"].as_u64() == Some(w))
+        .unwrap()
+        .clone();
     assert_eq!(row["potential_prefill_tokens"], 36);
     assert_eq!(row["active_requests"], 1);
     let out = stream(&c, &fe, "efficient", &full, 4, Some(w)).await;
     assert_eq!(out.cached_tokens, r["overlap"]["gpu"].as_u64());
     assert_eq!(out.worker, Some(w));
-    assert_eq!(post(&c, &sel, "/reservations/probe-1/prefill_complete", &json!({})).await.0, 200);
+    assert_eq!(
+        post(
+            &c,
+            &sel,
+            "/reservations/probe-1/prefill_complete",
+            &json!({})
+        )
+        .await
+        .0,
+        200
+    );
     let (_, loads) = get(&c, &sel, "/loads?model_name=efficient").await;
-    let row = loads[0]["loads"].as_array().unwrap().iter().find(|l| l["worker_id"].as_u64() == Some(w)).unwrap().clone();
+    let row = loads[0]["loads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["worker_id"].as_u64() == Some(w))
+        .unwrap()
+        .clone();
     assert_eq!(row["potential_prefill_tokens"], 0);
     assert_eq!(row["active_requests"], 1);
     assert_eq!(delete(&c, &sel, "/reservations/probe-1").await.0, 200);

@@ -20,7 +20,9 @@ pub fn client() -> reqwest::Client {
 
 /// Distinct token prompts: `n` tokens starting from `base`.
 pub fn prompt(base: u32, n: usize) -> Vec<u32> {
-    (0..n as u32).map(|i| 5000 + (base.wrapping_mul(7919) + i) % 20000).collect()
+    (0..n as u32)
+        .map(|i| 5000 + (base.wrapping_mul(7919) + i) % 20000)
+        .collect()
 }
 
 /// Outcome of one streamed completion.
@@ -42,12 +44,22 @@ impl Streamed {
         self.ttft.expect("a first token").as_secs_f64() * 1000.0
     }
     pub fn errors(&self) -> Vec<&Value> {
-        self.events.iter().filter(|e| e.get("error").is_some()).collect()
+        self.events
+            .iter()
+            .filter(|e| e.get("error").is_some())
+            .collect()
     }
 }
 
 /// Streams a completion (`include_usage`, `extra_fields: worker_id, timing`).
-pub async fn stream(c: &reqwest::Client, url: &str, model: &str, tokens: &[u32], max_tokens: u32, pin: Option<u64>) -> Streamed {
+pub async fn stream(
+    c: &reqwest::Client,
+    url: &str,
+    model: &str,
+    tokens: &[u32],
+    max_tokens: u32,
+    pin: Option<u64>,
+) -> Streamed {
     let mut nvext = json!({"extra_fields": ["worker_id", "timing"]});
     if let Some(id) = pin {
         nvext["backend_instance_id"] = json!(id);
@@ -55,8 +67,16 @@ pub async fn stream(c: &reqwest::Client, url: &str, model: &str, tokens: &[u32],
     let body = json!({"model": model, "prompt": tokens, "max_tokens": max_tokens, "stream": true,
         "stream_options": {"include_usage": true}, "nvext": nvext});
     let t0 = Instant::now();
-    let resp = c.post(format!("{url}/v1/completions")).json(&body).send().await.unwrap();
-    let mut out = Streamed { status: resp.status().as_u16(), ..Default::default() };
+    let resp = c
+        .post(format!("{url}/v1/completions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let mut out = Streamed {
+        status: resp.status().as_u16(),
+        ..Default::default()
+    };
     if out.status != 200 {
         out.events.push(resp.json().await.unwrap_or(Value::Null));
         out.total = t0.elapsed();
@@ -100,7 +120,12 @@ pub async fn stream(c: &reqwest::Client, url: &str, model: &str, tokens: &[u32],
 }
 
 pub async fn post(c: &reqwest::Client, url: &str, path: &str, body: &Value) -> (u16, Value) {
-    let r = c.post(format!("{url}{path}")).json(body).send().await.unwrap();
+    let r = c
+        .post(format!("{url}{path}"))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(Value::Null))
 }
