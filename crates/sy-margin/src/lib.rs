@@ -1,3 +1,287 @@
-//! sy-margin: 90th-percentile error margins of the predicted TTFT advantage on the uncertainty split.
+//! # sy-margin: how much predicted TTFT advantage to demand before overriding
+//!
+//! The TTFT variants (`blind`, `cache`) override Stage's efficient proposal when the predicted
+//! advantage `T_eff − T_cap` exceeds a margin. The margin absorbs the estimator's error: on the
+//! **uncertainty split** (conditions never used for fitting or selection) `sy-margin` predicts both
+//! candidates of every paired probe with the fitted estimators (through `sy_selector::predict`,
+//! the one definition of the formulas), takes each workload condition's **largest** absolute
+//! error of the predicted advantage, then the **90th percentile across conditions** (linear
+//! interpolation) → `delta_blind`, `delta_cache`.
+//!
+//! Alongside it reports what a researcher needs to judge that number
+//! (DESIGN.md "Margin and repeats"):
+//!
+//! * G, the number of conditions, and the finite-sample conformal bound — the
+//!   `⌈0.9 (G + 1)⌉`-th smallest condition score — with a warning when G < 10;
+//! * the repeats per condition (the per-condition maximum grows with them) and the margin a
+//!   per-probe 90th percentile would give (it does not);
+//! * pairs excluded because a prediction was invalid, out of the Q grid, non-finite or
+//!   non-positive, counted by reason.
+//!
+//! Output: `margins.json` in the run directory (`schemas/margins.schema.json`).
 
+pub mod inputs;
 pub mod stats;
+pub mod testkit;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sy_cli::ToolError;
+use sy_records::{ProbePair, Split, Status, condition_key};
+use sy_selector::{Estimator, InputFile, ModelEstimators, PredictError};
+
+pub use inputs::FitEstimators;
+pub use stats::{AdvantageError, ConditionScore, MarginEstimate, RepeatSummary, margin_from_pairs};
+
+/// Version of the `margins.json` layout.
+pub const MARGINS_SCHEMA_VERSION: u32 = 1;
+/// File name in the run directory.
+pub const MARGINS_FILE: &str = "margins.json";
+/// The proposal's percentile level.
+pub const DEFAULT_LEVEL: f64 = 0.9;
+/// Fewer conditions than this and the margin is unreliable: warn.
+pub const MIN_CONDITIONS: u64 = 10;
+
+/// The margin of one estimator plus why pairs were excluded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EstimatorMargin {
+    #[serde(flatten)]
+    pub estimate: MarginEstimate,
+    /// Excluded pairs by reason (`invalid_input`, `out_of_range`, `non_positive`).
+    pub excluded_by_reason: BTreeMap<String, u64>,
+}
+
+/// `margins.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MarginsFile {
+    pub schema_version: u32,
+    /// `sy-margin` and its version.
+    pub tool_versions: BTreeMap<String, String>,
+    /// Records, fit.json and splits.json with their SHA-256.
+    pub input_files: Vec<InputFile>,
+    pub split_seed: u64,
+    /// The split the margins come from (always `uncertainty`).
+    pub split: String,
+    /// The percentile level (0.9).
+    pub level: f64,
+    /// Load-phase paired probes in the uncertainty split.
+    pub pairs_in_split: u64,
+    /// Of those, pairs where a candidate has no measured TTFT (failed probe): not used.
+    pub pairs_unmeasured: u64,
+    /// The margin of `blind` (ms): `blind.delta_ms`.
+    pub delta_blind_ms: f64,
+    /// The margin of `cache` (ms): `cache.delta_ms`.
+    pub delta_cache_ms: f64,
+    pub blind: EstimatorMargin,
+    pub cache: EstimatorMargin,
+    /// Human-readable warnings (too few conditions, excluded pairs).
+    pub warnings: Vec<String>,
+}
+
+impl MarginsFile {
+    /// Reads and checks a `margins.json`.
+    pub fn read(path: &Path) -> Result<MarginsFile, ToolError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ToolError::BadInput(format!(
+                "cannot read {}: {e} (run sy-margin first, or pass --margins FILE)",
+                path.display()
+            ))
+        })?;
+        let m: MarginsFile = serde_json::from_str(&text).map_err(|e| {
+            ToolError::BadInput(format!("{}: not a valid margins file: {e}", path.display()))
+        })?;
+        if m.schema_version != MARGINS_SCHEMA_VERSION {
+            return Err(ToolError::BadInput(format!(
+                "{}: schema_version {} (this build reads {MARGINS_SCHEMA_VERSION})",
+                path.display(),
+                m.schema_version
+            )));
+        }
+        for (name, v) in [("delta_blind_ms", m.delta_blind_ms), ("delta_cache_ms", m.delta_cache_ms)] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(ToolError::BadInput(format!(
+                    "{}: field `{name}` = {v}, expected a finite non-negative number of ms",
+                    path.display()
+                )));
+            }
+        }
+        Ok(m)
+    }
+}
+
+fn exclusion_reason(e: &PredictError) -> &'static str {
+    match e {
+        PredictError::Invalid(_) => "invalid_input",
+        PredictError::OutOfRange { .. } => "out_of_range",
+        PredictError::NonPositive { .. } => "non_positive",
+    }
+}
+
+/// The predicted advantage `T_eff − T_cap` of one pair, or why there is none.
+pub fn predicted_advantage(
+    fit: &FitEstimators,
+    estimator: Estimator,
+    pair: &ProbePair,
+) -> Result<f64, PredictError> {
+    let t_eff = sy_selector::predict(&fit.efficient, estimator, &pair.efficient.rule_observation())?;
+    let t_cap = sy_selector::predict(&fit.capable, estimator, &pair.capable.rule_observation())?;
+    Ok(t_eff - t_cap)
+}
+
+/// The measured advantage `TTFT_eff − TTFT_cap` of a pair where both probes answered.
+pub fn measured_advantage(pair: &ProbePair) -> Option<f64> {
+    if pair.efficient.status != Status::Ok || pair.capable.status != Status::Ok {
+        return None;
+    }
+    let (e, c) = (pair.efficient.ttft_ms?, pair.capable.ttft_ms?);
+    (e.is_finite() && c.is_finite()).then_some(e - c)
+}
+
+/// Margins of both estimators over the given pairs (already restricted to the uncertainty
+/// split). Returns the margins and the number of unmeasured pairs.
+pub fn compute_margins(
+    fit: &FitEstimators,
+    pairs: &[&ProbePair],
+    level: f64,
+) -> (EstimatorMargin, EstimatorMargin, u64) {
+    let keys: Vec<String> = pairs
+        .iter()
+        .map(|p| condition_key(p.run_id(), p.condition_id()))
+        .collect();
+    let measured: Vec<Option<f64>> = pairs.iter().map(|p| measured_advantage(p)).collect();
+    let unmeasured = measured.iter().filter(|m| m.is_none()).count() as u64;
+    let one = |estimator: Estimator| {
+        let mut excluded: BTreeMap<String, u64> = BTreeMap::new();
+        let mut errors = Vec::with_capacity(pairs.len());
+        for ((pair, key), m) in pairs.iter().zip(&keys).zip(&measured) {
+            let Some(m) = *m else { continue };
+            let predicted = match predicted_advantage(fit, estimator, pair) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    *excluded.entry(exclusion_reason(&e).to_string()).or_insert(0) += 1;
+                    None
+                }
+            };
+            errors.push(AdvantageError {
+                condition_id: key.as_str(),
+                predicted_ms: predicted,
+                measured_ms: m,
+            });
+        }
+        EstimatorMargin {
+            estimate: margin_from_pairs(errors, level),
+            excluded_by_reason: excluded,
+        }
+    };
+    (one(Estimator::Blind), one(Estimator::Cache), unmeasured)
+}
+
+/// Everything `sy-margin` needs to run.
+#[derive(Debug, Clone)]
+pub struct MarginOptions {
+    pub records: Vec<PathBuf>,
+    pub fit: PathBuf,
+    pub splits: PathBuf,
+    pub out: PathBuf,
+    pub level: f64,
+    pub skip_invalid: bool,
+    pub show_progress: bool,
+}
+
+/// Computes `margins.json` and writes it atomically. Returns the file's content.
+pub fn run(opts: &MarginOptions) -> Result<MarginsFile, ToolError> {
+    if !(opts.level > 0.0 && opts.level < 1.0) {
+        return Err(ToolError::BadInput(format!(
+            "--level {} must be strictly between 0 and 1",
+            opts.level
+        )));
+    }
+    let spinner = sy_cli::spinner(opts.show_progress);
+    spinner.set_message("loading records");
+    let fit = inputs::read_fit(&opts.fit)?;
+    let splits = inputs::read_splits(&opts.splits)?;
+    let loaded = inputs::load_records(&opts.records, opts.skip_invalid)?;
+    let mut input_files = Vec::new();
+    for f in &loaded.files {
+        input_files.push(inputs::input_file(&f.path)?);
+    }
+    input_files.push(inputs::input_file(&opts.fit)?);
+    input_files.push(inputs::input_file(&opts.splits)?);
+    splits
+        .check_covers(&loaded.records, &opts.splits)
+        .map_err(inputs::records_error)?;
+    spinner.set_message("pairing probes");
+    let pairs = sy_records::pair_probes(loaded.records).map_err(inputs::records_error)?;
+    let in_split: Vec<&ProbePair> = pairs
+        .iter()
+        .filter(|p| splits.split_of(p.run_id(), p.condition_id()) == Some(Split::Uncertainty))
+        .collect();
+    spinner.set_message("computing margins");
+    let (blind, cache, unmeasured) = compute_margins(&fit, &in_split, opts.level);
+    spinner.finish_and_clear();
+
+    let mut warnings = Vec::new();
+    for (name, m) in [("blind", &blind), ("cache", &cache)] {
+        let g = m.estimate.conditions;
+        if g < MIN_CONDITIONS {
+            warnings.push(format!(
+                "{name}: only G = {g} conditions in the uncertainty split (< {MIN_CONDITIONS}): the 90th percentile is unreliable{}",
+                if m.estimate.conformal_ms.is_none() {
+                    " and the conformal bound is infinite"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if m.estimate.pairs_excluded > 0 {
+            warnings.push(format!(
+                "{name}: {} pair(s) excluded: {:?}",
+                m.estimate.pairs_excluded, m.excluded_by_reason
+            ));
+        }
+    }
+    if unmeasured > 0 {
+        warnings.push(format!(
+            "{unmeasured} pair(s) without a measured TTFT on both candidates were not used"
+        ));
+    }
+    for w in &warnings {
+        tracing::warn!("{w}");
+    }
+    let delta = |name: &str, m: &EstimatorMargin| {
+        m.estimate.delta_ms.ok_or_else(|| {
+            ToolError::BadInput(format!(
+                "no usable pair in the uncertainty split for the {name} estimator ({} load-phase pairs in the split, {unmeasured} unmeasured, {} excluded): cannot compute a margin",
+                in_split.len(),
+                m.estimate.pairs_excluded
+            ))
+        })
+    };
+    let file = MarginsFile {
+        schema_version: MARGINS_SCHEMA_VERSION,
+        tool_versions: BTreeMap::from([(
+            "sy-margin".to_string(),
+            env!("CARGO_PKG_VERSION").to_string(),
+        )]),
+        input_files,
+        split_seed: splits.seed,
+        split: Split::Uncertainty.as_str().to_string(),
+        level: opts.level,
+        pairs_in_split: in_split.len() as u64,
+        pairs_unmeasured: unmeasured,
+        delta_blind_ms: delta("blind", &blind)?,
+        delta_cache_ms: delta("cache", &cache)?,
+        blind,
+        cache,
+        warnings,
+    };
+    sy_cli::atomic_write_json(&opts.out, &file)?;
+    Ok(file)
+}
+
+/// The estimators of one model (helper for callers holding a `FitEstimators`).
+pub fn estimators(fit: &FitEstimators, efficient: bool) -> &ModelEstimators {
+    if efficient { &fit.efficient } else { &fit.capable }
+}

@@ -1,0 +1,341 @@
+//! Replaying variants over paired probes: every decision goes through `sy_selector::decide` (the
+//! production code path), Stage's proposal is taken as *efficient* for every pair, and the
+//! *selected TTFT* is the measured TTFT of the candidate the decision picks.
+//!
+//! The statistics answer the proposal's questions per variant: how often the rule could act,
+//! how often it changed the choice, how often it fell back to Stage and why; mean and p90 selected
+//! TTFT; regret against the per-probe oracle (the faster candidate every time) — all of it also
+//! split by background generation length (`short` vs `long`), which exposes the "remaining
+//! generation work" gap that R and P cannot see.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sy_records::ProbePair;
+use sy_selector::{
+    DecisionInput, Model, Observation, Reason, RuleParams, Thresholds, Variant, decide,
+};
+
+use crate::search::{GuardPass, SearchProbe};
+
+/// One paired probe, ready to be decided: both rule observations (no heap), the decision time
+/// and both measured TTFTs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalPair {
+    pub input: DecisionInput,
+    pub ttft_eff_ms: f64,
+    pub ttft_cap_ms: f64,
+    /// Background generation length of the condition (`short`, `long`), when it has one.
+    pub decode_length: Option<DecodeLength>,
+}
+
+/// The background generation length of an equal-count short-vs-long condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecodeLength {
+    Short,
+    Long,
+}
+
+impl DecodeLength {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecodeLength::Short => "short",
+            DecodeLength::Long => "long",
+        }
+    }
+}
+
+fn measured(ttft: Option<f64>) -> Option<f64> {
+    ttft.filter(|t| t.is_finite() && *t >= 0.0)
+}
+
+impl EvalPair {
+    /// The pair as a decision input, or `None` when a candidate has no measured TTFT.
+    ///
+    /// The decision time is when the probe was sent (the runtime decides right before sending);
+    /// the capable in-flight count is 0 (calibration has no local accounting).
+    pub fn from_pair(pair: &ProbePair) -> Option<EvalPair> {
+        let (e, c) = (&pair.efficient, &pair.capable);
+        if e.status != sy_records::Status::Ok || c.status != sy_records::Status::Ok {
+            return None;
+        }
+        let ttft_eff_ms = measured(e.ttft_ms)?;
+        let ttft_cap_ms = measured(c.ttft_ms)?;
+        let decode_length = match e.background.decode_length.as_deref() {
+            Some("short") => Some(DecodeLength::Short),
+            Some("long") => Some(DecodeLength::Long),
+            _ => None,
+        };
+        Some(EvalPair {
+            input: DecisionInput {
+                proposal: Model::Efficient,
+                efficient: e.rule_observation(),
+                capable: c.rule_observation(),
+                now_ms: e.sent_at_unix_ms,
+                local_capable_in_flight: 0,
+            },
+            ttft_eff_ms,
+            ttft_cap_ms,
+            decode_length,
+        })
+    }
+
+    /// The measured TTFT of the candidate `choice`.
+    pub fn selected_ttft(&self, choice: Model) -> f64 {
+        match choice {
+            Model::Efficient => self.ttft_eff_ms,
+            Model::Capable => self.ttft_cap_ms,
+        }
+    }
+
+    /// The per-probe oracle: the faster candidate.
+    pub fn oracle_ttft(&self) -> f64 {
+        self.ttft_eff_ms.min(self.ttft_cap_ms)
+    }
+}
+
+/// Whether guard G (and the inputs it needs) holds for the threshold rule with each set of terms
+/// enabled: decided by `sy_selector::decide` (variant `count_prefill`) with the terms set to a
+/// value, checking that the decision reached its trigger (kept because the trigger was false, or
+/// overridden) rather than falling back. Holds parameter copies that differ only in thresholds.
+#[derive(Debug)]
+pub struct GuardProbe {
+    r_only: RuleParams,
+    p_only: RuleParams,
+    both: RuleParams,
+}
+
+impl GuardProbe {
+    /// Three copies of `params` with (r), (p) and (r, p) enabled.
+    pub fn new(params: &RuleParams) -> GuardProbe {
+        let with = |r: bool, p: bool| {
+            let mut c = params.clone();
+            c.thresholds = Thresholds {
+                r: r.then_some(0.0),
+                p: p.then_some(0.0),
+            };
+            c
+        };
+        GuardProbe {
+            r_only: with(true, false),
+            p_only: with(false, true),
+            both: with(true, true),
+        }
+    }
+
+    /// Guard G of one pair for each set of enabled terms.
+    pub fn guard(&self, input: &DecisionInput) -> GuardPass {
+        let ok = |params: &RuleParams| {
+            matches!(
+                decide(params, Variant::CountPrefill, input).reason,
+                Reason::TriggerFalse | Reason::Override
+            )
+        };
+        GuardPass {
+            r_only: ok(&self.r_only),
+            p_only: ok(&self.p_only),
+            both: ok(&self.both),
+        }
+    }
+
+    /// The search's view of one pair.
+    pub fn search_probe(&self, pair: &EvalPair) -> SearchProbe {
+        let eff: &Observation = &pair.input.efficient;
+        SearchProbe {
+            r_eff: eff.valid_r().ok(),
+            p_eff: eff.valid_p().ok(),
+            ttft_eff_ms: pair.ttft_eff_ms,
+            ttft_cap_ms: pair.ttft_cap_ms,
+            guard: self.guard(&pair.input),
+        }
+    }
+}
+
+/// Statistics of one variant over a set of pairs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariantStats {
+    /// Paired probes decided.
+    pub probes: u64,
+    /// Decisions that reached the trigger (guard G held, inputs valid, predictions usable).
+    pub could_act: u64,
+    /// Decisions that changed efficient to capable.
+    pub changed: u64,
+    /// Decisions that fell back to Stage's choice because a guard check failed or a prediction
+    /// was unusable.
+    pub fell_back: u64,
+    /// Fallbacks by reason (`sy_selector::Reason::code`).
+    pub fallback_reasons: BTreeMap<String, u64>,
+    /// Decisions where the variant had nothing to evaluate (`stage`, or a disabled trigger).
+    pub not_applicable: u64,
+    pub could_act_rate: f64,
+    pub override_rate: f64,
+    pub fallback_rate: f64,
+    pub mean_selected_ttft_ms: f64,
+    pub p90_selected_ttft_ms: f64,
+    /// Mean TTFT of the per-probe oracle over the same pairs.
+    pub oracle_mean_ttft_ms: f64,
+    /// `mean_selected_ttft_ms − oracle_mean_ttft_ms`.
+    pub regret_ms: f64,
+}
+
+/// One variant's statistics, overall and by background generation length.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariantReplay {
+    pub variant: Variant,
+    pub thresholds: Thresholds,
+    /// The margin in force (TTFT variants).
+    pub margin_ms: Option<f64>,
+    pub all: VariantStats,
+    /// `short` / `long` background generations (conditions without a length are only in `all`).
+    pub by_decode_length: BTreeMap<String, VariantStats>,
+}
+
+/// The replay of several variants over the same pairs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Replay {
+    /// Pairs decided.
+    pub pairs: u64,
+    /// Pairs skipped because a candidate has no measured TTFT.
+    pub pairs_unmeasured: u64,
+    pub variants: Vec<VariantReplay>,
+}
+
+impl Replay {
+    /// The replay of one variant.
+    pub fn get(&self, variant: Variant) -> Option<&VariantReplay> {
+        self.variants.iter().find(|v| v.variant == variant)
+    }
+}
+
+#[derive(Default)]
+struct Acc {
+    probes: u64,
+    could_act: u64,
+    changed: u64,
+    fell_back: u64,
+    not_applicable: u64,
+    reasons: BTreeMap<&'static str, u64>,
+    selected: Vec<f64>,
+    oracle_sum: f64,
+}
+
+impl Acc {
+    fn add(&mut self, reason: &Reason, changed: bool, selected: f64, oracle: f64) {
+        self.probes += 1;
+        match reason {
+            Reason::TriggerFalse | Reason::Override => self.could_act += 1,
+            Reason::StageBaseline | Reason::TriggerDisabled | Reason::CapableProposal => {
+                self.not_applicable += 1
+            }
+            r => {
+                self.fell_back += 1;
+                *self.reasons.entry(r.code()).or_insert(0) += 1;
+            }
+        }
+        if changed {
+            self.changed += 1;
+        }
+        self.selected.push(selected);
+        self.oracle_sum += oracle;
+    }
+
+    fn finish(mut self) -> VariantStats {
+        let n = self.probes.max(1) as f64;
+        let mean = self.selected.iter().sum::<f64>() / n;
+        self.selected.sort_by(f64::total_cmp);
+        let p90 = sy_margin::stats::percentile_linear(&self.selected, 0.9).unwrap_or(f64::NAN);
+        let oracle = self.oracle_sum / n;
+        let (mean, oracle) = if self.probes == 0 {
+            (f64::NAN, f64::NAN)
+        } else {
+            (mean, oracle)
+        };
+        VariantStats {
+            probes: self.probes,
+            could_act: self.could_act,
+            changed: self.changed,
+            fell_back: self.fell_back,
+            fallback_reasons: self
+                .reasons
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            not_applicable: self.not_applicable,
+            could_act_rate: self.could_act as f64 / n,
+            override_rate: self.changed as f64 / n,
+            fallback_rate: self.fell_back as f64 / n,
+            mean_selected_ttft_ms: mean,
+            p90_selected_ttft_ms: p90,
+            oracle_mean_ttft_ms: oracle,
+            regret_ms: mean - oracle,
+        }
+    }
+}
+
+/// Replays `variant` with `params` over `pairs`.
+pub fn replay_variant(params: &RuleParams, variant: Variant, pairs: &[EvalPair]) -> VariantReplay {
+    let mut all = Acc::default();
+    let mut short = Acc::default();
+    let mut long = Acc::default();
+    for pair in pairs {
+        let d = decide(params, variant, &pair.input);
+        let selected = pair.selected_ttft(d.choice);
+        let oracle = pair.oracle_ttft();
+        all.add(&d.reason, d.changed, selected, oracle);
+        match pair.decode_length {
+            Some(DecodeLength::Short) => short.add(&d.reason, d.changed, selected, oracle),
+            Some(DecodeLength::Long) => long.add(&d.reason, d.changed, selected, oracle),
+            None => {}
+        }
+    }
+    let mut by = BTreeMap::new();
+    for (name, acc) in [("short", short), ("long", long)] {
+        if acc.probes > 0 {
+            by.insert(name.to_string(), acc.finish());
+        }
+    }
+    VariantReplay {
+        variant,
+        thresholds: match variant {
+            Variant::Count => Thresholds {
+                r: params.thresholds.r,
+                p: None,
+            },
+            Variant::CountPrefill => params.thresholds,
+            _ => Thresholds::default(),
+        },
+        margin_ms: match variant {
+            Variant::Blind => Some(params.margins.blind),
+            Variant::Cache => Some(params.margins.cache),
+            _ => None,
+        },
+        all: all.finish(),
+        by_decode_length: by,
+    }
+}
+
+/// Replays every variant with the same parameters.
+pub fn replay_all(params: &RuleParams, pairs: &[EvalPair], unmeasured: u64) -> Replay {
+    Replay {
+        pairs: pairs.len() as u64,
+        pairs_unmeasured: unmeasured,
+        variants: Variant::ALL
+            .iter()
+            .map(|&v| replay_variant(params, v, pairs))
+            .collect(),
+    }
+}
+
+/// Decision inputs of the pairs, and how many pairs lacked a measured TTFT.
+pub fn eval_pairs<'a>(pairs: impl IntoIterator<Item = &'a ProbePair>) -> (Vec<EvalPair>, u64) {
+    let mut out = Vec::new();
+    let mut unmeasured = 0;
+    for p in pairs {
+        match EvalPair::from_pair(p) {
+            Some(e) => out.push(e),
+            None => unmeasured += 1,
+        }
+    }
+    (out, unmeasured)
+}

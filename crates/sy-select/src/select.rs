@@ -1,0 +1,384 @@
+//! The selection pipeline: search r/p on the fit split, evaluate the five variants on the
+//! selection split, choose one threshold rule and one estimator, freeze the bundle.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sy_cli::ToolError;
+use sy_margin::{FitEstimators, MarginsFile, inputs};
+use sy_records::{ProbePair, Split};
+use sy_selector::{
+    Bundle, GuardLimits, InputFile, Margins, Provenance, RuleParams, Thresholds, Variant,
+};
+
+use crate::evaluate::{EvalPair, GuardProbe, Replay, VariantStats, eval_pairs, replay_all};
+use crate::search::{
+    Landscape, RuleFamily, SearchOutcome, SearchProbe, TIE_TOLERANCE_MS, search_thresholds,
+};
+
+/// Version of the `selection.json` layout.
+pub const SELECTION_SCHEMA_VERSION: u32 = 1;
+/// File names in the run directory.
+pub const SELECTION_FILE: &str = "selection.json";
+pub const BUNDLE_FILE: &str = "bundle.json";
+/// Per-variant bundles (same parameters, one variant each) for the coding-task runs.
+pub const BUNDLES_DIR: &str = "bundles";
+
+/// Default guard limits (the same for every variant; override with flags).
+pub const DEFAULT_LIMITS: GuardLimits = GuardLimits {
+    max_age_ms: 1000.0,
+    destination_limit: 64.0,
+    local_limit: 64,
+};
+
+/// Columns of the r/p landscape kept in `selection.json`.
+pub const LANDSCAPE_P_COLUMNS: usize = 40;
+
+/// How a candidate was chosen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Choice {
+    /// The chosen variant.
+    pub variant: Variant,
+    /// The variant it was compared with.
+    pub against: Variant,
+    /// Mean selected TTFT of both on the selection split (ms).
+    pub mean_selected_ttft_ms: BTreeMap<String, f64>,
+    /// Why (better mean, or which tie-break).
+    pub reason: String,
+}
+
+/// `selection.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SelectionFile {
+    pub schema_version: u32,
+    pub tool_versions: BTreeMap<String, String>,
+    pub input_files: Vec<InputFile>,
+    pub split_seed: u64,
+    pub limits: GuardLimits,
+    pub margins: Margins,
+    /// Pairs of the fit split the search ran over (and how many lacked a TTFT).
+    pub search_pairs: u64,
+    pub search_pairs_unmeasured: u64,
+    /// The r search of `count` and the r/p search of `count_prefill` (fit split).
+    pub search_count: SearchOutcome,
+    pub search_count_prefill: SearchOutcome,
+    /// The objective landscape of `count_prefill` (fit split).
+    pub landscape: Option<Landscape>,
+    /// Each variant with its own searched thresholds, on the selection split.
+    pub candidates: Replay,
+    /// The chosen threshold rule (`count` or `count_prefill`).
+    pub threshold_rule: Choice,
+    /// The chosen estimator (`blind` or `cache`).
+    pub estimator: Choice,
+    /// The variant of `bundle.json` (the better of the two chosen ones on the selection split).
+    pub bundle_variant: Variant,
+    /// The frozen parameters' thresholds (those of the chosen threshold rule).
+    pub thresholds: Thresholds,
+    /// Every variant replayed with the frozen bundle's parameters on the selection split: what
+    /// `sy-select replay --bundle bundle.json --split selection` reproduces.
+    pub replay: Replay,
+    /// Bundle files written, with their content hashes.
+    pub bundles: BTreeMap<String, String>,
+    pub warnings: Vec<String>,
+}
+
+impl SelectionFile {
+    /// Reads a `selection.json`.
+    pub fn read(path: &Path) -> Result<SelectionFile, ToolError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ToolError::BadInput(format!("cannot read {}: {e}", path.display())))?;
+        let s: SelectionFile = serde_json::from_str(&text).map_err(|e| {
+            ToolError::BadInput(format!("{}: not a valid selection file: {e}", path.display()))
+        })?;
+        if s.schema_version != SELECTION_SCHEMA_VERSION {
+            return Err(ToolError::BadInput(format!(
+                "{}: schema_version {} (this build reads {SELECTION_SCHEMA_VERSION})",
+                path.display(),
+                s.schema_version
+            )));
+        }
+        Ok(s)
+    }
+}
+
+/// Everything `sy-select` (selection) needs.
+#[derive(Debug, Clone)]
+pub struct SelectOptions {
+    pub records: Vec<PathBuf>,
+    pub fit: PathBuf,
+    pub margins: PathBuf,
+    pub splits: PathBuf,
+    /// selection.json.
+    pub out: PathBuf,
+    /// Directory for bundle.json, bundles/ (and the report).
+    pub out_dir: PathBuf,
+    pub limits: GuardLimits,
+    /// Compare with zero margins (development check), instead of margins.json's.
+    pub zero_margins: bool,
+    pub skip_invalid: bool,
+    pub show_progress: bool,
+    /// Creation time for the provenance (RFC 3339); `None` = now.
+    pub created_at: Option<String>,
+}
+
+/// What the pipeline produced, for the caller (report, summary).
+#[derive(Debug)]
+pub struct SelectOutput {
+    pub selection: SelectionFile,
+    pub bundle: Bundle,
+    pub fit: FitEstimators,
+    pub margins: MarginsFile,
+    /// Selection-split pairs (for the report's plots).
+    pub selection_pairs: Vec<EvalPair>,
+}
+
+/// Compares two variants' replays: better mean (beyond the tie tolerance), then fewer
+/// overrides, then the first (simpler) one.
+fn choose(first: (Variant, &VariantStats), second: (Variant, &VariantStats)) -> Choice {
+    let (a, sa) = first;
+    let (b, sb) = second;
+    let means = BTreeMap::from([
+        (a.as_str().to_string(), sa.mean_selected_ttft_ms),
+        (b.as_str().to_string(), sb.mean_selected_ttft_ms),
+    ]);
+    let diff = sb.mean_selected_ttft_ms - sa.mean_selected_ttft_ms;
+    let (variant, against, reason) = if diff.abs() > TIE_TOLERANCE_MS || diff.is_nan() {
+        if diff < 0.0 {
+            (b, a, "lower mean selected TTFT on the selection split".to_string())
+        } else {
+            (a, b, "lower mean selected TTFT on the selection split".to_string())
+        }
+    } else if sb.changed < sa.changed {
+        (b, a, "tie on mean selected TTFT; fewer overrides".to_string())
+    } else if sa.changed < sb.changed {
+        (a, b, "tie on mean selected TTFT; fewer overrides".to_string())
+    } else {
+        (
+            a,
+            b,
+            format!("tie on mean selected TTFT and overrides; the simpler rule ({a})"),
+        )
+    };
+    Choice {
+        variant,
+        against,
+        mean_selected_ttft_ms: means,
+        reason,
+    }
+}
+
+fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    now.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
+}
+
+/// Runs the selection pipeline and writes selection.json, bundle.json and bundles/*.json.
+pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
+    let bar = sy_cli::spinner(opts.show_progress);
+    bar.set_message("loading inputs");
+    let fit = inputs::read_fit(&opts.fit)?;
+    let margins_file = MarginsFile::read(&opts.margins)?;
+    let splits = inputs::read_splits(&opts.splits)?;
+    let loaded = inputs::load_records(&opts.records, opts.skip_invalid)?;
+    let mut input_files = Vec::new();
+    for f in &loaded.files {
+        input_files.push(inputs::input_file(&f.path)?);
+    }
+    for p in [&opts.fit, &opts.margins, &opts.splits] {
+        input_files.push(inputs::input_file(p)?);
+    }
+    splits
+        .check_covers(&loaded.records, &opts.splits)
+        .map_err(inputs::records_error)?;
+    if margins_file.split_seed != splits.seed {
+        return Err(ToolError::BadInput(format!(
+            "{}: split seed {} differs from {} in {} (margins computed on another split)",
+            opts.margins.display(),
+            margins_file.split_seed,
+            splits.seed,
+            opts.splits.display()
+        )));
+    }
+    bar.set_message("pairing probes");
+    let pairs = sy_records::pair_probes(loaded.records).map_err(inputs::records_error)?;
+    let table = &splits;
+    let of = |s: Split| {
+        pairs
+            .iter()
+            .filter(move |p: &&ProbePair| table.split_of(p.run_id(), p.condition_id()) == Some(s))
+    };
+    let (fit_pairs, fit_unmeasured) = eval_pairs(of(Split::Fit));
+    let (sel_pairs, sel_unmeasured) = eval_pairs(of(Split::Selection));
+    drop(pairs);
+    let mut warnings = Vec::new();
+    if fit_pairs.is_empty() {
+        return Err(ToolError::BadInput(
+            "no measured load-phase pair in the fit split: nothing to search r/p on".to_string(),
+        ));
+    }
+    if sel_pairs.is_empty() {
+        return Err(ToolError::BadInput(
+            "no measured load-phase pair in the selection split: nothing to evaluate the variants on"
+                .to_string(),
+        ));
+    }
+    let margins = if opts.zero_margins {
+        warnings.push("--zero-margins: TTFT variants compared with zero margins".to_string());
+        Margins {
+            blind: 0.0,
+            cache: 0.0,
+        }
+    } else {
+        Margins {
+            blind: margins_file.delta_blind_ms,
+            cache: margins_file.delta_cache_ms,
+        }
+    };
+    let base = RuleParams {
+        efficient: fit.efficient.clone(),
+        capable: fit.capable.clone(),
+        thresholds: Thresholds::default(),
+        margins,
+        limits: opts.limits,
+    };
+    base.validate()
+        .map_err(|e| ToolError::BadInput(format!("cannot build the rule's parameters: {e}")))?;
+
+    // The r/p search on the fit split.
+    bar.set_message("searching r and p");
+    let guard = GuardProbe::new(&base);
+    let probes: Vec<SearchProbe> = fit_pairs.iter().map(|p| guard.search_probe(p)).collect();
+    drop(fit_pairs);
+    let search_err = |e: crate::search::SearchError| ToolError::BadInput(format!("r/p search: {e}"));
+    let (search_count, _) = search_thresholds(&probes, RuleFamily::Count, 0).map_err(search_err)?;
+    let (search_cp, landscape) =
+        search_thresholds(&probes, RuleFamily::CountPrefill, LANDSCAPE_P_COLUMNS)
+            .map_err(search_err)?;
+    drop(probes);
+
+    // Every variant with its own thresholds on the selection split.
+    bar.set_message("evaluating variants");
+    let with = |t: crate::search::ThresholdRule| {
+        let mut p = base.clone();
+        p.thresholds = Thresholds { r: t.r, p: t.p };
+        p
+    };
+    let count_params = with(search_count.best.rule);
+    let cp_params = with(search_cp.best.rule);
+    let mut candidates = replay_all(&base, &sel_pairs, sel_unmeasured);
+    for v in candidates.variants.iter_mut() {
+        match v.variant {
+            Variant::Count => *v = crate::evaluate::replay_variant(&count_params, Variant::Count, &sel_pairs),
+            Variant::CountPrefill => {
+                *v = crate::evaluate::replay_variant(&cp_params, Variant::CountPrefill, &sel_pairs)
+            }
+            _ => {}
+        }
+    }
+    let stats = |v: Variant| {
+        candidates
+            .get(v)
+            .map(|r| r.all.clone())
+            .ok_or_else(|| ToolError::Runtime(format!("internal: no replay of {v}")))
+    };
+    let threshold_rule = choose(
+        (Variant::Count, &stats(Variant::Count)?),
+        (Variant::CountPrefill, &stats(Variant::CountPrefill)?),
+    );
+    let estimator = choose(
+        (Variant::Blind, &stats(Variant::Blind)?),
+        (Variant::Cache, &stats(Variant::Cache)?),
+    );
+    let thresholds = match threshold_rule.variant {
+        Variant::Count => Thresholds {
+            r: search_count.best.rule.r,
+            p: None,
+        },
+        _ => Thresholds {
+            r: search_cp.best.rule.r,
+            p: search_cp.best.rule.p,
+        },
+    };
+    let bundle_choice = choose(
+        (estimator.variant, &stats(estimator.variant)?),
+        (threshold_rule.variant, &stats(threshold_rule.variant)?),
+    );
+    let mut params = base.clone();
+    params.thresholds = thresholds;
+    let replay = replay_all(&params, &sel_pairs, sel_unmeasured);
+
+    // Freeze.
+    bar.set_message("freezing the bundle");
+    let provenance = Provenance {
+        tool_versions: BTreeMap::from([
+            ("sy-select".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+            ("sy-selector".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+        ])
+        .into_iter()
+        .chain(margins_file.tool_versions.clone())
+        .collect(),
+        input_files: input_files.clone(),
+        split_seed: splits.seed,
+        created_at: opts.created_at.clone().unwrap_or_else(now_rfc3339),
+    };
+    let freeze = |variant: Variant| {
+        Bundle::freeze(variant, params.clone(), provenance.clone())
+            .map_err(|e| ToolError::BadInput(format!("cannot freeze the bundle: {e}")))
+    };
+    let bundle = freeze(bundle_choice.variant)?;
+    let write_bundle = |path: &Path, b: &Bundle| -> Result<(), ToolError> {
+        let mut text = b
+            .to_json_pretty()
+            .map_err(|e| ToolError::Runtime(format!("cannot serialise the bundle: {e}")))?;
+        text.push('\n');
+        sy_cli::atomic_write(path, text.as_bytes())
+    };
+    let mut bundles = BTreeMap::new();
+    for v in Variant::ALL {
+        let b = freeze(v)?;
+        let rel = format!("{BUNDLES_DIR}/{}.json", v.as_str());
+        write_bundle(&opts.out_dir.join(&rel), &b)?;
+        bundles.insert(rel, b.content_hash.clone());
+    }
+    write_bundle(&opts.out_dir.join(BUNDLE_FILE), &bundle)?;
+    bundles.insert(BUNDLE_FILE.to_string(), bundle.content_hash.clone());
+
+    if fit_unmeasured + sel_unmeasured > 0 {
+        warnings.push(format!(
+            "{fit_unmeasured} fit-split and {sel_unmeasured} selection-split pair(s) without a measured TTFT on both candidates were not used"
+        ));
+    }
+    warnings.extend(margins_file.warnings.iter().map(|w| format!("margins: {w}")));
+    let selection = SelectionFile {
+        schema_version: SELECTION_SCHEMA_VERSION,
+        tool_versions: provenance.tool_versions.clone(),
+        input_files,
+        split_seed: splits.seed,
+        limits: opts.limits,
+        margins,
+        search_pairs: search_count.probes,
+        search_pairs_unmeasured: fit_unmeasured,
+        search_count,
+        search_count_prefill: search_cp,
+        landscape,
+        candidates,
+        threshold_rule,
+        estimator,
+        bundle_variant: bundle_choice.variant,
+        thresholds,
+        replay,
+        bundles,
+        warnings,
+    };
+    sy_cli::atomic_write_json(&opts.out, &selection)?;
+    bar.finish_and_clear();
+    Ok(SelectOutput {
+        selection,
+        bundle,
+        fit,
+        margins: margins_file,
+        selection_pairs: sel_pairs,
+    })
+}

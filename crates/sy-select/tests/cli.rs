@@ -1,0 +1,268 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The real `sy-select` binary on a run directory built from synthetic records with known truth.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+use sy_margin::MarginOptions;
+use sy_margin::testkit::{true_estimators, write_fit};
+use sy_records::synth::{SynthSpec, generate};
+use sy_records::{Role, SplitFractions, SplitTable, write_jsonl};
+use sy_selector::{Bundle, DecisionInput, Model, Variant};
+
+fn sy_select(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_sy-select"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// records.jsonl, splits.json, fit.json (the generator's truth) and margins.json (sy-margin's
+/// library) in `dir`.
+fn prepare(dir: &Path) -> Vec<sy_records::Record> {
+    let spec = SynthSpec {
+        conditions: 150,
+        repeats: 3,
+        ..SynthSpec::default()
+    };
+    let records = generate(&spec);
+    write_jsonl(&records, &dir.join("records.jsonl")).unwrap();
+    SplitTable::build(&records, 11, SplitFractions::default())
+        .write(&dir.join("splits.json"))
+        .unwrap();
+    write_fit(
+        &dir.join("fit.json"),
+        &true_estimators(&spec, Role::Efficient).unwrap(),
+        &true_estimators(&spec, Role::Capable).unwrap(),
+    )
+    .unwrap();
+    sy_margin::run(&MarginOptions {
+        records: vec![dir.to_path_buf()],
+        fit: dir.join("fit.json"),
+        splits: dir.join("splits.json"),
+        out: dir.join("margins.json"),
+        level: 0.9,
+        skip_invalid: false,
+        show_progress: false,
+    })
+    .unwrap();
+    records
+}
+
+#[test]
+fn selects_freezes_reports_and_replays_to_the_same_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = prepare(dir.path());
+    let d = dir.path().to_str().unwrap();
+    let out = sy_select(&["--run-dir", d, "--json", "--no-progress"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    let selection = json(&dir.path().join("selection.json"));
+    let margins = json(&dir.path().join("margins.json"));
+    // Both outputs match their schemas.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas");
+    for (schema, doc) in [("selection.schema.json", &selection), ("margins.schema.json", &margins)] {
+        let schema = json(&root.join(schema));
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let errors: Vec<String> = validator.iter_errors(doc).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+
+    // The bundle loads in the runtime crate (version + hash checked) with the chosen parameters.
+    let bundle = Bundle::from_path(dir.path().join("bundle.json")).unwrap();
+    assert_eq!(summary["content_hash"], bundle.content_hash.as_str());
+    assert_eq!(
+        serde_json::to_value(bundle.variant).unwrap(),
+        selection["bundle_variant"]
+    );
+    assert_eq!(bundle.params.margins.blind, margins["delta_blind_ms"].as_f64().unwrap());
+    assert_eq!(bundle.params.margins.cache, margins["delta_cache_ms"].as_f64().unwrap());
+    assert_eq!(
+        serde_json::to_value(bundle.params.thresholds).unwrap(),
+        selection["thresholds"]
+    );
+    assert_eq!(bundle.provenance.split_seed, 11);
+    assert_eq!(bundle.provenance.input_files.len(), 4);
+    for v in Variant::ALL {
+        let b = Bundle::from_path(dir.path().join(format!("bundles/{}.json", v.as_str()))).unwrap();
+        assert_eq!(b.variant, v);
+        assert_eq!(b.params, bundle.params);
+    }
+    // The chosen threshold rule is one of the two, the estimator one of the two.
+    let rule = selection["threshold_rule"]["variant"].as_str().unwrap();
+    assert!(rule == "count" || rule == "count_prefill");
+    let est = selection["estimator"]["variant"].as_str().unwrap();
+    assert!(est == "blind" || est == "cache");
+    // The search never does worse than Stage on the fit split.
+    for s in ["search_count", "search_count_prefill"] {
+        let o = &selection[s];
+        assert!(
+            o["best"]["mean_selected_ttft_ms"].as_f64().unwrap()
+                <= o["stage_mean_ttft_ms"].as_f64().unwrap() + 1e-9
+        );
+    }
+    // With the true estimators, the cache-aware rule beats Stage on the selection split.
+    let replay = &selection["replay"];
+    let mean = |v: &str| {
+        replay["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["variant"] == v)
+            .unwrap()["all"]["mean_selected_ttft_ms"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(mean("cache") < mean("stage"), "{} vs {}", mean("cache"), mean("stage"));
+    assert!(mean("stage") > 0.0);
+
+    // replay reproduces selection.json's numbers exactly.
+    let out = sy_select(&[
+        "replay",
+        "--bundle",
+        &format!("{d}/bundle.json"),
+        "--run-dir",
+        d,
+        "--split",
+        "selection",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let replayed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(&replayed["replay"], replay);
+
+    // The report shows those numbers and every figure it references exists.
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    for v in replay["variants"].as_array().unwrap() {
+        let m = v["all"]["mean_selected_ttft_ms"].as_f64().unwrap();
+        assert!(md.contains(&sy_select::report::fmt_ms(m)), "report lacks {m}");
+    }
+    let mut figures = 0;
+    for part in md.split("](plots/").skip(1) {
+        let name = &part[..part.find(')').unwrap()];
+        assert!(dir.path().join("plots").join(name).is_file(), "{name}");
+        figures += 1;
+    }
+    // 11 figures, each as SVG and PNG.
+    assert_eq!(figures, 22, "{md}");
+    for stem in [
+        "q_heatmap_efficient",
+        "q_lines_capable",
+        "predicted_vs_measured_cache",
+        "margin_cdf",
+        "rp_landscape",
+        "variants",
+        "residuals_by_decode_length_blind",
+    ] {
+        assert!(dir.path().join(format!("plots/{stem}.png")).is_file(), "{stem}");
+    }
+    assert!(md.contains("per-probe p90"));
+
+    // decide: one turn from an observation document.
+    let e = records
+        .iter()
+        .find(|r| r.phase == sy_records::Phase::Load && r.role == Role::Efficient)
+        .unwrap();
+    let c = records
+        .iter()
+        .find(|r| r.probe_id == e.probe_id && r.role == Role::Capable)
+        .unwrap();
+    let input = DecisionInput {
+        proposal: Model::Efficient,
+        efficient: e.observation(),
+        capable: c.observation(),
+        now_ms: e.sent_at_unix_ms,
+        local_capable_in_flight: 0,
+    };
+    let obs_path = dir.path().join("obs.json");
+    std::fs::write(&obs_path, serde_json::to_vec_pretty(&input).unwrap()).unwrap();
+    let out = sy_select(&[
+        "decide",
+        "--bundle",
+        &format!("{d}/bundles/cache.json"),
+        "--observations",
+        obs_path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let expected = sy_selector::decide(&bundle.params, Variant::Cache, &input);
+    assert_eq!(decision, serde_json::to_value(expected).unwrap());
+    assert!(decision["predicted_efficient_ms"].as_f64().unwrap() > 0.0);
+    let out = sy_select(&[
+        "decide",
+        "--bundle",
+        &format!("{d}/bundle.json"),
+        "--observations",
+        obs_path.to_str().unwrap(),
+        "--variant",
+        "stage",
+    ]);
+    let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(decision["reason"]["kind"], "stage_baseline");
+    assert_eq!(decision["choice"], "efficient");
+}
+
+#[test]
+fn bad_inputs_exit_2_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    prepare(dir.path());
+    let d = dir.path().to_str().unwrap();
+    // No margins.json yet for selection → names the file.
+    std::fs::rename(dir.path().join("margins.json"), dir.path().join("m.json")).unwrap();
+    let out = sy_select(&["--run-dir", d, "--no-report"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("margins.json"));
+    assert!(!dir.path().join("selection.json").exists());
+    assert!(!dir.path().join("bundle.json").exists());
+
+    let out = sy_select(&["--run-dir", d, "--margins", &format!("{d}/m.json"), "--no-report", "-q"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // A tampered bundle is refused by replay and decide.
+    let text = std::fs::read_to_string(dir.path().join("bundle.json")).unwrap();
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    v["params"]["efficient"]["blind"]["intercept"] = Value::from(12345.0);
+    std::fs::write(dir.path().join("tampered.json"), v.to_string()).unwrap();
+    let out = sy_select(&["replay", "--bundle", &format!("{d}/tampered.json"), "--run-dir", d]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("hash mismatch"));
+
+    // An observation document with an unknown field names it.
+    std::fs::write(
+        dir.path().join("obs.json"),
+        r#"{"proposal": "efficient", "efficient": {"n": 1, "bogus": 2}, "capable": {}, "now_ms": 0}"#,
+    )
+    .unwrap();
+    let out = sy_select(&[
+        "decide",
+        "--bundle",
+        &format!("{d}/bundle.json"),
+        "--observations",
+        &format!("{d}/obs.json"),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bogus") && err.contains("obs.json"), "{err}");
+
+    // Replay of a split without splits.json.
+    let other = tempfile::tempdir().unwrap();
+    let out = sy_select(&[
+        "replay",
+        "--bundle",
+        &format!("{d}/bundle.json"),
+        "--records",
+        &format!("{d}/records.jsonl"),
+        "--split",
+        "selection",
+        "--splits",
+        other.path().join("none.json").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("none.json"));
+}
