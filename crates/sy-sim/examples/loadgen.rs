@@ -37,8 +37,10 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let mut cfg = SimConfig::default();
-        cfg.time_scale = 0.0;
+        let mut cfg = SimConfig {
+            time_scale: 0.0,
+            ..SimConfig::default()
+        };
         for m in &mut cfg.models {
             m.step = StepTimeConfig::zero();
         }

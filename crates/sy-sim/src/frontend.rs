@@ -780,6 +780,9 @@ async fn health(State(st): State<Arc<SimState>>) -> Response {
             if !w.listed.load(Ordering::Relaxed) {
                 continue;
             }
+            let mut extra = Extra::new();
+            extra.insert("device_type".into(), "cuda".into());
+            extra.insert("request_plane_codec".into(), "msgpack".into());
             instances.push(HealthInstance {
                 namespace: m.cfg.name.clone(),
                 component: "backend".to_owned(),
@@ -788,7 +791,7 @@ async fn health(State(st): State<Arc<SimState>>) -> Response {
                 transport: Some(serde_json::json!({
                     "tcp": format!("127.0.0.1:0/{:x}/{}/backend/generate", w.id, m.cfg.name)
                 })),
-                extra: Extra::new(),
+                extra,
             });
         }
     }

@@ -121,7 +121,7 @@ async fn equal_request_counts_with_long_vs_short_generations_differ() {
     let url = h.frontend_url();
     let r = 16;
     let mut ttft = Vec::new();
-    for (k, (worker, gen_tokens)) in [(ids[0], 3u32), (ids[1], 400u32)].into_iter().enumerate() {
+    for (k, (worker, gen_tokens)) in [(ids[0], 3u32), (ids[1], 40u32)].into_iter().enumerate() {
         let mut bg = Vec::new();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
         for i in 0..r {
