@@ -166,6 +166,25 @@ impl RuleParams {
     }
 }
 
+fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+impl Provenance {
+    /// Checks that every input file hash is 64 lowercase hex digits.
+    pub fn validate(&self) -> Result<(), ParamsError> {
+        for (i, file) in self.input_files.iter().enumerate() {
+            if !is_sha256_hex(&file.sha256) {
+                return Err(ParamsError {
+                    path: format!("provenance.input_files[{i}].sha256"),
+                    problem: format!("= {:?} is not 64 lowercase hex digits", file.sha256),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Writes `value` canonically: keys sorted, no whitespace.
 fn write_canonical(out: &mut String, value: &Value) {
     match value {
@@ -212,6 +231,7 @@ impl Bundle {
         provenance: Provenance,
     ) -> Result<Bundle, BundleError> {
         params.validate()?;
+        provenance.validate()?;
         let mut bundle = Bundle {
             schema_version: BUNDLE_SCHEMA_VERSION,
             variant,
@@ -270,6 +290,7 @@ impl Bundle {
             });
         }
         bundle.params.validate()?;
+        bundle.provenance.validate()?;
         Ok(bundle)
     }
 

@@ -57,13 +57,27 @@ pub enum QTableError {
 /// In JSON: `{"n_axis": [...], "f_axis": [...], "values": [[...], ...]}` where `values[i][j]` is
 /// `Q(n_axis[i], f_axis[j])` and `null` marks a missing cell. Deserialisation validates like
 /// [`QTable::new`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(try_from = "QTableRepr", into = "QTableRepr")]
 pub struct QTable {
     n_axis: Vec<f64>,
     f_axis: Vec<f64>,
     /// Row-major: `values[i * f_axis.len() + j]`; NaN = missing.
     values: Vec<f64>,
+}
+
+/// Equal axes and equal cells, a missing cell being equal to a missing cell.
+impl PartialEq for QTable {
+    fn eq(&self, other: &Self) -> bool {
+        self.n_axis == other.n_axis
+            && self.f_axis == other.f_axis
+            && self.values.len() == other.values.len()
+            && self
+                .values
+                .iter()
+                .zip(&other.values)
+                .all(|(a, b)| a == b || (a.is_nan() && b.is_nan()))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -21,10 +21,22 @@ use crate::qtable::OutOfRange;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Thresholds {
-    /// `R_efficient >= r` (variants `count` and `count_prefill`).
+    /// `R_efficient >= r` (variants `count` and `count_prefill`). In JSON the member is required;
+    /// `null` disables the term.
+    #[serde(deserialize_with = "required_option")]
     pub r: Option<f64>,
-    /// `P_efficient > p` (variant `count_prefill`).
+    /// `P_efficient > p` (variant `count_prefill`). Required in JSON; `null` disables the term.
+    #[serde(deserialize_with = "required_option")]
     pub p: Option<f64>,
+}
+
+/// Deserialises an `Option` whose member must be present (`null` for `None`): a bundle that
+/// forgets a threshold is refused instead of silently disabling it.
+fn required_option<'de, D>(deserializer: D) -> Result<Option<f64>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Option::<f64>::deserialize(deserializer)
 }
 
 /// Required predicted advantages (ms) of the TTFT variants.

@@ -1,0 +1,247 @@
+//! Property tests of `decide` over arbitrary observations, including NaN, infinities, negative and
+//! huge values.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use proptest::prelude::*;
+use sy_selector::{
+    Decision, DecisionInput, Model, Observation, Reason, RuleParams, Thresholds, Variant, decide,
+    required_inputs,
+};
+
+/// Any f64 (NaN, ±inf, subnormal, negative, huge) mixed with realistic values, or missing.
+fn value(realistic: std::ops::Range<f64>) -> impl Strategy<Value = Option<f64>> {
+    prop_oneof![
+        1 => Just(None),
+        2 => any::<f64>().prop_map(Some),
+        1 => prop::sample::select(vec![
+            f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0, 0.0, -0.0, 1e308, f64::MAX,
+            f64::MIN_POSITIVE, 10_000_000.0, 1.0,
+        ]).prop_map(Some),
+        6 => realistic.prop_map(Some),
+    ]
+}
+
+const NOW: f64 = 1_764_514_800_000.0;
+
+fn observation() -> impl Strategy<Value = Observation> {
+    (
+        value(1.0..140_000.0),
+        value(0.0..140_000.0),
+        value(0.0..12.0),
+        value(0.0..40_000.0),
+        value(1_000.0..20_000.0),
+        prop_oneof![1 => Just(None), 1 => Just(Some(false)), 6 => Just(Some(true))],
+        value(NOW - 800.0..NOW),
+    )
+        .prop_map(|(n, k, r, booked, capacity, schedulable, at)| Observation {
+            n,
+            k,
+            r,
+            prefill_tokens_booked: booked,
+            prefill_capacity_tokens: capacity,
+            schedulable,
+            observed_at_ms: at,
+            ..Observation::default()
+        })
+}
+
+fn input() -> impl Strategy<Value = DecisionInput> {
+    (
+        prop_oneof![Just(Model::Efficient), Just(Model::Capable)],
+        observation(),
+        observation(),
+        prop_oneof![1 => any::<f64>(), 8 => Just(NOW)],
+        prop_oneof![4 => 0_u64..6, 1 => any::<u64>()],
+    )
+        .prop_map(
+            |(proposal, efficient, capable, now_ms, local)| DecisionInput {
+                proposal,
+                efficient,
+                capable,
+                now_ms,
+                local_capable_in_flight: local,
+            },
+        )
+}
+
+fn variant() -> impl Strategy<Value = Variant> {
+    prop::sample::select(Variant::ALL.to_vec())
+}
+
+fn threshold(realistic: std::ops::Range<f64>) -> impl Strategy<Value = Option<f64>> {
+    prop_oneof![1 => Just(None), 3 => realistic.prop_map(Some)]
+}
+
+fn params() -> impl Strategy<Value = RuleParams> {
+    (
+        threshold(0.0..10.0),
+        threshold(0.0..4.0),
+        0.0..400.0,
+        0.0..400.0,
+    )
+        .prop_map(|(r, p, blind, cache)| {
+            let mut params = common::params();
+            params.thresholds = Thresholds { r, p };
+            params.margins.blind = blind;
+            params.margins.cache = cache;
+            params
+        })
+}
+
+/// Decisions compared through JSON (NaN-safe: a NaN prediction is `null` on both sides).
+fn same(a: &Decision, b: &Decision) -> bool {
+    serde_json::to_string(a).unwrap() == serde_json::to_string(b).unwrap()
+}
+
+/// Overwrites every input the variant does not read with garbage.
+fn scramble_unread(
+    variant: Variant,
+    t: &Thresholds,
+    i: &DecisionInput,
+    junk: f64,
+) -> DecisionInput {
+    let needs = required_inputs(variant, t);
+    let mut out = i.clone();
+    for (obs, need) in [
+        (&mut out.efficient, needs.efficient),
+        (&mut out.capable, needs.capable),
+    ] {
+        if !need.n && !need.k {
+            obs.n = Some(junk);
+        }
+        if !need.k {
+            obs.k = Some(junk);
+        }
+        if !need.r {
+            obs.r = Some(junk);
+        }
+        if !need.p {
+            obs.prefill_tokens_booked = Some(junk);
+            obs.prefill_capacity_tokens = None;
+        }
+        if !need.observed_at {
+            obs.observed_at_ms = Some(junk);
+        }
+        if !need.schedulable {
+            obs.schedulable = None;
+        }
+        obs.worker_id = Some(42);
+        obs.endpoint = Some("junk".to_string());
+    }
+    if !needs.efficient.any() && !needs.capable.any() {
+        out.now_ms = junk;
+        out.local_capable_in_flight = u64::MAX;
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn never_changes_a_capable_proposal(p in params(), v in variant(), mut i in input()) {
+        i.proposal = Model::Capable;
+        let d = decide(&p, v, &i);
+        prop_assert_eq!(d.choice, Model::Capable);
+        prop_assert!(!d.changed);
+        prop_assert_eq!(d.reason, Reason::CapableProposal);
+    }
+
+    #[test]
+    fn changes_only_by_override(p in params(), v in variant(), i in input()) {
+        let d = decide(&p, v, &i);
+        prop_assert_eq!(d.proposal, i.proposal);
+        prop_assert_eq!(d.changed, d.choice != d.proposal);
+        if d.changed {
+            prop_assert_eq!(d.reason, Reason::Override);
+            prop_assert_eq!(d.proposal, Model::Efficient);
+            prop_assert_eq!(d.choice, Model::Capable);
+            prop_assert!(v != Variant::Stage);
+            prop_assert!(d.capable_age_ms.unwrap() <= p.limits.max_age_ms);
+            prop_assert!(d.capable_r.unwrap() < p.limits.destination_limit);
+            prop_assert!(i.local_capable_in_flight < p.limits.local_limit);
+            prop_assert_eq!(i.capable.schedulable, Some(true));
+            if let (Some(e), Some(c), Some(a)) =
+                (d.predicted_efficient_ms, d.predicted_capable_ms, d.advantage_ms)
+            {
+                prop_assert!(e > 0.0 && c > 0.0 && e.is_finite() && c.is_finite());
+                prop_assert!(a > d.margin_ms.unwrap());
+            }
+        } else {
+            prop_assert!(d.reason != Reason::Override);
+        }
+    }
+
+    #[test]
+    fn falls_back_to_stage_when_a_needed_input_is_invalid(
+        p in params(), v in variant(), mut i in input()
+    ) {
+        i.proposal = Model::Efficient;
+        let needs = required_inputs(v, &p.thresholds);
+        let eff_bad = needs.efficient.check(&i.efficient, i.now_ms).is_err();
+        let cap_bad = needs.capable.check(&i.capable, i.now_ms).is_err();
+        let d = decide(&p, v, &i);
+        if eff_bad || cap_bad {
+            prop_assert_eq!(d.choice, Model::Efficient);
+            prop_assert!(!d.changed);
+            prop_assert!(d.reason.is_fallback(), "{:?}", d.reason);
+            prop_assert!(
+                matches!(d.reason, Reason::InvalidInput { .. } | Reason::NotSchedulable),
+                "{:?}", d.reason
+            );
+        }
+        if let Reason::InvalidInput { model, .. } = d.reason {
+            let named_bad = if model == Model::Efficient { eff_bad } else { cap_bad };
+            prop_assert!(named_bad);
+        }
+    }
+
+    #[test]
+    fn inputs_a_variant_does_not_need_never_matter(
+        p in params(), v in variant(), i in input(), junk in any::<f64>()
+    ) {
+        let scrambled = scramble_unread(v, &p.thresholds, &i, junk);
+        let a = decide(&p, v, &i);
+        let b = decide(&p, v, &scrambled);
+        prop_assert!(same(&a, &b), "{:?}\n{:?}", a, b);
+    }
+
+    #[test]
+    fn count_prefill_with_both_terms_disabled_is_stage(p in params(), i in input()) {
+        let mut off = p.clone();
+        off.thresholds = Thresholds { r: None, p: None };
+        let stage = decide(&p, Variant::Stage, &i);
+        let cp = decide(&off, Variant::CountPrefill, &i);
+        prop_assert_eq!(cp.choice, stage.choice);
+        prop_assert_eq!(cp.changed, stage.changed);
+        prop_assert_eq!(cp.choice, i.proposal);
+        prop_assert!(!cp.changed);
+    }
+
+    #[test]
+    fn stage_always_follows_stage(p in params(), i in input()) {
+        let d = decide(&p, Variant::Stage, &i);
+        prop_assert_eq!(d.choice, i.proposal);
+        prop_assert!(!d.changed);
+    }
+
+    #[test]
+    fn decision_serialises(p in params(), v in variant(), i in input()) {
+        let d = decide(&p, v, &i);
+        let json = serde_json::to_value(d).unwrap();
+        prop_assert_eq!(json["reason"]["kind"].as_str(), Some(d.reason.code()));
+    }
+
+    #[test]
+    fn q_lookup_total_and_inside_hull(n in any::<f64>(), f in any::<f64>(), n2 in 1_000.0..128_000.0, f2 in 0.0..1.0) {
+        let q = &common::params().efficient.q;
+        // Never panics on anything; whatever it returns is inside the corner values.
+        let _ = q.lookup(n, f);
+        let v = q.lookup(n2, f2).unwrap();
+        let lo = (0..5).flat_map(|i| (0..6).map(move |j| (i, j))).filter_map(|(i, j)| q.value(i, j)).fold(f64::INFINITY, f64::min);
+        let hi = (0..5).flat_map(|i| (0..6).map(move |j| (i, j))).filter_map(|(i, j)| q.value(i, j)).fold(f64::NEG_INFINITY, f64::max);
+        prop_assert!(v >= lo - 1e-9 && v <= hi + 1e-9);
+    }
+}
