@@ -13,6 +13,9 @@
 #[path = "real_dynamo/stack.rs"]
 mod stack;
 
+#[path = "real_dynamo/collect.rs"]
+mod collect;
+
 use serde_json::json;
 use stack::{BLOCK, Stack, fresh_tokens};
 
@@ -403,4 +406,448 @@ async fn real_dynamo_frontend_restart_mid_run() {
     assert_eq!(probe.cached_tokens, Some(64));
     assert_eq!(probe.served_worker, Some(probe.reserved_worker));
     stack.assert_loads_zero("after the frontend restart").await;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The real sy-collect binary against the real stack.
+
+/// A small plan: a Q grid (N × f) and a load phase (prefill and decode contention).
+const SMALL_PLAN: &str = r#"
+name = "real-dynamo-small"
+seed = 11
+
+[target]
+retries = 3
+retry_backoff_ms = 300
+
+[prompt]
+vocab_min = 1000
+vocab_max = 2000
+
+[probe]
+max_tokens = 2
+settle_ms = 150
+
+[qgrid]
+n = [128, 512]
+f = [0.0, 0.5]
+repeats = 2
+
+[load]
+n = [256]
+f = [0.0]
+repeats = 2
+prefill_contention = [0, 3]
+prefill_prompt_tokens = 1024
+decode_contention = [0, 3]
+short_output_tokens = 4
+long_output_tokens = 300
+decode_prompt_tokens = 32
+busy_capable = [false]
+warmup_ms = 150
+"#;
+
+/// sy-collect with a small plan against the real stack: the run completes, every record validates,
+/// both candidates are measured per probe, primed prefixes give K = block-aligned round(f·N) with the
+/// worker's cached_tokens agreeing, R and P follow the background load, the served worker is the
+/// observed one where the router has a unique choice, and /loads is zero afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_dynamo_sy_collect_small_plan() {
+    let Some(stack) = Stack::acquire("real_dynamo_sy_collect_small_plan").await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = collect::write_plan(tmp.path(), "small", SMALL_PLAN);
+    let run_dir = tmp.path().join("run");
+    let child = collect::spawn_dynamo(&stack, &plan, &run_dir, collect::fresh_seed());
+    let run = collect::finish(child, &run_dir, std::time::Duration::from_secs(300));
+    assert!(run.output.status.success(), "{}", run.log());
+    let m = &run.manifest;
+    assert_eq!(m["complete"], true, "{}", run.log());
+    assert_eq!(m["units_done"], m["units_total"]);
+    assert_eq!(m["loads_zero_at_end"], true);
+    assert_eq!(m["outstanding_reservations"], json!([]));
+    assert_eq!(m["target"]["kind"], "dynamo");
+
+    collect::assert_records_validate(&run);
+    collect::assert_pairs(&run.records);
+    assert_eq!(
+        run.records.len() as u64,
+        2 * m["units_total"].as_u64().unwrap()
+    );
+    let ok: Vec<_> = run.records.iter().filter(|r| collect::is_ok(r)).collect();
+    assert_eq!(
+        ok.len(),
+        run.records.len(),
+        "every probe succeeds on an idle stack: {:?}",
+        run.records
+            .iter()
+            .filter(|r| !collect::is_ok(r))
+            .map(|r| &r["error_message"])
+            .collect::<Vec<_>>()
+    );
+
+    // K, cached_tokens, served worker.
+    let mut tie_mismatch = 0;
+    for r in &ok {
+        let k = collect::u(r, "k").unwrap();
+        let want = collect::planned_k(r);
+        assert_eq!(
+            k, want,
+            "K = block-aligned round(f·N) for {}",
+            r["probe_id"]
+        );
+        assert_eq!(
+            collect::u(r, "cached_tokens"),
+            Some(k),
+            "cached_tokens = K for {}",
+            r["probe_id"]
+        );
+        assert_eq!(collect::u(r, "n"), r["planned_n"].as_u64());
+        assert_eq!(collect::u(r, "prompt_tokens"), r["planned_n"].as_u64());
+        let served = collect::u(r, "served_worker_id").expect("served worker recorded");
+        let known: Vec<u64> = stack.workers().iter().map(|w| w.worker_id).collect();
+        assert!(known.contains(&served), "served by a known worker");
+        if k > 0 {
+            // A primed prefix makes the router's choice unique: observed = reserved = served.
+            assert_eq!(
+                collect::u(r, "worker_id"),
+                Some(served),
+                "served = observed worker for {}",
+                r["probe_id"]
+            );
+        } else if collect::u(r, "worker_id") != Some(served) {
+            tie_mismatch += 1;
+        }
+        assert!(collect::f(r, "ttft_ms").unwrap() > 0.0);
+        assert_eq!(
+            collect::u(r, "prefill_capacity_tokens"),
+            Some(if r["role"] == "efficient" { 2048 } else { 1024 })
+        );
+    }
+    eprintln!(
+        "served != observed worker on {tie_mismatch} of the uncached probes (router ties are broken randomly)"
+    );
+
+    // R and P follow the background load (background target: efficient).
+    let load: Vec<_> = ok
+        .iter()
+        .filter(|r| r["phase"] == "load" && r["role"] == "efficient")
+        .collect();
+    let mean = |xs: Vec<f64>| xs.iter().sum::<f64>() / xs.len().max(1) as f64;
+    let idle: Vec<_> = load
+        .iter()
+        .filter(|r| {
+            r["background"]["prefill_requests"] == 0 && r["background"]["decode_requests"] == 0
+        })
+        .collect();
+    let prefill: Vec<_> = load
+        .iter()
+        .filter(|r| r["background"]["prefill_requests"].as_u64() > Some(0))
+        .collect();
+    let decode: Vec<_> = load
+        .iter()
+        .filter(|r| {
+            r["background"]["decode_requests"].as_u64() > Some(0)
+                && r["background"]["prefill_requests"] == 0
+        })
+        .collect();
+    assert!(!idle.is_empty() && !prefill.is_empty() && !decode.is_empty());
+    for r in &idle {
+        assert_eq!(
+            collect::u(r, "r"),
+            Some(0),
+            "no background: R = 0 ({})",
+            r["probe_id"]
+        );
+        assert_eq!(collect::u(r, "prefill_tokens_booked"), Some(0));
+    }
+    // The observed worker is the router's pick for the probe, i.e. the less loaded one, so R per record
+    // can be 0 while the other worker carries the background; on average it must show.
+    let r_prefill = mean(
+        prefill
+            .iter()
+            .map(|r| collect::u(r, "r").unwrap() as f64)
+            .collect(),
+    );
+    let r_decode = mean(
+        decode
+            .iter()
+            .map(|r| collect::u(r, "r").unwrap() as f64)
+            .collect(),
+    );
+    eprintln!("mean R: prefill contention {r_prefill:.2}, decode contention {r_decode:.2}, idle 0");
+    assert!(
+        r_prefill > 0.0 && r_decode > 0.0,
+        "background load shows in R"
+    );
+    let p_prefill = mean(
+        prefill
+            .iter()
+            .map(|r| collect::f(r, "p").unwrap())
+            .collect(),
+    );
+    let p_decode = mean(decode.iter().map(|r| collect::f(r, "p").unwrap()).collect());
+    eprintln!("mean P: prefill contention {p_prefill:.3}, decode contention {p_decode:.3}, idle 0");
+    assert!(p_prefill > 0.0, "prefill contention shows in P");
+    assert!(
+        p_prefill > p_decode,
+        "prefill contention books more prefill than decode contention"
+    );
+    collect::assert_clean_after(&stack, "after sy-collect").await;
+}
+
+/// A Q-grid-only plan long enough to inject a fault in the middle, with retries to ride it out.
+const FAULT_PLAN: &str = r#"
+name = "real-dynamo-fault"
+seed = 23
+
+[target]
+retries = 8
+retry_backoff_ms = 500
+first_token_timeout_ms = 10000
+request_timeout_ms = 30000
+
+[prompt]
+vocab_min = 1000
+vocab_max = 2000
+
+[probe]
+max_tokens = 2
+settle_ms = 100
+
+[qgrid]
+n = [256, 1024]
+f = [0.0, 0.5]
+repeats = 12
+"#;
+
+/// Checks shared by the fault tests: the plan finished, failures were recorded with a class, nothing
+/// leaked, and the selection service lists exactly the running workers.
+async fn assert_survived(stack: &Stack, run: &collect::CollectRun) -> Vec<serde_json::Value> {
+    assert!(run.output.status.success(), "{}", run.log());
+    let m = &run.manifest;
+    assert_eq!(m["complete"], true, "{}", run.log());
+    assert_eq!(m["units_done"], m["units_total"], "the plan finishes");
+    assert_eq!(m["loads_zero_at_end"], true, "no reservation leaked");
+    assert_eq!(m["outstanding_reservations"], json!([]));
+    collect::assert_records_validate(run);
+    collect::assert_pairs(&run.records);
+    collect::assert_clean_after(stack, "after the fault run").await;
+    // Every failure (final records or retried attempts) carries its class.
+    let failures: Vec<_> = run
+        .records
+        .iter()
+        .chain(run.attempts.iter())
+        .filter(|r| !collect::is_ok(r))
+        .cloned()
+        .collect();
+    for r in &failures {
+        assert!(
+            r["error_class"].is_string(),
+            "a failure without a class: {r}"
+        );
+        assert!(
+            r["error_message"].is_string(),
+            "a failure without a message: {r}"
+        );
+    }
+    let classes: std::collections::BTreeMap<String, usize> =
+        failures.iter().fold(Default::default(), |mut m, r| {
+            *m.entry(r["error_class"].as_str().unwrap().to_owned())
+                .or_default() += 1;
+            m
+        });
+    eprintln!(
+        "failures by class: {classes:?}; retried attempts: {}; final error records: {}",
+        m["counts"]["retried_attempts"], m["counts"]["error"]
+    );
+    for r in failures.iter().take(8) {
+        eprintln!(
+            "  {} {} {}: {}",
+            r["probe_id"], r["model"], r["error_class"], r["error_message"]
+        );
+    }
+    failures
+}
+
+/// kill -9 an efficient worker in the middle of a sy-collect run, restart it (new instance id) a few
+/// seconds later: the failures are recorded with their class, the new worker is used afterwards, no
+/// reservation leaks, nothing is registered that should not be, and the plan finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_dynamo_sy_collect_survives_worker_kill() {
+    let Some(stack) = Stack::acquire("real_dynamo_sy_collect_survives_worker_kill").await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = collect::write_plan(tmp.path(), "fault", FAULT_PLAN);
+    let run_dir = tmp.path().join("run");
+    let old = stack.worker("efficient-w1").worker_id;
+    let mut child = collect::spawn_dynamo(&stack, &plan, &run_dir, collect::fresh_seed());
+    collect::wait_records(&mut child, &run_dir, 6);
+    stack.launcher(&["kill-worker", "efficient-w1"]);
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    stack.launcher(&["start-worker", "efficient-w1"]);
+    let new = stack.worker("efficient-w1").worker_id;
+    assert_ne!(old, new);
+    let run = collect::finish(child, &run_dir, std::time::Duration::from_secs(300));
+    let failures = assert_survived(&stack, &run).await;
+    assert!(
+        !failures.is_empty(),
+        "the kill must show up as recorded failures"
+    );
+    assert!(
+        failures.iter().any(|r| r["model"] == "efficient"),
+        "the efficient side of some probe failed while its worker was dead"
+    );
+    // Re-discovered: later probes observe and are served by the new instance.
+    let used_new = run.records.iter().any(|r| {
+        collect::u(r, "served_worker_id") == Some(new) || collect::u(r, "worker_id") == Some(new)
+    });
+    assert!(
+        used_new,
+        "the restarted worker (new id {new}) is used after the restart"
+    );
+    let final_ok = run.records.iter().filter(|r| collect::is_ok(r)).count();
+    eprintln!("{final_ok} of {} final records ok", run.records.len());
+}
+
+/// The frontend killed (-9) and restarted in the middle of a sy-collect run: same guarantees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_dynamo_sy_collect_survives_frontend_restart() {
+    let Some(stack) = Stack::acquire("real_dynamo_sy_collect_survives_frontend_restart").await
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = collect::write_plan(tmp.path(), "fault", FAULT_PLAN);
+    let run_dir = tmp.path().join("run");
+    let mut child = collect::spawn_dynamo(&stack, &plan, &run_dir, collect::fresh_seed());
+    collect::wait_records(&mut child, &run_dir, 6);
+    stack.launcher(&["restart-frontend", "--kill"]);
+    let run = collect::finish(child, &run_dir, std::time::Duration::from_secs(300));
+    let failures = assert_survived(&stack, &run).await;
+    eprintln!(
+        "{} failed attempts across the frontend restart",
+        failures.len()
+    );
+}
+
+/// The same plan with `--target sim` (simulator configured like this mocker stack) and against the real
+/// Dynamo: same units and records, identical K and cached_tokens, both complete with /loads at zero, TTFT
+/// rising with uncached tokens in both, and a per-cell TTFT table (printed) comparing the two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_dynamo_sim_vs_dynamo_same_plan() {
+    let Some(stack) = Stack::acquire("real_dynamo_sim_vs_dynamo_same_plan").await else {
+        return;
+    };
+    const PLAN: &str = r#"
+name = "sim-vs-dynamo"
+seed = 5
+
+[prompt]
+vocab_min = 1000
+vocab_max = 2000
+
+[probe]
+max_tokens = 2
+settle_ms = 150
+
+[qgrid]
+n = [128, 512, 1536]
+f = [0.0, 0.5, 0.875]
+repeats = 3
+"#;
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = collect::write_plan(tmp.path(), "compare", PLAN);
+    let sim_dir = tmp.path().join("sim");
+    let real_dir = tmp.path().join("dynamo");
+    let limit = std::time::Duration::from_secs(300);
+    let seed = collect::fresh_seed();
+    let sim = collect::finish(collect::spawn_sim(&plan, &sim_dir, seed), &sim_dir, limit);
+    let real = collect::finish(
+        collect::spawn_dynamo(&stack, &plan, &real_dir, seed),
+        &real_dir,
+        limit,
+    );
+    for run in [&sim, &real] {
+        assert!(run.output.status.success(), "{}", run.log());
+        assert_eq!(run.manifest["complete"], true);
+        assert_eq!(run.manifest["loads_zero_at_end"], true);
+        collect::assert_records_validate(run);
+        collect::assert_pairs(&run.records);
+        assert!(run.records.iter().all(collect::is_ok), "{}", run.log());
+    }
+    assert_eq!(sim.manifest["target"]["kind"], "sim");
+    assert_eq!(real.manifest["target"]["kind"], "dynamo");
+    // Same units, same planned values, same K and cached_tokens (both block size 16).
+    let key = |r: &serde_json::Value| {
+        (
+            r["condition_id"].as_str().unwrap().to_owned(),
+            r["repeat"].as_u64().unwrap(),
+            r["role"].as_str().unwrap().to_owned(),
+        )
+    };
+    let sim_by: std::collections::BTreeMap<_, _> =
+        sim.records.iter().map(|r| (key(r), r)).collect();
+    let real_by: std::collections::BTreeMap<_, _> =
+        real.records.iter().map(|r| (key(r), r)).collect();
+    assert_eq!(
+        sim_by.keys().collect::<Vec<_>>(),
+        real_by.keys().collect::<Vec<_>>(),
+        "same units in both runs"
+    );
+    for (k, s) in &sim_by {
+        let d = real_by[k];
+        for field in [
+            "planned_n",
+            "n",
+            "k",
+            "cached_tokens",
+            "prompt_tokens",
+            "prefill_capacity_tokens",
+        ] {
+            assert_eq!(
+                s[field], d[field],
+                "{field} of {k:?}: sim {} vs dynamo {}",
+                s[field], d[field]
+            );
+        }
+    }
+    // Per (model, N, f) cell: median TTFT in both; both rise with uncached tokens.
+    let mut table = Vec::new();
+    for model in ["efficient", "capable"] {
+        let mut cells: std::collections::BTreeMap<(u64, u64), (Vec<f64>, Vec<f64>)> =
+            Default::default();
+        for (k, s) in &sim_by {
+            if k.2 != model {
+                continue;
+            }
+            let d = real_by[k];
+            let uncached = s["n"].as_u64().unwrap() - s["k"].as_u64().unwrap();
+            let e = cells
+                .entry((uncached, s["n"].as_u64().unwrap()))
+                .or_default();
+            e.0.push(s["ttft_ms"].as_f64().unwrap());
+            e.1.push(d["ttft_ms"].as_f64().unwrap());
+        }
+        let rows: Vec<(u64, u64, f64, f64)> = cells
+            .into_iter()
+            .map(|((unc, n), (s, d))| (unc, n, collect::median(s), collect::median(d)))
+            .collect();
+        // Largest vs smallest uncached count: TTFT higher in both.
+        let (lo, hi) = (rows.first().unwrap(), rows.last().unwrap());
+        assert!(
+            hi.2 > lo.2 && hi.3 > lo.3,
+            "{model}: TTFT rises with uncached tokens (sim {lo:?} → {hi:?})"
+        );
+        for (unc, n, s, d) in rows {
+            table.push(format!("{model:<9} N={n:<5} uncached={unc:<5} sim {s:>7.1} ms  dynamo {d:>7.1} ms  ratio {:.2}", s / d));
+        }
+    }
+    eprintln!(
+        "median TTFT per cell, sim (mocker-like config) vs real Dynamo 1.6.1 mocker:\n{}",
+        table.join("\n")
+    );
+    collect::assert_clean_after(&stack, "after the comparison").await;
 }
