@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The quick start: build in release mode, then run the whole pipeline on the embedded
+# Dynamo-compatible simulator into runs/demo/ (collect → fit → margin → select → bundle, report, plots).
+#
+#   scripts/demo.sh                 # fresh collection on the simulator (data/plans/demo.toml)
+#   scripts/demo.sh --dataset       # skip collection: fit the committed dataset data/demo/records.parquet
+#   RUN_DIR=runs/other scripts/demo.sh
+#
+# Same seed → same splits and the same chosen rule on the same records; a fresh collection measures
+# real (scaled) time on this machine, so its TTFTs differ slightly from run to run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+run_dir=${RUN_DIR:-runs/demo}
+seed=${SEED:-7}
+use_dataset=0
+[ "${1:-}" = "--dataset" ] && use_dataset=1
+
+echo "== building the tools (release)"
+cargo build --release -q -p sy-collect -p sy-fit -p sy-margin -p sy-select
+bin=target/release
+
+t0=$(date +%s.%N)
+rm -rf "$run_dir"
+mkdir -p "$run_dir"
+if [ "$use_dataset" = 1 ]; then
+  records=(--records data/demo/records.parquet)
+  echo "== using the committed dataset data/demo/records.parquet"
+else
+  records=()
+  echo "== sy-collect: data/plans/demo.toml on the embedded simulator"
+  "$bin/sy-collect" --plan data/plans/demo.toml --run-dir "$run_dir" --target sim
+fi
+echo "== sy-fit"
+"$bin/sy-fit" --run-dir "$run_dir" "${records[@]}" --seed "$seed"
+echo "== sy-margin"
+"$bin/sy-margin" --run-dir "$run_dir" "${records[@]}"
+echo "== sy-select"
+"$bin/sy-select" --run-dir "$run_dir" "${records[@]}"
+t1=$(date +%s.%N)
+
+echo
+echo "pipeline took $(python3 -c "print(round($t1 - $t0, 1))") s"
+echo "bundle : $run_dir/bundle.json"
+echo "report : $run_dir/report.md"
+echo "plots  : $run_dir/plots/"
