@@ -205,6 +205,11 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
         },
     )
     .map_err(records_error)?;
+    tracing::info!(
+        "loaded {} records in {:.2} s",
+        loaded.records.len(),
+        started.elapsed().as_secs_f64()
+    );
     for s in loaded.skipped.iter().take(20) {
         tracing::warn!("skipped: {s}");
     }
@@ -239,7 +244,13 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
         alpha_grid: args.alpha_grid.clone().unwrap_or_else(default_alpha_grid),
         seed: splits.seed,
     };
+    let fit_started = Instant::now();
     let result = fit(&loaded.records, &splits, &config).map_err(fit_error)?;
+    tracing::info!(
+        "split and fitted in {:.2} s (fit alone {:.2} s)",
+        started.elapsed().as_secs_f64(),
+        fit_started.elapsed().as_secs_f64()
+    );
 
     let mut counts = RecordCounts {
         skipped_invalid: loaded.skipped.len(),

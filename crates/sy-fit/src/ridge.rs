@@ -365,7 +365,7 @@ mod tests {
             .unwrap();
         assert!((f.coef[0] - 1.0).abs() < 1e-12);
         assert!((f.intercept - 2.5).abs() < 1e-12);
-        let pred = f.predict(&x);
+        let pred: Array1<f64> = f.predict(&x);
         assert!((pred[3] - 5.5).abs() < 1e-12);
     }
 

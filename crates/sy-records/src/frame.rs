@@ -94,18 +94,6 @@ impl Col {
     }
 
     #[inline]
-    fn is_null(&self, i: usize) -> bool {
-        match self {
-            Col::Absent | Col::Null => true,
-            Col::Str(c) => c.get(i).is_none(),
-            Col::F64(c) => c.get(i).is_none(),
-            Col::U64(c) => c.get(i).is_none(),
-            Col::I64(c) => c.get(i).is_none(),
-            Col::Bool(c) => c.get(i).is_none(),
-        }
-    }
-
-    #[inline]
     fn str(&self, i: usize) -> Result<Option<String>, String> {
         Ok(match self {
             Col::Absent | Col::Null => None,
@@ -299,7 +287,6 @@ macro_rules! record_columns {
         pub const ALL_COLUMNS: &[&str] = &[$(stringify!($field)),*];
 
         /// The columns of one input frame.
-        #[allow(non_snake_case)]
         struct Cols {
             $($field: Col,)*
         }
@@ -372,13 +359,11 @@ record_columns!(
 );
 
 /// Reads one row; remembers the first problem.
-struct RowReader<'a> {
-    i: usize,
+struct RowReader {
     issue: Option<(&'static str, String)>,
-    _cols: std::marker::PhantomData<&'a Cols>,
 }
 
-impl RowReader<'_> {
+impl RowReader {
     fn note(&mut self, field: &'static str, message: String) {
         if self.issue.is_none() {
             self.issue = Some((field, message));
@@ -431,12 +416,7 @@ impl RowReader<'_> {
 }
 
 fn row_to_record(c: &Cols, i: usize) -> Result<Record, (&'static str, String)> {
-    let mut r = RowReader {
-        i,
-        issue: None,
-        _cols: std::marker::PhantomData,
-    };
-    let i = r.i;
+    let mut r = RowReader { issue: None };
     let schema_version = r.or(
         "schema_version",
         c.schema_version.u32(i),
@@ -605,8 +585,6 @@ pub(crate) fn frame_to_records(
             }
         }
     }
-    // A column present but entirely null where a value is required is reported by the rows.
-    let _ = cols.run_id.is_null(0);
     Ok(FrameRows { records, issues })
 }
 

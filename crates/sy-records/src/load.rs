@@ -342,6 +342,8 @@ fn read_parquet(
         .num_rows()
         .map_err(|e| read_err(path, format!("not a readable Parquet file: {e}")))?;
     summary.rows = total;
+    sink.out.records.reserve(total);
+    sink.out.origins.reserve(total);
     let mut offset = 0;
     let mut first = true;
     while offset < total || first {
@@ -485,7 +487,8 @@ fn diagnose_json_line(text: &str, err: &serde_json::Error) -> (String, String) {
 /// tables, per model).
 fn check_pairs(out: &mut LoadedRecords, options: &LoadOptions) -> Result<(), RecordsError> {
     // (run_id, probe_id) → [efficient index, capable index]
-    let mut slots: HashMap<(&str, &str), [Option<usize>; 2]> = HashMap::new();
+    let mut slots: HashMap<(&str, &str), [Option<usize>; 2]> =
+        HashMap::with_capacity(out.records.len() / 2 + 1);
     let mut bad: Vec<(usize, &'static str, String)> = Vec::new();
     for (i, r) in out.records.iter().enumerate() {
         if r.phase != Phase::Load {

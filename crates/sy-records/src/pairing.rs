@@ -108,21 +108,50 @@ pub fn pair_indices(records: &[Record]) -> Result<Vec<(usize, usize)>, RecordsEr
 
 /// Pairs the load-phase records into probes, moving them (no copies). Q-grid records are dropped.
 /// Pairs are in order of first appearance.
-pub fn pair_probes(records: Vec<Record>) -> Result<Vec<ProbePair>, RecordsError> {
+///
+/// Memory stays at about one copy of the records: the records are permuted in place into
+/// `[e0, c0, e1, c1, …]`, then moved pair by pair from the end of the input (which is shrunk as it
+/// empties) into the output.
+pub fn pair_probes(mut records: Vec<Record>) -> Result<Vec<ProbePair>, RecordsError> {
     let idx = pair_indices(&records)?;
-    let mut slots: Vec<Option<Record>> = records.into_iter().map(Some).collect();
-    let mut out = Vec::with_capacity(idx.len());
-    for (e, c) in idx {
-        let (Some(efficient), Some(capable)) = (
-            slots.get_mut(e).and_then(Option::take),
-            slots.get_mut(c).and_then(Option::take),
-        ) else {
-            return Err(RecordsError::Pairing(
-                "internal error: a record was paired twice".to_string(),
-            ));
-        };
-        out.push(ProbePair { efficient, capable });
+    let pairs = idx.len();
+    // Target position of every record: 2i / 2i + 1 for pair i; unpaired (Q-grid) records go last.
+    let mut target = vec![usize::MAX; records.len()];
+    for (i, &(e, c)) in idx.iter().enumerate() {
+        target[e] = 2 * i;
+        target[c] = 2 * i + 1;
     }
+    let mut next_free = 2 * pairs;
+    for t in target.iter_mut() {
+        if *t == usize::MAX {
+            *t = next_free;
+            next_free += 1;
+        }
+    }
+    drop(idx);
+    // Apply the permutation in place by following cycles.
+    for start in 0..records.len() {
+        while target[start] != start {
+            let t = target[start];
+            records.swap(start, t);
+            target.swap(start, t);
+        }
+    }
+    drop(target);
+    records.truncate(2 * pairs);
+    records.shrink_to_fit();
+    let mut out = Vec::with_capacity(pairs);
+    let shrink_every = (pairs / 8).max(4096);
+    let mut since_shrink = 0;
+    while let (Some(capable), Some(efficient)) = (records.pop(), records.pop()) {
+        out.push(ProbePair { efficient, capable });
+        since_shrink += 1;
+        if since_shrink >= shrink_every {
+            records.shrink_to_fit();
+            since_shrink = 0;
+        }
+    }
+    out.reverse();
     Ok(out)
 }
 
@@ -156,6 +185,28 @@ mod tests {
         assert_eq!(pairs[0].probe_id(), "b");
         assert_eq!(pairs[0].efficient.role, Role::Efficient);
         assert_eq!(pairs[1].capable.condition_id, "c2");
+    }
+
+    #[test]
+    fn in_place_pairing_equals_pairing_by_index_on_shuffled_records() {
+        use rand::SeedableRng;
+        use rand::seq::SliceRandom;
+        let mut records = crate::synth::generate(&crate::synth::SynthSpec {
+            conditions: 40,
+            repeats: 3,
+            ..crate::synth::SynthSpec::default()
+        });
+        records.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(3));
+        let idx = pair_indices(&records).unwrap();
+        let expected: Vec<ProbePair> = idx
+            .iter()
+            .map(|&(e, c)| ProbePair {
+                efficient: records[e].clone(),
+                capable: records[c].clone(),
+            })
+            .collect();
+        assert_eq!(expected.len(), 120);
+        assert_eq!(pair_probes(records).unwrap(), expected);
     }
 
     #[test]
