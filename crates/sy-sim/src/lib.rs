@@ -112,6 +112,12 @@ pub async fn spawn_on(
             let shutdown = async move {
                 let _ = rx.wait_for(|v| *v).await;
             };
+            // Small SSE events and short answers must not wait for Nagle + delayed ACK (~40 ms).
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::debug!("TCP_NODELAY: {e}");
+                }
+            });
             if let Err(e) = axum::serve(listener, app)
                 .with_graceful_shutdown(shutdown)
                 .await
