@@ -42,7 +42,10 @@ pub fn input_path(
 }
 
 /// The record inputs: the explicit `--records` paths, else the run directory.
-pub fn record_paths(explicit: &[PathBuf], run_dir: Option<&Path>) -> Result<Vec<PathBuf>, ToolError> {
+pub fn record_paths(
+    explicit: &[PathBuf],
+    run_dir: Option<&Path>,
+) -> Result<Vec<PathBuf>, ToolError> {
     if !explicit.is_empty() {
         return Ok(explicit.to_vec());
     }
@@ -97,7 +100,10 @@ fn find_estimators(root: &Value, model: &str) -> Option<ModelEstimators> {
         if let Value::Object(map) = v {
             if let Some(candidate) = map.get(model) {
                 // `models.<model>` is sy-fit's ModelFit: the estimators plus diagnostics.
-                for c in [Some(candidate), candidate.get("estimators")].into_iter().flatten() {
+                for c in [Some(candidate), candidate.get("estimators")]
+                    .into_iter()
+                    .flatten()
+                {
                     if let Ok(est) = serde_json::from_value::<ModelEstimators>(c.clone()) {
                         return Some(est);
                     }

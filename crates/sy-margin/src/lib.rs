@@ -99,7 +99,10 @@ impl MarginsFile {
                 m.schema_version
             )));
         }
-        for (name, v) in [("delta_blind_ms", m.delta_blind_ms), ("delta_cache_ms", m.delta_cache_ms)] {
+        for (name, v) in [
+            ("delta_blind_ms", m.delta_blind_ms),
+            ("delta_cache_ms", m.delta_cache_ms),
+        ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(ToolError::BadInput(format!(
                     "{}: field `{name}` = {v}, expected a finite non-negative number of ms",
@@ -125,7 +128,11 @@ pub fn predicted_advantage(
     estimator: Estimator,
     pair: &ProbePair,
 ) -> Result<f64, PredictError> {
-    let t_eff = sy_selector::predict(&fit.efficient, estimator, &pair.efficient.rule_observation())?;
+    let t_eff = sy_selector::predict(
+        &fit.efficient,
+        estimator,
+        &pair.efficient.rule_observation(),
+    )?;
     let t_cap = sy_selector::predict(&fit.capable, estimator, &pair.capable.rule_observation())?;
     Ok(t_eff - t_cap)
 }
@@ -160,7 +167,9 @@ pub fn compute_margins(
             let predicted = match predicted_advantage(fit, estimator, pair) {
                 Ok(v) => Some(v),
                 Err(e) => {
-                    *excluded.entry(exclusion_reason(&e).to_string()).or_insert(0) += 1;
+                    *excluded
+                        .entry(exclusion_reason(&e).to_string())
+                        .or_insert(0) += 1;
                     None
                 }
             };
@@ -283,5 +292,9 @@ pub fn run(opts: &MarginOptions) -> Result<MarginsFile, ToolError> {
 
 /// The estimators of one model (helper for callers holding a `FitEstimators`).
 pub fn estimators(fit: &FitEstimators, efficient: bool) -> &ModelEstimators {
-    if efficient { &fit.efficient } else { &fit.capable }
+    if efficient {
+        &fit.efficient
+    } else {
+        &fit.capable
+    }
 }

@@ -75,9 +75,11 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
                 "delta_{name} = {:.3} ms  (G = {} conditions, conformal {} (rank {}), per-probe p90 {}, pairs {} used / {} excluded)",
                 e.delta_ms.unwrap_or(f64::NAN),
                 e.conditions,
-                e.conformal_ms.map_or("inf".to_string(), |v| format!("{v:.3} ms")),
+                e.conformal_ms
+                    .map_or("inf".to_string(), |v| format!("{v:.3} ms")),
                 e.conformal_rank,
-                e.per_probe_delta_ms.map_or("-".to_string(), |v| format!("{v:.3} ms")),
+                e.per_probe_delta_ms
+                    .map_or("-".to_string(), |v| format!("{v:.3} ms")),
                 e.pairs_used,
                 e.pairs_excluded
             );

@@ -68,7 +68,11 @@ pub fn true_estimators(spec: &SynthSpec, role: Role) -> Option<ModelEstimators> 
 }
 
 /// Writes a minimal `fit.json` (the shape sy-fit writes: `models.<model>.estimators`).
-pub fn write_fit(path: &Path, efficient: &ModelEstimators, capable: &ModelEstimators) -> std::io::Result<()> {
+pub fn write_fit(
+    path: &Path,
+    efficient: &ModelEstimators,
+    capable: &ModelEstimators,
+) -> std::io::Result<()> {
     let v = serde_json::json!({
         "schema_version": 1,
         "models": {
@@ -76,12 +80,20 @@ pub fn write_fit(path: &Path, efficient: &ModelEstimators, capable: &ModelEstima
             "capable": {"estimators": capable},
         }
     });
-    std::fs::write(path, serde_json::to_vec_pretty(&v).map_err(std::io::Error::other)?)
+    std::fs::write(
+        path,
+        serde_json::to_vec_pretty(&v).map_err(std::io::Error::other)?,
+    )
 }
 
 /// Writes a `splits.json` assigning each listed condition of run `run` to a split
 /// (`"fit"`, `"uncertainty"`, `"selection"`).
-pub fn write_splits(path: &Path, run: &str, seed: u64, assign: &[(&str, &str)]) -> std::io::Result<()> {
+pub fn write_splits(
+    path: &Path,
+    run: &str,
+    seed: u64,
+    assign: &[(&str, &str)],
+) -> std::io::Result<()> {
     let mut counts = BTreeMap::from([("fit", 0u64), ("uncertainty", 0), ("selection", 0)]);
     let mut conditions = BTreeMap::new();
     for &(c, s) in assign {
@@ -96,5 +108,8 @@ pub fn write_splits(path: &Path, run: &str, seed: u64, assign: &[(&str, &str)]) 
         "counts": counts,
         "conditions": {run: conditions},
     });
-    std::fs::write(path, serde_json::to_vec_pretty(&v).map_err(std::io::Error::other)?)
+    std::fs::write(
+        path,
+        serde_json::to_vec_pretty(&v).map_err(std::io::Error::other)?,
+    )
 }

@@ -57,8 +57,17 @@ fn run_dir(dir: &Path) {
 fn margins_match_hand_computed_values() {
     let dir = tempfile::tempdir().unwrap();
     run_dir(dir.path());
-    let out = sy_margin(&["--run-dir", dir.path().to_str().unwrap(), "--json", "--no-progress"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = sy_margin(&[
+        "--run-dir",
+        dir.path().to_str().unwrap(),
+        "--json",
+        "--no-progress",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // Scores 0, 20, 80 → position 1.8 → 20 + 0.8 · 60 = 68.
     assert!((summary["delta_blind_ms"].as_f64().unwrap() - 68.0).abs() < 1e-9);
@@ -82,7 +91,9 @@ fn margins_match_hand_computed_values() {
     assert_eq!(file["input_files"].as_array().unwrap().len(), 3);
     let warnings = file["warnings"].as_array().unwrap();
     assert!(
-        warnings.iter().any(|w| w.as_str().unwrap().contains("G = 3")),
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("G = 3")),
         "{warnings:?}"
     );
 }
@@ -106,8 +117,13 @@ fn explicit_out_and_level_override() {
         "0.5",
         "-q",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let file: serde_json::Value = serde_json::from_slice(&std::fs::read(&out_path).unwrap()).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&out_path).unwrap()).unwrap();
     // Median of 0, 20, 80 = 20.
     assert!((file["delta_blind_ms"].as_f64().unwrap() - 20.0).abs() < 1e-9);
     assert!(!dir.path().join("margins.json").exists());

@@ -131,10 +131,7 @@ fn collect_ttf(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
         let p = e.path();
         if p.is_dir() {
             collect_ttf(&p, depth + 1, out);
-        } else if p
-            .extension()
-            .is_some_and(|x| x.eq_ignore_ascii_case("ttf"))
-        {
+        } else if p.extension().is_some_and(|x| x.eq_ignore_ascii_case("ttf")) {
             out.push(p);
         }
     }
@@ -183,7 +180,11 @@ fn heat(t: f64) -> RGBColor {
         (0.75, (94.0, 201.0, 98.0)),
         (1.0, (253.0, 231.0, 37.0)),
     ];
-    let t = if t.is_finite() { t.clamp(0.0, 1.0) } else { 0.0 };
+    let t = if t.is_finite() {
+        t.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
     for w in STOPS.windows(2) {
         let ((t0, a), (t1, b)) = (w[0], w[1]);
         if t <= t1 {
@@ -244,7 +245,9 @@ where
         } => {
             let (nx, ny) = (x_ticks.len().max(1), y_ticks.len().max(1));
             let mut b = ChartBuilder::on(area);
-            b.margin(20).x_label_area_size(label_area).y_label_area_size(label_area + 20);
+            b.margin(20)
+                .x_label_area_size(label_area)
+                .y_label_area_size(label_area + 20);
             if text {
                 b.caption(title, ("sans-serif", 22));
             }
@@ -288,13 +291,19 @@ where
                     RGBColor(200, 200, 200)
                 };
                 Rectangle::new(
-                    [(col as f64, row as f64), (col as f64 + 1.0, row as f64 + 1.0)],
+                    [
+                        (col as f64, row as f64),
+                        (col as f64 + 1.0, row as f64 + 1.0),
+                    ],
                     fill.filled(),
                 )
             }))?;
             if let Some((row, col)) = *mark {
                 chart.draw_series(std::iter::once(Rectangle::new(
-                    [(col as f64, row as f64), (col as f64 + 1.0, row as f64 + 1.0)],
+                    [
+                        (col as f64, row as f64),
+                        (col as f64 + 1.0, row as f64 + 1.0),
+                    ],
                     RED.stroke_width(3),
                 )))?;
             }
@@ -329,9 +338,14 @@ where
             } else {
                 range(xs, 0.03)
             };
-            let (y0, y1) = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)), 0.05);
+            let (y0, y1) = range(
+                series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
+                0.05,
+            );
             let mut b = ChartBuilder::on(area);
-            b.margin(20).x_label_area_size(label_area).y_label_area_size(label_area + 20);
+            b.margin(20)
+                .x_label_area_size(label_area)
+                .y_label_area_size(label_area + 20);
             if text {
                 b.caption(title, ("sans-serif", 22));
             }
@@ -348,8 +362,12 @@ where
                 }
                 for (i, s) in series.iter().enumerate() {
                     let c = colour(i);
-                    let pts: Vec<(f64, f64)> =
-                        s.points.iter().copied().filter(|p| p.0 > 0.0 && p.1.is_finite()).collect();
+                    let pts: Vec<(f64, f64)> = s
+                        .points
+                        .iter()
+                        .copied()
+                        .filter(|p| p.0 > 0.0 && p.1.is_finite())
+                        .collect();
                     let ls = chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?;
                     if text {
                         ls.label(s.name.as_str()).legend(move |(x, y)| {
@@ -431,7 +449,9 @@ where
                 (x0, x1, y0, y1)
             };
             let mut b = ChartBuilder::on(area);
-            b.margin(20).x_label_area_size(label_area).y_label_area_size(label_area + 20);
+            b.margin(20)
+                .x_label_area_size(label_area)
+                .y_label_area_size(label_area + 20);
             if text {
                 b.caption(title, ("sans-serif", 22));
             }
@@ -473,11 +493,17 @@ where
                     .draw()?;
             }
         }
-        Plot::Bars { title, y_label, bars } => {
+        Plot::Bars {
+            title,
+            y_label,
+            bars,
+        } => {
             let n = bars.len().max(1);
             let (_, hi) = range(bars.iter().map(|b| b.value).chain([0.0]), 0.0);
             let mut b = ChartBuilder::on(area);
-            b.margin(20).x_label_area_size(label_area).y_label_area_size(label_area + 20);
+            b.margin(20)
+                .x_label_area_size(label_area)
+                .y_label_area_size(label_area + 20);
             if text {
                 b.caption(title, ("sans-serif", 22));
             }
@@ -502,7 +528,10 @@ where
             }
             chart.draw_series(bars.iter().enumerate().map(|(i, bar)| {
                 Rectangle::new(
-                    [(i as f64 + 0.15, 0.0), (i as f64 + 0.85, bar.value.max(0.0))],
+                    [
+                        (i as f64 + 0.15, 0.0),
+                        (i as f64 + 0.85, bar.value.max(0.0)),
+                    ],
                     colour(i).filled(),
                 )
             }))?;
@@ -738,7 +767,10 @@ mod tests {
             let png = std::fs::read(dir.path().join(format!("{name}.png"))).unwrap();
             assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{name}");
             if font().is_some() && name != "empty" {
-                assert!(svg.contains("<text"), "{name}: text drawn when a font exists");
+                assert!(
+                    svg.contains("<text"),
+                    "{name}: text drawn when a font exists"
+                );
             }
         }
     }

@@ -187,7 +187,11 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
             s.bundle_variant
         );
         print_replay(&s.replay);
-        println!("wrote {} and {}", out.display(), out_dir.join("bundle.json").display());
+        println!(
+            "wrote {} and {}",
+            out.display(),
+            out_dir.join("bundle.json").display()
+        );
         if let Some(p) = report {
             println!("report: {}", p.display());
         }
@@ -236,7 +240,8 @@ fn subcommand(common: &CommonArgs, cmd: &Cmd) -> Result<(), ToolError> {
             let split = match split {
                 None => None,
                 Some(s) => {
-                    let path = inputs::input_path(splits.as_deref(), run_dir, "splits.json", "--splits")?;
+                    let path =
+                        inputs::input_path(splits.as_deref(), run_dir, "splits.json", "--splits")?;
                     let s = match s {
                         SplitArg::Fit => Split::Fit,
                         SplitArg::Uncertainty => Split::Uncertainty,
@@ -267,7 +272,12 @@ fn subcommand(common: &CommonArgs, cmd: &Cmd) -> Result<(), ToolError> {
                 });
                 println!("{v}");
             } else if !common.quiet {
-                println!("bundle {} (variant {}, hash {})", bundle.display(), b.variant, b.content_hash);
+                println!(
+                    "bundle {} (variant {}, hash {})",
+                    bundle.display(),
+                    b.variant,
+                    b.content_hash
+                );
                 print_replay(&replay);
             }
             Ok(())

@@ -56,7 +56,10 @@ pub fn replay(opts: &ReplayOptions) -> Result<(Bundle, Replay), ToolError> {
             }
         )));
     }
-    Ok((bundle.clone(), replay_all(&bundle.params, &eval, unmeasured)))
+    Ok((
+        bundle.clone(),
+        replay_all(&bundle.params, &eval, unmeasured),
+    ))
 }
 
 /// Parses the observation document of `sy-select decide` (a `sy_selector::DecisionInput`).

@@ -288,9 +288,10 @@ pub fn write_report(out: &SelectOutput, dir: &Path) -> Result<PathBuf, ToolError
             e2.conformal_rank,
             e2.conditions,
             e2.per_probe_delta_ms.map_or("—".into(), fmt_ms),
-            e2.repeats
-                .as_ref()
-                .map_or("—".into(), |r| format!("{} / {} / {}", r.min, r.median, r.max)),
+            e2.repeats.as_ref().map_or("—".into(), |r| format!(
+                "{} / {} / {}",
+                r.min, r.median, r.max
+            )),
             e2.pairs_used,
             e2.pairs_excluded,
             e.excluded_by_reason,
@@ -329,10 +330,17 @@ pub fn write_report(out: &SelectOutput, dir: &Path) -> Result<PathBuf, ToolError
 
     // Q tables.
     r.markdown("## Q tables (no-load TTFT)");
-    for (name, est) in [("efficient", &out.fit.efficient), ("capable", &out.fit.capable)] {
+    for (name, est) in [
+        ("efficient", &out.fit.efficient),
+        ("capable", &out.fit.capable),
+    ] {
         let (heat, lines) = q_plots(name, est);
-        r.figure(&format!("q_heatmap_{name}"), &format!("Q table of the {name} model"), &heat)
-            .map_err(draw_err)?;
+        r.figure(
+            &format!("q_heatmap_{name}"),
+            &format!("Q table of the {name} model"),
+            &heat,
+        )
+        .map_err(draw_err)?;
         r.figure(
             &format!("q_lines_{name}"),
             &format!("No-load TTFT vs N per cached fraction, {name} model"),
@@ -390,7 +398,10 @@ pub fn write_report(out: &SelectOutput, dir: &Path) -> Result<PathBuf, ToolError
             .collect();
         r.figure(
             &format!("predicted_vs_measured_{}", estimator.as_str()),
-            &format!("Predicted vs measured TTFT, {} estimator (selection split)", estimator.as_str()),
+            &format!(
+                "Predicted vs measured TTFT, {} estimator (selection split)",
+                estimator.as_str()
+            ),
             &Plot::Scatter {
                 title: format!("T_{} predicted vs measured", estimator.as_str()),
                 x_label: "measured TTFT (ms)".into(),
@@ -423,7 +434,10 @@ pub fn write_report(out: &SelectOutput, dir: &Path) -> Result<PathBuf, ToolError
                 estimator.as_str()
             ),
             &Plot::Lines {
-                title: format!("T_{} residuals: short vs long background generations", estimator.as_str()),
+                title: format!(
+                    "T_{} residuals: short vs long background generations",
+                    estimator.as_str()
+                ),
                 x_label: "measured − predicted TTFT (ms)".into(),
                 y_label: "fraction of probes".into(),
                 series,

@@ -89,7 +89,10 @@ impl SelectionFile {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ToolError::BadInput(format!("cannot read {}: {e}", path.display())))?;
         let s: SelectionFile = serde_json::from_str(&text).map_err(|e| {
-            ToolError::BadInput(format!("{}: not a valid selection file: {e}", path.display()))
+            ToolError::BadInput(format!(
+                "{}: not a valid selection file: {e}",
+                path.display()
+            ))
         })?;
         if s.schema_version != SELECTION_SCHEMA_VERSION {
             return Err(ToolError::BadInput(format!(
@@ -145,14 +148,30 @@ fn choose(first: (Variant, &VariantStats), second: (Variant, &VariantStats)) -> 
     let diff = sb.mean_selected_ttft_ms - sa.mean_selected_ttft_ms;
     let (variant, against, reason) = if diff.abs() > TIE_TOLERANCE_MS || diff.is_nan() {
         if diff < 0.0 {
-            (b, a, "lower mean selected TTFT on the selection split".to_string())
+            (
+                b,
+                a,
+                "lower mean selected TTFT on the selection split".to_string(),
+            )
         } else {
-            (a, b, "lower mean selected TTFT on the selection split".to_string())
+            (
+                a,
+                b,
+                "lower mean selected TTFT on the selection split".to_string(),
+            )
         }
     } else if sb.changed < sa.changed {
-        (b, a, "tie on mean selected TTFT; fewer overrides".to_string())
+        (
+            b,
+            a,
+            "tie on mean selected TTFT; fewer overrides".to_string(),
+        )
     } else if sa.changed < sb.changed {
-        (a, b, "tie on mean selected TTFT; fewer overrides".to_string())
+        (
+            a,
+            b,
+            "tie on mean selected TTFT; fewer overrides".to_string(),
+        )
     } else {
         (
             a,
@@ -251,7 +270,8 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
     let guard = GuardProbe::new(&base);
     let probes: Vec<SearchProbe> = fit_pairs.iter().map(|p| guard.search_probe(p)).collect();
     drop(fit_pairs);
-    let search_err = |e: crate::search::SearchError| ToolError::BadInput(format!("r/p search: {e}"));
+    let search_err =
+        |e: crate::search::SearchError| ToolError::BadInput(format!("r/p search: {e}"));
     let (search_count, _) = search_thresholds(&probes, RuleFamily::Count, 0).map_err(search_err)?;
     let (search_cp, landscape) =
         search_thresholds(&probes, RuleFamily::CountPrefill, LANDSCAPE_P_COLUMNS)
@@ -270,7 +290,9 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
     let mut candidates = replay_all(&base, &sel_pairs, sel_unmeasured);
     for v in candidates.variants.iter_mut() {
         match v.variant {
-            Variant::Count => *v = crate::evaluate::replay_variant(&count_params, Variant::Count, &sel_pairs),
+            Variant::Count => {
+                *v = crate::evaluate::replay_variant(&count_params, Variant::Count, &sel_pairs)
+            }
             Variant::CountPrefill => {
                 *v = crate::evaluate::replay_variant(&cp_params, Variant::CountPrefill, &sel_pairs)
             }
@@ -313,8 +335,14 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
     bar.set_message("freezing the bundle");
     let provenance = Provenance {
         tool_versions: BTreeMap::from([
-            ("sy-select".to_string(), env!("CARGO_PKG_VERSION").to_string()),
-            ("sy-selector".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+            (
+                "sy-select".to_string(),
+                env!("CARGO_PKG_VERSION").to_string(),
+            ),
+            (
+                "sy-selector".to_string(),
+                env!("CARGO_PKG_VERSION").to_string(),
+            ),
         ])
         .into_iter()
         .chain(margins_file.tool_versions.clone())
@@ -350,7 +378,12 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
             "{fit_unmeasured} fit-split and {sel_unmeasured} selection-split pair(s) without a measured TTFT on both candidates were not used"
         ));
     }
-    warnings.extend(margins_file.warnings.iter().map(|w| format!("margins: {w}")));
+    warnings.extend(
+        margins_file
+            .warnings
+            .iter()
+            .map(|w| format!("margins: {w}")),
+    );
     let selection = SelectionFile {
         schema_version: SELECTION_SCHEMA_VERSION,
         tool_versions: provenance.tool_versions.clone(),
