@@ -233,13 +233,19 @@ pub struct FitResult {
     pub warnings: Vec<String>,
 }
 
+/// run_id → condition_id → fold.
+pub type FoldMap = HashMap<String, HashMap<String, usize>>;
+
+/// A condition's split, fold and running condition number (cached between consecutive records).
+type ConditionInfo = Option<(Split, usize, u32)>;
+
 /// Which fold each fit-split condition is in: fit-split conditions in sorted order, shuffled
 /// with the seed, dealt round-robin into `k` folds. Returns (run → condition → fold, k used).
 pub fn assign_folds(
     splits: &SplitTable,
     k: usize,
     seed: u64,
-) -> Result<(HashMap<String, HashMap<String, usize>>, usize), FitError> {
+) -> Result<(FoldMap, usize), FitError> {
     let mut conds: Vec<(&str, &str)> = Vec::new();
     for (run, cs) in &splits.conditions {
         for (c, s) in cs {
@@ -257,7 +263,7 @@ pub fn assign_folds(
     let k = k.min(conds.len());
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7379_2d66_6f6c_6473); // "sy-folds"
     conds.shuffle(&mut rng);
-    let mut map: HashMap<String, HashMap<String, usize>> = HashMap::new();
+    let mut map: FoldMap = HashMap::new();
     for (i, (run, c)) in conds.into_iter().enumerate() {
         map.entry(run.to_string())
             .or_default()
@@ -338,7 +344,7 @@ pub fn fit(
 fn fit_model(
     records: &[Record],
     splits: &SplitTable,
-    folds_of: &HashMap<String, HashMap<String, usize>>,
+    folds_of: &FoldMap,
     k: usize,
     role: Role,
     config: &FitConfig,
@@ -365,7 +371,7 @@ fn fit_model(
     // Rows of the fit split.
     let mut rows: Vec<Row> = Vec::new();
     let mut std_skipped: BTreeMap<String, usize> = BTreeMap::new();
-    let mut last: Option<(&str, &str, Option<(Split, usize, u32)>)> = None;
+    let mut last: Option<(&str, &str, ConditionInfo)> = None;
     let mut cond_counter: u32 = 0;
     for r in records {
         if r.phase != Phase::Load || r.role != role || r.status != Status::Ok {
@@ -391,7 +397,7 @@ fn fit_model(
         let Some((Split::Fit, fold, cond)) = info else {
             continue;
         };
-        if !served.iter().any(|m| *m == r.model) {
+        if !served.contains(&r.model) {
             served.push(r.model.clone());
         }
         let obs = r.rule_observation();

@@ -51,7 +51,7 @@ fn every_format_round_trips_exactly() {
     for name in ["r.parquet", "r.csv", "r.jsonl"] {
         let path = dir.path().join(name);
         write_records(&records, &path).unwrap();
-        let loaded = load_records(&[path.clone()], &strict()).unwrap();
+        let loaded = load_records(std::slice::from_ref(&path), &strict()).unwrap();
         assert_eq!(loaded.records.len(), records.len(), "{name}");
         for (a, b) in loaded.records.iter().zip(&records) {
             assert_eq!(a, b, "{name}");
@@ -113,7 +113,7 @@ fn csv_errors_name_file_row_and_field() {
         let c = col(rows, "ttft_ms");
         rows[3][c] = "fast".into();
     });
-    let e = row_issue(load_records(&[path.clone()], &strict()).unwrap_err());
+    let e = row_issue(load_records(std::slice::from_ref(&path), &strict()).unwrap_err());
     assert_eq!((e.row, e.field.as_str()), (3, "ttft_ms"));
     assert!(e.message.contains("\"fast\""), "{}", e.message);
     assert!(e.to_string().contains("bad.csv"), "{e}");
@@ -123,7 +123,7 @@ fn csv_errors_name_file_row_and_field() {
         let c = col(rows, "ttft_ms");
         rows[2][c] = "NaN".into();
     });
-    let e = row_issue(load_records(&[path.clone()], &strict()).unwrap_err());
+    let e = row_issue(load_records(std::slice::from_ref(&path), &strict()).unwrap_err());
     assert_eq!((e.row, e.field.as_str()), (2, "ttft_ms"));
     assert!(e.message.contains("NaN"));
 
@@ -132,7 +132,7 @@ fn csv_errors_name_file_row_and_field() {
         let c = col(rows, "ttft_ms");
         rows[5][c] = "-3.5".into();
     });
-    let e = row_issue(load_records(&[path.clone()], &strict()).unwrap_err());
+    let e = row_issue(load_records(std::slice::from_ref(&path), &strict()).unwrap_err());
     assert_eq!((e.row, e.field.as_str()), (5, "ttft_ms"));
     assert!(e.message.contains("negative"));
 
@@ -142,7 +142,7 @@ fn csv_errors_name_file_row_and_field() {
         rows[4][k] = "999999".into();
         rows[4][n] = "10".into();
     });
-    let e = row_issue(load_records(&[path.clone()], &strict()).unwrap_err());
+    let e = row_issue(load_records(std::slice::from_ref(&path), &strict()).unwrap_err());
     assert_eq!((e.row, e.field.as_str()), (4, "k"));
 
     // Unknown role.
@@ -150,7 +150,7 @@ fn csv_errors_name_file_row_and_field() {
         let c = col(rows, "role");
         rows[6][c] = "medium".into();
     });
-    let e = row_issue(load_records(&[path.clone()], &strict()).unwrap_err());
+    let e = row_issue(load_records(std::slice::from_ref(&path), &strict()).unwrap_err());
     assert_eq!((e.row, e.field.as_str()), (6, "role"));
     assert!(e.message.contains("medium"));
 
@@ -159,7 +159,7 @@ fn csv_errors_name_file_row_and_field() {
         let c = col(rows, "r");
         rows[1][c] = "2.5".into();
     });
-    let e = row_issue(load_records(&[path.clone()], &strict()).unwrap_err());
+    let e = row_issue(load_records(std::slice::from_ref(&path), &strict()).unwrap_err());
     assert_eq!((e.row, e.field.as_str()), (1, "r"));
 
     // Missing column.
@@ -169,7 +169,7 @@ fn csv_errors_name_file_row_and_field() {
             r.remove(c);
         }
     });
-    match load_records(&[path.clone()], &strict()).unwrap_err() {
+    match load_records(std::slice::from_ref(&path), &strict()).unwrap_err() {
         RecordsError::MissingColumn { path: p, column } => {
             assert_eq!(column, "prefill_capacity_tokens");
             assert_eq!(p, path);
@@ -191,13 +191,13 @@ fn unpaired_probe_is_an_error_naming_the_row_or_a_counted_skip() {
     let lone_probe = records[i].probe_id.clone();
     records.remove(i);
     write_parquet(&records, &path).unwrap();
-    let e = row_issue(load_records(&[path.clone()], &strict()).unwrap_err());
+    let e = row_issue(load_records(std::slice::from_ref(&path), &strict()).unwrap_err());
     assert_eq!(e.field, "probe_id");
     assert_eq!(e.row, i); // the efficient record just before it (1-based row i)
     assert!(e.message.contains("do not pair up"), "{}", e.message);
     assert!(e.message.contains(&lone_probe));
 
-    let loaded = load_records(&[path.clone()], &skipping()).unwrap();
+    let loaded = load_records(std::slice::from_ref(&path), &skipping()).unwrap();
     assert_eq!(loaded.records.len(), records.len() - 1);
     assert_eq!(loaded.skipped.len(), 1);
     assert_eq!(loaded.files[0].skipped, 1);
@@ -220,11 +220,11 @@ fn skip_invalid_counts_bad_rows_and_drops_their_partners() {
     lines[load_line + 3] = lines[load_line + 3].replace("\"r\":", "\"r\":\"lots\",\"x\":");
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
 
-    let e = row_issue(load_records(&[path.clone()], &strict()).unwrap_err());
+    let e = row_issue(load_records(std::slice::from_ref(&path), &strict()).unwrap_err());
     assert_eq!((e.row, e.field.as_str()), (load_line + 1, "role"));
     assert!(e.message.contains("medium"), "{}", e.message);
 
-    let loaded = load_records(&[path.clone()], &skipping()).unwrap();
+    let loaded = load_records(std::slice::from_ref(&path), &skipping()).unwrap();
     // Two invalid rows + their two partners.
     assert_eq!(loaded.skipped.len(), 4, "{:?}", loaded.skipped);
     assert_eq!(loaded.records.len(), records.len() - 4);
@@ -244,13 +244,13 @@ fn jsonl_wrong_type_names_the_field_and_torn_tail_is_ignored() {
     let mut text = std::fs::read_to_string(&path).unwrap();
     text.push_str("{\"schema_version\":1,\"run_id\""); // torn
     std::fs::write(&path, &text).unwrap();
-    let loaded = load_records(&[path.clone()], &strict()).unwrap();
+    let loaded = load_records(std::slice::from_ref(&path), &strict()).unwrap();
     assert_eq!(loaded.records.len(), 2);
     assert!(loaded.files[0].torn_tail);
 
     let bad = text.replacen("\"n\":1000", "\"n\":\"many\"", 1);
     std::fs::write(&path, bad).unwrap();
-    let e = row_issue(load_records(&[path.clone()], &strict()).unwrap_err());
+    let e = row_issue(load_records(std::slice::from_ref(&path), &strict()).unwrap_err());
     assert_eq!((e.row, e.field.as_str()), (1, "n"));
 }
 
