@@ -201,6 +201,7 @@ impl Driver {
 
     /// Sends the request pinned to the booked worker; `prefill_complete` goes out at the first
     /// token (and `on_first` runs). The booking is *not* released here.
+    #[allow(clippy::too_many_arguments)]
     pub async fn send(
         &self,
         booking: &Booking,

@@ -1,0 +1,243 @@
+//! Overhead benchmark: how much the collector adds to what it measures, and how fast it can go.
+//!
+//! Runs the embedded simulator with an infinitely fast engine (all step costs zero) and an
+//! injected, fixed first-token delay D (`faults.stall_rate = 1`, `stall_ms = D`), on its own
+//! runtime thread, and drives it from a second runtime thread with the collector's streaming
+//! client. For 1, 64 and 256 concurrent streams (closed loop, starts staggered over D) it
+//! reports the median, p99 and max of |measured TTFT − D|. Then, with no delay, it reports the
+//! sustained request rate of the bare streaming client and of the full accounting path
+//! (select_and_reserve → pinned stream → prefill_complete → DELETE).
+//!
+//! `cargo bench -p sy-collect --bench overhead` (env: SY_BENCH_DELAY_MS, default 200;
+//! SY_BENCH_SECS per level, default 6).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use sy_collect::accounting::Driver;
+use sy_dynamo::{Cancel, ClientConfig, CompletionClient, ProbeRequest, SelectionClient};
+
+fn env_f64(name: &str, default: f64) -> f64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let pos = q * (sorted.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+fn prompt(i: u64) -> Vec<u32> {
+    (0..16)
+        .map(|j| 1000 + ((i * 31 + j * 7) % 1000) as u32)
+        .collect()
+}
+
+fn main() {
+    let delay_ms = env_f64("SY_BENCH_DELAY_MS", 200.0);
+    let secs = env_f64("SY_BENCH_SECS", 6.0);
+    let sim_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("sim")
+        .enable_all()
+        .build()
+        .unwrap();
+    let client_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("client")
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut cfg = sy_sim::SimConfig::default();
+    for m in &mut cfg.models {
+        m.step = sy_sim::StepTimeConfig::zero();
+        m.max_num_seqs = 4096;
+        m.kv_blocks = 1 << 20;
+    }
+    cfg.faults.stall_rate = 1.0;
+    cfg.faults.stall_ms = delay_ms;
+    let sim = sim_rt.block_on(sy_sim::spawn(cfg)).unwrap();
+    let config = ClientConfig::new(sim.frontend_url(), sim.selection_url());
+    let http = config.http_client().unwrap();
+    let client = Arc::new(CompletionClient::new(&config, http.clone()));
+
+    println!("# sy-collect overhead benchmark");
+    println!();
+    println!(
+        "injected first-token delay D = {delay_ms} ms; {secs} s per level; simulator and client on one runtime thread each"
+    );
+    println!();
+    println!("| streams | probes | median abs(TTFT-D) ms | p99 ms | max ms | failures |");
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for streams in [1u64, 64, 256] {
+        let (mut errs, failures) = client_rt.block_on(ttft_errors(
+            client.clone(),
+            streams,
+            delay_ms,
+            Duration::from_secs_f64(secs),
+        ));
+        errs.sort_by(f64::total_cmp);
+        println!(
+            "| {streams} | {} | {:.3} | {:.3} | {:.3} | {failures} |",
+            errs.len(),
+            quantile(&errs, 0.5),
+            quantile(&errs, 0.99),
+            errs.last().copied().unwrap_or(f64::NAN)
+        );
+    }
+
+    // Throughput with no delay.
+    let mut no_delay = sim.faults();
+    no_delay.stall_rate = 0.0;
+    sim.set_faults(no_delay).unwrap();
+    let selection = SelectionClient::new(&config, http.clone());
+    let driver = Arc::new(Driver::new(
+        CompletionClient::new(&config, http),
+        selection.clone(),
+        Cancel::new(),
+        "bench".into(),
+    ));
+    println!();
+    println!("| streams | bare stream req/s | accounting path req/s | failures |");
+    println!("|---:|---:|---:|---:|");
+    for streams in [16u64, 64, 128] {
+        let d = Duration::from_secs_f64(secs / 2.0);
+        let (bare, f1) = client_rt.block_on(rate(streams, d, {
+            let client = client.clone();
+            move |i| {
+                let client = client.clone();
+                async move {
+                    let req = ProbeRequest {
+                        model: "efficient".into(),
+                        tokens: prompt(i),
+                        max_tokens: 1,
+                        worker_id: None,
+                        ignore_eos: false,
+                    };
+                    client.stream(&req, &Cancel::new(), || {}).await.is_ok()
+                }
+            }
+        }));
+        let (acc, f2) = client_rt.block_on(rate(streams, d, {
+            let driver = driver.clone();
+            move |i| {
+                let driver = driver.clone();
+                async move {
+                    let cancel = driver.cancel.clone();
+                    let a = driver
+                        .accounted("efficient", prompt(i), 1, false, &cancel, "bench", || {})
+                        .await;
+                    a.failure().is_none()
+                }
+            }
+        }));
+        println!("| {streams} | {bare:.0} | {acc:.0} | {} |", f1 + f2);
+    }
+    let (r, p) = client_rt.block_on(async {
+        sy_dynamo::selection::total_booked(&selection.loads(None).await.unwrap())
+    });
+    println!();
+    println!("booked after the run: {r} requests, {p} prefill tokens (must be 0, 0)");
+    sim_rt.block_on(sim.shutdown());
+}
+
+/// Closed loop of `streams` concurrent streams for `dur`; returns |TTFT − delay| of each probe
+/// that started after a warm-up of one delay, and the failure count.
+async fn ttft_errors(
+    client: Arc<CompletionClient>,
+    streams: u64,
+    delay_ms: f64,
+    dur: Duration,
+) -> (Vec<f64>, u64) {
+    let start = Instant::now();
+    let warm = Duration::from_secs_f64(delay_ms / 1000.0 * 2.0);
+    let failures = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for s in 0..streams {
+        let client = client.clone();
+        let failures = failures.clone();
+        tasks.push(tokio::spawn(async move {
+            // Stagger the starts over one delay so first tokens do not all land together.
+            tokio::time::sleep(Duration::from_secs_f64(
+                delay_ms / 1000.0 * s as f64 / streams as f64,
+            ))
+            .await;
+            let mut out = Vec::new();
+            let mut i = s << 32;
+            while start.elapsed() < dur {
+                let t0 = start.elapsed();
+                i += 1;
+                let req = ProbeRequest {
+                    model: if s % 2 == 0 { "efficient" } else { "capable" }.into(),
+                    tokens: prompt(i),
+                    max_tokens: 1,
+                    worker_id: None,
+                    ignore_eos: false,
+                };
+                let o = client.stream(&req, &Cancel::new(), || {}).await;
+                match o.ttft_ms {
+                    Some(t) if o.is_ok() => {
+                        if t0 >= warm {
+                            out.push((t - delay_ms).abs());
+                        }
+                    }
+                    _ => {
+                        failures.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            out
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    (all, failures.load(Ordering::Relaxed))
+}
+
+/// Closed loop of `streams` concurrent calls of `f` for `dur`; returns completions per second
+/// and the failure count.
+async fn rate<F, Fut>(streams: u64, dur: Duration, f: F) -> (f64, u64)
+where
+    F: Fn(u64) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
+    let start = Instant::now();
+    let done = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for s in 0..streams {
+        let f = f.clone();
+        let done = done.clone();
+        let failed = failed.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut i = (s << 32) | (1 << 31);
+            while start.elapsed() < dur {
+                i += 1;
+                if f(i).await {
+                    done.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    (
+        done.load(Ordering::Relaxed) as f64 / elapsed,
+        failed.load(Ordering::Relaxed),
+    )
+}
