@@ -577,10 +577,10 @@ pub fn render(plot: &Plot, dir: &Path, name: &str) -> Result<bool, ReportError> 
     // rename it (atomic like every other output).
     let png_path = dir.join(format!("{name}.png"));
     let tmp = dir.join(format!(".{name}.{}.tmp.png", std::process::id()));
-    let drawn = (|| {
+    let drawn = {
         let area = BitMapBackend::new(&tmp, FIGURE_SIZE).into_drawing_area();
         draw(&area, plot, text)
-    })();
+    };
     if let Err(e) = drawn {
         let _ = std::fs::remove_file(&tmp);
         return Err(err(e.to_string()));
