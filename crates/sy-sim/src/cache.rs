@@ -113,11 +113,12 @@ impl BlockCache {
     /// Turns one private block into the cached block `h` (its prefill finished).
     pub fn register(&mut self, h: u64) {
         self.private = self.private.saturating_sub(1);
-        if self.entries.contains_key(&h) {
-            self.acquire(h);
-        } else {
-            self.entries.insert(h, Entry { refs: 1, stamp: 0 });
-            self.referenced += 1;
+        match self.entries.entry(h) {
+            std::collections::hash_map::Entry::Occupied(_) => self.acquire(h),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(Entry { refs: 1, stamp: 0 });
+                self.referenced += 1;
+            }
         }
     }
 
