@@ -29,7 +29,10 @@ fn transient_errors_are_retried_and_recorded() {
     let sim = write(
         dir.path(),
         "sim.toml",
-        &sim_config("error_rate = 0.05\ndrop_rate = 0.05\ndrop_mode = \"close\"\ndrop_after_tokens = 1", ""),
+        &sim_config(
+            "error_rate = 0.05\ndrop_rate = 0.05\ndrop_mode = \"close\"\ndrop_after_tokens = 1",
+            "",
+        ),
     );
     let plan = write(
         dir.path(),
@@ -44,17 +47,25 @@ fn transient_errors_are_retried_and_recorded() {
 
     let recs = records(&run_dir);
     assert_eq!(recs.len(), 40, "every unit recorded once per role");
-    let units: HashSet<_> = recs.iter().map(|r| (r.condition_id.clone(), r.repeat, r.role)).collect();
+    let units: HashSet<_> = recs
+        .iter()
+        .map(|r| (r.condition_id.clone(), r.repeat, r.role))
+        .collect();
     assert_eq!(units.len(), 40);
     for r in recs.iter().filter(|r| r.status == Status::Error) {
         assert!(r.error_class.is_some(), "{r:?}");
     }
     // Retried attempts are kept, with their class.
     let tried = attempts(&run_dir);
-    assert!(!tried.is_empty(), "with 10% faulty requests some unit must have been retried");
+    assert!(
+        !tried.is_empty(),
+        "with 10% faulty requests some unit must have been retried"
+    );
     let classes: HashSet<_> = tried.iter().filter_map(|r| r.error_class).collect();
     assert!(
-        classes.iter().all(|c| matches!(c, ErrorClass::Http5xx | ErrorClass::StreamDropped)),
+        classes
+            .iter()
+            .all(|c| matches!(c, ErrorClass::Http5xx | ErrorClass::StreamDropped)),
         "{classes:?}"
     );
     assert!(recs.iter().any(|r| r.attempts > 1));
@@ -67,7 +78,11 @@ fn transient_errors_are_retried_and_recorded() {
 #[test]
 fn persistent_errors_are_recorded_with_their_class() {
     let dir = tempfile::tempdir().unwrap();
-    let sim = write(dir.path(), "sim.toml", &sim_config("error_rate = 1.0\nerror_status = 503", ""));
+    let sim = write(
+        dir.path(),
+        "sim.toml",
+        &sim_config("error_rate = 1.0\nerror_status = 503", ""),
+    );
     let plan = write(
         dir.path(),
         "plan.toml",
@@ -75,7 +90,11 @@ fn persistent_errors_are_recorded_with_their_class() {
     );
     let run_dir = dir.path().join("run");
     let out = run_sim(&plan, &run_dir, &["--sim-config", sim.to_str().unwrap()]);
-    assert!(out.status.success(), "failures are data, not a failed run: {}", stderr(&out));
+    assert!(
+        out.status.success(),
+        "failures are data, not a failed run: {}",
+        stderr(&out)
+    );
     let recs = records(&run_dir);
     assert_eq!(recs.len(), 8);
     for r in &recs {
@@ -94,7 +113,11 @@ fn persistent_errors_are_recorded_with_their_class() {
 #[test]
 fn stalls_time_out_without_hanging() {
     let dir = tempfile::tempdir().unwrap();
-    let sim = write(dir.path(), "sim.toml", &sim_config("stall_rate = 1.0\nstall_ms = 20000", ""));
+    let sim = write(
+        dir.path(),
+        "sim.toml",
+        &sim_config("stall_rate = 1.0\nstall_ms = 20000", ""),
+    );
     let plan = write(
         dir.path(),
         "plan.toml",
@@ -104,7 +127,11 @@ fn stalls_time_out_without_hanging() {
     let started = Instant::now();
     let out = run_sim(&plan, &run_dir, &["--sim-config", sim.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
     let recs = records(&run_dir);
     assert_eq!(recs.len(), 4);
     for r in &recs {

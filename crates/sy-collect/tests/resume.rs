@@ -38,7 +38,10 @@ fn start(plan: &Path, run_dir: &Path, resume: bool) -> std::process::Child {
 fn wait_for_lines(path: &Path, n: usize) {
     let t = Instant::now();
     while lines(path) < n {
-        assert!(t.elapsed() < Duration::from_secs(60), "run made no progress");
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "run made no progress"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -80,7 +83,11 @@ fn sigkill_mid_run_then_resume_gives_every_unit_once() {
     std::fs::write(&records_path, bytes).unwrap();
 
     let out = start(&plan, &run_dir, true).wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_every_unit_once(&run_dir);
     let m = manifest(&run_dir);
     assert_eq!(m["complete"], true);
@@ -108,7 +115,10 @@ fn ctrl_c_cancels_cleanly_and_resume_completes() {
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("interrupted") && err.contains("--resume"), "{err}");
+    assert!(
+        err.contains("interrupted") && err.contains("--resume"),
+        "{err}"
+    );
     let m = manifest(&run_dir);
     assert_eq!(m["complete"], false);
     assert_eq!(m["sessions"][0]["interrupted"], true);
@@ -120,18 +130,30 @@ fn ctrl_c_cancels_cleanly_and_resume_completes() {
     assert!(text.is_empty() || text.ends_with('\n'));
 
     let out = start(&plan, &run_dir, true).wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_every_unit_once(&run_dir);
 }
 
 #[test]
 fn resume_refuses_a_different_plan() {
     let dir = tempfile::tempdir().unwrap();
-    let plan = write(dir.path(), "plan.toml", "seed = 1\n[qgrid]\nn = [64]\nf = [0.0]\nrepeats = 1\n");
+    let plan = write(
+        dir.path(),
+        "plan.toml",
+        "seed = 1\n[qgrid]\nn = [64]\nf = [0.0]\nrepeats = 1\n",
+    );
     let run_dir = dir.path().join("run");
     let out = run_sim(&plan, &run_dir, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let other = write(dir.path(), "other.toml", "seed = 1\n[qgrid]\nn = [64]\nf = [0.0]\nrepeats = 2\n");
+    let other = write(
+        dir.path(),
+        "other.toml",
+        "seed = 1\n[qgrid]\nn = [64]\nf = [0.0]\nrepeats = 2\n",
+    );
     let out = run_sim(&other, &run_dir, &["--resume"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("same plan"), "{}", stderr(&out));
