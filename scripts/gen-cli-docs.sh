@@ -23,7 +23,7 @@ out=$(mktemp)
     COLUMNS=100 "$bin_dir/$t" --help
     echo '```'
     # subcommands, if any: the lines of the "Commands:" section
-    subs=$(COLUMNS=100 "$bin_dir/$t" --help | awk '/^Commands:/{on=1;next} on&&/^[^ ]/{on=0} on&&NF{print $1}' | grep -v '^help$' || true)
+    subs=$(COLUMNS=100 "$bin_dir/$t" --help | awk '/^Commands:/{on=1;next} on&&/^[^ ]/{on=0} on&&/^  [a-z]/{print $1}' | grep -v '^help$' || true)
     for s in $subs; do
       echo
       echo "### \`$t $s\`"
