@@ -13,7 +13,11 @@ use crate::target::{TargetKind, UrlOverrides};
 /// Calibration load generator: drives Dynamo (or the embedded simulator) with controlled
 /// workload conditions and records paired probes of both candidate models.
 #[derive(Debug, Parser)]
-#[command(name = "sy-collect", version)]
+#[command(
+    name = "sy-collect",
+    version,
+    after_help = "Examples:\n  sy-collect --plan data/plans/demo.toml --dry-run\n  sy-collect --plan data/plans/demo.toml --run-dir runs/demo --target sim\n  sy-collect --plan data/plans/example.toml --run-dir runs/node-a --target dynamo --resume"
+)]
 pub struct Args {
     /// The plan (TOML; see schemas/plan.schema.json and data/plans/).
     #[arg(long, value_name = "FILE", required_unless_present = "completions")]

@@ -22,7 +22,12 @@ use crate::fitfile::{
 /// fit / uncertainty / selection (reusing splits.json when it exists), and writes fit.json and
 /// splits.json beside each other (the run directory, or the directory of `--out`).
 #[derive(Debug, Parser)]
-#[command(name = "sy-fit", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "sy-fit",
+    version,
+    args_conflicts_with_subcommands = true,
+    after_help = "Examples:\n  sy-fit --run-dir runs/demo\n  sy-fit --run-dir runs/t1 --records data/demo/records.parquet --seed 7 --folds 5"
+)]
 pub struct Cli {
     #[command(flatten)]
     pub common: CommonArgs,

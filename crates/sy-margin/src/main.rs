@@ -9,7 +9,13 @@ use sy_margin::{DEFAULT_LEVEL, MARGINS_FILE, MarginOptions, inputs};
 
 /// Computes delta_blind and delta_cache on the uncertainty split and writes margins.json.
 #[derive(Debug, Parser)]
-#[command(name = "sy-margin", version, about, long_about = None)]
+#[command(
+    name = "sy-margin",
+    version,
+    about,
+    long_about = None,
+    after_help = "Examples:\n  sy-margin --run-dir runs/demo\n  sy-margin --run-dir runs/t1 --records data/demo/records.parquet --json"
+)]
 struct Cli {
     #[command(flatten)]
     common: CommonArgs,

@@ -14,7 +14,14 @@ use sy_selector::{GuardLimits, Variant};
 /// Searches r/p, evaluates the five variants, chooses one threshold rule and one estimator,
 /// freezes bundle.json and writes selection.json and report.md.
 #[derive(Debug, Parser)]
-#[command(name = "sy-select", version, about, long_about = None, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "sy-select",
+    version,
+    about,
+    long_about = None,
+    args_conflicts_with_subcommands = true,
+    after_help = "Examples:\n  sy-select --run-dir runs/demo\n  sy-select replay --bundle runs/demo/bundle.json --records data/demo/records.parquet\n  sy-select decide --bundle runs/demo/bundle.json --observations data/examples/observations.json"
+)]
 struct Cli {
     #[command(flatten)]
     common: CommonArgs,

@@ -3,18 +3,23 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use sy_sim::SimConfig;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "sy-sim",
     version,
-    about = "Dynamo-compatible simulator (frontend + selection service) on 127.0.0.1"
+    about = "Dynamo-compatible simulator (frontend + selection service) on 127.0.0.1",
+    after_help = "Examples:\n  sy-sim serve --config data/sim/default.toml --port 18000\n  sy-sim default-config > sim.toml"
 )]
+#[command(arg_required_else_help = true)]
 struct Cli {
+    /// Print a shell completion script for SHELL and exit.
+    #[arg(long, value_name = "SHELL")]
+    completions: Option<clap_complete::Shell>,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -113,7 +118,15 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let result = match cli.command {
+    if let Some(shell) = cli.completions {
+        sy_cli::print_completions(shell, &mut Cli::command());
+        return std::process::ExitCode::SUCCESS;
+    }
+    let Some(command) = cli.command else {
+        eprintln!("sy-sim: a subcommand is required (serve, default-config); see --help");
+        return std::process::ExitCode::from(2);
+    };
+    let result = match command {
         Command::DefaultConfig => toml::to_string(&SimConfig::default())
             .map(|s| print!("{s}"))
             .map_err(anyhow::Error::from),
