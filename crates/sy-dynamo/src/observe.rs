@@ -17,8 +17,9 @@ use sy_wire::{ModelLoads, PotentialLoad, SelectResponse, WorkerLifecycle, Worker
 use crate::error::CallError;
 use crate::selection::SelectionClient;
 
-/// Dynamo's silent default capacity for a worker registered without `max_num_batched_tokens`.
-pub const CAPACITY_SENTINEL: u64 = 10_000_000;
+/// Dynamo's silent default capacity for a worker registered without `max_num_batched_tokens`
+/// (the runtime crate's [`sy_selector::PREFILL_CAPACITY_SENTINEL`], as the wire's integer).
+pub const CAPACITY_SENTINEL: u64 = sy_selector::PREFILL_CAPACITY_SENTINEL as u64;
 
 /// One candidate as observed, with the raw answers kept for the record.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -81,10 +82,14 @@ impl CandidateObservation {
             .map(|l| l.prefill_token_capacity)
             .or_else(|| self.worker.as_ref().and_then(|w| w.max_num_batched_tokens));
         let booked = load.map(|l| l.active_prefill_tokens);
-        let p = match (booked, capacity) {
-            (Some(b), Some(c)) if c > 0 && c != CAPACITY_SENTINEL => Some(b as f64 / c as f64),
-            _ => None,
-        };
+        // P has one definition (the runtime crate's): invalid capacity → no P.
+        let p = sy_selector::Observation {
+            prefill_tokens_booked: booked.map(|b| b as f64),
+            prefill_capacity_tokens: capacity.map(|c| c as f64),
+            ..sy_selector::Observation::default()
+        }
+        .valid_p()
+        .ok();
         // A model entry without a row for the worker means nothing is booked there.
         let r = match (&self.load_row, &self.pool) {
             (Some(row), _) => Some(row.active_requests),
