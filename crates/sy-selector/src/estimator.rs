@@ -39,13 +39,60 @@ impl From<OutOfRange> for PredictError {
     }
 }
 
+/// `log1p(x) = ln(1 + x)` for the features, x ≥ 0.
+///
+/// Computed as `(1 + x).ln()` rather than `x.ln_1p()`: the features enter a linear model, so what
+/// matters is the *absolute* error, and rounding `1 + x` adds at most one ulp of 1 (2.2e-16) to
+/// the result; the relative accuracy of `ln_1p` for tiny x buys nothing here and costs about a
+/// third more time per call. This is the one place the offline fit and the runtime take the
+/// logarithm, so both always agree bit for bit.
+#[inline]
+pub fn log1p(x: f64) -> f64 {
+    (1.0 + x).ln()
+}
+
 /// `[log1p(N), log1p(R), log1p(P)]` of a valid observation (N > 0, R ≥ 0, P valid).
 #[inline]
 pub fn raw_features(obs: &Observation) -> Result<[f64; 3], InvalidInput> {
     let n = obs.valid_n()?;
     let r = obs.valid_r()?;
     let p = obs.valid_p()?;
-    Ok([n.ln_1p(), r.ln_1p(), p.ln_1p()])
+    Ok([log1p(n), log1p(r), log1p(p)])
+}
+
+/// One candidate's estimator inputs, validated once: N, the cached fraction the estimator uses
+/// (`K/N` for cache-aware, 0 for cache-blind) and the raw features `log1p` of N, R and P.
+///
+/// [`decide`](crate::decide) builds these while it checks guard G's inputs, so a decision
+/// validates every value exactly once; [`predict`] builds them from an [`Observation`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EstimatorInputs {
+    pub n: f64,
+    pub f: f64,
+    pub raw: [f64; 3],
+}
+
+impl EstimatorInputs {
+    /// Validates what `estimator` reads, in the order N, K (cache-aware only), R, P, and returns
+    /// the first invalid field.
+    #[inline(always)]
+    pub fn from_observation(
+        obs: &Observation,
+        estimator: Estimator,
+    ) -> Result<EstimatorInputs, InvalidInput> {
+        let n = obs.valid_n()?;
+        let f = match estimator {
+            Estimator::Blind => 0.0,
+            Estimator::Cache => obs.valid_k()? / n,
+        };
+        let r = obs.valid_r()?;
+        let p = obs.valid_p()?;
+        Ok(EstimatorInputs {
+            n,
+            f,
+            raw: [log1p(n), log1p(r), log1p(p)],
+        })
+    }
 }
 
 /// Standardises the log features: `z = (log1p(x) - mean) / std` for x in (N, R, P).
@@ -190,8 +237,20 @@ pub fn predict(
     obs: &Observation,
 ) -> Result<f64, PredictError> {
     // Validate every input before looking up Q, so an invalid input is named as such.
-    let z = model.standardiser.features(obs)?;
-    let base = q_baseline(&model.q, estimator, obs)?;
+    let inputs = EstimatorInputs::from_observation(obs, estimator)?;
+    predict_from_inputs(model, estimator, &inputs)
+}
+
+/// [`predict`] on inputs already validated by [`EstimatorInputs::from_observation`] for the same
+/// `estimator`.
+#[inline(always)]
+pub fn predict_from_inputs(
+    model: &ModelEstimators,
+    estimator: Estimator,
+    inputs: &EstimatorInputs,
+) -> Result<f64, PredictError> {
+    let z = model.standardiser.standardise(inputs.raw);
+    let base = model.q.lookup(inputs.n, inputs.f)?;
     let t = base + model.correction(estimator).apply(z);
     if t > 0.0 && t.is_finite() {
         Ok(t)

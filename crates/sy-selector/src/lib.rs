@@ -52,8 +52,9 @@ mod rule;
 
 pub use bundle::{BUNDLE_SCHEMA_VERSION, Bundle, BundleError, InputFile, ParamsError, Provenance};
 pub use estimator::{
-    LoadCorrection, ModelEstimators, PredictError, Standardiser, StandardiserError, predict,
-    q_baseline, raw_features, regression_target,
+    EstimatorInputs, LoadCorrection, ModelEstimators, PredictError, Standardiser,
+    StandardiserError, log1p, predict, predict_from_inputs, q_baseline, raw_features,
+    regression_target,
 };
 pub use model::{Estimator, Model, Variant};
 pub use observation::{

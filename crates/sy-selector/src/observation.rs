@@ -171,7 +171,7 @@ impl InvalidInput {
 }
 
 /// A present, finite, non-negative value.
-#[inline]
+#[inline(always)]
 fn non_negative(value: Option<f64>, field: Field) -> Result<f64, InvalidInput> {
     match value {
         None => Err(InvalidInput::new(field, Problem::Missing)),
@@ -183,7 +183,7 @@ fn non_negative(value: Option<f64>, field: Field) -> Result<f64, InvalidInput> {
 
 impl Observation {
     /// N: present, finite and > 0.
-    #[inline]
+    #[inline(always)]
     pub fn valid_n(&self) -> Result<f64, InvalidInput> {
         let n = non_negative(self.n, Field::N)?;
         if n == 0.0 {
@@ -193,7 +193,7 @@ impl Observation {
     }
 
     /// K: present, finite, ≥ 0 and ≤ N (N must be valid too).
-    #[inline]
+    #[inline(always)]
     pub fn valid_k(&self) -> Result<f64, InvalidInput> {
         let k = non_negative(self.k, Field::K)?;
         let n = self.valid_n()?;
@@ -204,7 +204,7 @@ impl Observation {
     }
 
     /// The cached fraction f = K / N, in [0, 1].
-    #[inline]
+    #[inline(always)]
     pub fn valid_f(&self) -> Result<f64, InvalidInput> {
         let k = self.valid_k()?;
         let n = self.valid_n()?;
@@ -212,14 +212,14 @@ impl Observation {
     }
 
     /// R: present, finite and ≥ 0.
-    #[inline]
+    #[inline(always)]
     pub fn valid_r(&self) -> Result<f64, InvalidInput> {
         non_negative(self.r, Field::R)
     }
 
     /// P = booked / capacity. The capacity must be present, finite, > 0 and not Dynamo's
     /// 10,000,000 sentinel; the booked tokens present, finite and ≥ 0.
-    #[inline]
+    #[inline(always)]
     pub fn valid_p(&self) -> Result<f64, InvalidInput> {
         let booked = non_negative(self.prefill_tokens_booked, Field::PrefillTokensBooked)?;
         let capacity = non_negative(self.prefill_capacity_tokens, Field::PrefillCapacityTokens)?;
@@ -243,14 +243,14 @@ impl Observation {
     }
 
     /// Whether the worker is schedulable (`Missing` when the lifecycle was not observed).
-    #[inline]
+    #[inline(always)]
     pub fn valid_schedulable(&self) -> Result<bool, InvalidInput> {
         self.schedulable
             .ok_or(InvalidInput::new(Field::Schedulable, Problem::Missing))
     }
 
     /// Observation age `now_ms - observed_at_ms` (client clock), finite and ≥ 0.
-    #[inline]
+    #[inline(always)]
     pub fn age_ms(&self, now_ms: f64) -> Result<f64, InvalidInput> {
         if !now_ms.is_finite() {
             return Err(InvalidInput::new(Field::NowMs, Problem::NonFinite));

@@ -157,16 +157,25 @@ fn check_axis(axis: &[f64], name: &'static str) -> Result<(), QTableError> {
     Ok(())
 }
 
+/// Axes up to this many points are searched by a linear count rather than by bisection.
+const SHORT_AXIS: usize = 32;
+
 /// Locates `x` on a strictly increasing axis: `(lo, hi, t)` with `x = axis[lo] + t (axis[hi] -
 /// axis[lo])`; `lo == hi` and `t == 0` when `x` is exactly a grid point. `None` outside (or NaN).
-#[inline]
+#[inline(always)]
 fn bracket(axis: &[f64], x: f64) -> Option<(usize, usize, f64)> {
     let (&first, &last) = (axis.first()?, axis.last()?);
     if !(x >= first && x <= last) {
         return None;
     }
-    // First index whose value is > x; ≥ 1 because axis[0] <= x.
-    let i = axis.partition_point(|&a| a <= x);
+    // First index whose value is > x; ≥ 1 because axis[0] <= x. Q-table axes are short (a few
+    // to a few dozen points), where a branch-free count of the values ≤ x beats a binary search,
+    // whose steps are a chain of dependent loads.
+    let i = if axis.len() <= SHORT_AXIS {
+        axis.iter().map(|&a| usize::from(a <= x)).sum()
+    } else {
+        axis.partition_point(|&a| a <= x)
+    };
     let lo = i.checked_sub(1)?;
     let a_lo = *axis.get(lo)?;
     if a_lo == x {
@@ -224,7 +233,7 @@ impl QTable {
             .filter(|v| !v.is_nan())
     }
 
-    #[inline]
+    #[inline(always)]
     fn at(&self, i: usize, j: usize) -> f64 {
         self.values
             .get(i * self.f_axis.len() + j)
@@ -233,7 +242,7 @@ impl QTable {
     }
 
     /// `Q(n, f)` by bilinear interpolation.
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&self, n: f64, f: f64) -> Result<f64, OutOfRange> {
         let (i0, i1, tn) = bracket(&self.n_axis, n).ok_or(OutOfRange::N)?;
         let (j0, j1, tf) = bracket(&self.f_axis, f).ok_or(OutOfRange::F)?;
@@ -264,6 +273,37 @@ mod tests {
             vec![100.0, 60.0, 20.0, 300.0, 160.0, 40.0],
         )
         .unwrap()
+    }
+
+    /// Reference bracket: a plain scan for the last grid point ≤ x.
+    fn bracket_by_scan(axis: &[f64], x: f64) -> Option<(usize, usize, f64)> {
+        if !(x >= axis[0] && x <= axis[axis.len() - 1]) {
+            return None;
+        }
+        let lo = (0..axis.len()).rev().find(|&i| axis[i] <= x)?;
+        if axis[lo] == x {
+            return Some((lo, lo, 0.0));
+        }
+        Some((lo, lo + 1, (x - axis[lo]) / (axis[lo + 1] - axis[lo])))
+    }
+
+    #[test]
+    fn short_and_long_axes_bracket_alike() {
+        // Both search paths (linear count up to SHORT_AXIS points, bisection beyond).
+        for len in [1, 2, 5, SHORT_AXIS, SHORT_AXIS + 1, 200] {
+            let axis: Vec<f64> = (0..len).map(|i| (i * i) as f64 + i as f64 * 0.5).collect();
+            let last = axis[len - 1];
+            let mut probes = axis.clone();
+            probes.extend((0..500).map(|k| -1.0 + (last + 2.0) * k as f64 / 499.0));
+            probes.extend([f64::NAN, f64::INFINITY, f64::NEG_INFINITY]);
+            for x in probes {
+                assert_eq!(
+                    bracket(&axis, x),
+                    bracket_by_scan(&axis, x),
+                    "len {len}, x {x}"
+                );
+            }
+        }
     }
 
     #[test]

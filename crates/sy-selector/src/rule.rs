@@ -12,8 +12,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::estimator::{ModelEstimators, PredictError};
-use crate::model::{Model, Variant};
+use crate::estimator::{EstimatorInputs, ModelEstimators, PredictError, predict_from_inputs};
+use crate::model::{Estimator, Model, Variant};
 use crate::observation::{Field, InvalidInput, Needs, Observation, Problem};
 use crate::qtable::OutOfRange;
 
@@ -306,13 +306,6 @@ impl Decision {
             margin_ms: None,
         }
     }
-
-    fn fall_back(mut self, reason: Reason) -> Decision {
-        self.choice = self.proposal;
-        self.changed = false;
-        self.reason = reason;
-        self
-    }
 }
 
 fn invalid(model: Model, e: InvalidInput) -> Reason {
@@ -355,15 +348,35 @@ impl RuleParams {
 /// invalid required input, out-of-range or non-positive prediction keeps Stage's choice and is
 /// named in [`Decision::reason`]. Pure: no I/O, no allocation, no state.
 pub fn decide(params: &RuleParams, variant: Variant, input: &DecisionInput) -> Decision {
+    // One `Decision`, filled in place and returned once: the early exits of `evaluate` only
+    // return a `Reason`, so the 184-byte decision is never copied on the way out.
+    let mut d = Decision::keep(variant, input.proposal, Reason::TriggerFalse);
+    let reason = evaluate(params, variant, input, &mut d);
+    d.reason = reason;
+    if reason == Reason::Override {
+        d.choice = Model::Capable;
+        d.changed = true;
+    }
+    d
+}
+
+/// The body of [`decide`]: records what it reads into `d` and returns the reason. Every reason
+/// but [`Reason::Override`] keeps Stage's choice.
+#[inline(always)]
+fn evaluate(
+    params: &RuleParams,
+    variant: Variant,
+    input: &DecisionInput,
+    d: &mut Decision,
+) -> Reason {
     let proposal = input.proposal;
     if proposal == Model::Capable {
-        return Decision::keep(variant, proposal, Reason::CapableProposal);
+        return Reason::CapableProposal;
     }
     if variant == Variant::Stage {
-        return Decision::keep(variant, proposal, Reason::StageBaseline);
+        return Reason::StageBaseline;
     }
     let thresholds = params.thresholds;
-    let mut d = Decision::keep(variant, proposal, Reason::TriggerFalse);
     match variant {
         Variant::Count => d.threshold_r = thresholds.r,
         Variant::CountPrefill => {
@@ -375,107 +388,115 @@ pub fn decide(params: &RuleParams, variant: Variant, input: &DecisionInput) -> D
         Variant::Stage => {}
     }
     if !trigger_enabled(variant, &thresholds) {
-        return d.fall_back(Reason::TriggerDisabled);
+        return Reason::TriggerDisabled;
     }
-    let needs = required_inputs(variant, &thresholds);
     let (eff, cap) = (&input.efficient, &input.capable);
+    let now_ms = input.now_ms;
+    let estimator = variant.estimator();
+    let count_r = thresholds.r.filter(|_| estimator.is_none());
+    let count_p = thresholds.p.filter(|_| variant == Variant::CountPrefill);
 
-    // Guard G, in the proposal's order.
+    // Validation, in the order of `required_inputs` and `Needs::check` (capable, then
+    // efficient; schedulable, observed_at, N, K, R, P), each value exactly once.
     match cap.valid_schedulable() {
         Ok(true) => {}
-        Ok(false) => return d.fall_back(Reason::NotSchedulable),
-        Err(e) => return d.fall_back(invalid(Model::Capable, e)),
+        Ok(false) => return Reason::NotSchedulable,
+        Err(e) => return invalid(Model::Capable, e),
     }
-    if let Err(e) = needs.capable.check(cap, input.now_ms) {
-        return d.fall_back(invalid(Model::Capable, e));
-    }
-    if let Err(e) = needs.efficient.check(eff, input.now_ms) {
-        return d.fall_back(invalid(Model::Efficient, e));
-    }
-    // Every value below was validated by the checks above; the fallbacks only keep the
-    // function total.
+    let cap_age = match cap.age_ms(now_ms) {
+        Ok(age) => age,
+        Err(e) => return invalid(Model::Capable, e),
+    };
+    let cap_inputs = match estimator.map(|est| EstimatorInputs::from_observation(cap, est)) {
+        Some(Err(e)) => return invalid(Model::Capable, e),
+        Some(Ok(inputs)) => Some(inputs),
+        None => None,
+    };
+    let cap_r = match cap.valid_r() {
+        Ok(r) => r,
+        Err(e) => return invalid(Model::Capable, e),
+    };
+    let eff_age = match eff.age_ms(now_ms) {
+        Ok(age) => age,
+        Err(e) => return invalid(Model::Efficient, e),
+    };
+    let eff_inputs = match estimator.map(|est| EstimatorInputs::from_observation(eff, est)) {
+        Some(Err(e)) => return invalid(Model::Efficient, e),
+        Some(Ok(inputs)) => Some(inputs),
+        None => None,
+    };
+    let eff_r = match count_r.map(|_| eff.valid_r()) {
+        Some(Err(e)) => return invalid(Model::Efficient, e),
+        Some(Ok(r)) => Some(r),
+        None => None,
+    };
+    let eff_p = match count_p.map(|_| eff.valid_p()) {
+        Some(Err(e)) => return invalid(Model::Efficient, e),
+        Some(Ok(p)) => Some(p),
+        None => None,
+    };
+
+    // Guard G's comparisons, in the proposal's order.
     let limits = params.limits;
-    let cap_age = cap.age_ms(input.now_ms).unwrap_or(f64::NAN);
     d.capable_age_ms = Some(cap_age);
-    if needs.efficient.observed_at {
-        let eff_age = eff.age_ms(input.now_ms).unwrap_or(f64::NAN);
-        d.efficient_age_ms = Some(eff_age);
-        let fresh = eff_age <= limits.max_age_ms; // false for NaN
-        if !fresh {
-            return d.fall_back(Reason::TooOld {
-                model: Model::Efficient,
-            });
-        }
+    d.efficient_age_ms = Some(eff_age);
+    let (eff_fresh, cap_fresh) = (eff_age <= limits.max_age_ms, cap_age <= limits.max_age_ms);
+    if !eff_fresh {
+        return Reason::TooOld {
+            model: Model::Efficient,
+        };
     }
-    let fresh = cap_age <= limits.max_age_ms; // false for NaN
-    if !fresh {
-        return d.fall_back(Reason::TooOld {
+    if !cap_fresh {
+        return Reason::TooOld {
             model: Model::Capable,
-        });
+        };
     }
-    let cap_r = cap.valid_r().unwrap_or(f64::NAN);
     d.capable_r = Some(cap_r);
-    let below_limit = cap_r < limits.destination_limit; // false for NaN
-    if !below_limit {
-        return d.fall_back(Reason::DestinationLimit);
+    let below_destination_limit = cap_r < limits.destination_limit;
+    if !below_destination_limit {
+        return Reason::DestinationLimit;
     }
     if input.local_capable_in_flight >= limits.local_limit {
-        return d.fall_back(Reason::LocalLimit);
+        return Reason::LocalLimit;
     }
 
     // The trigger.
-    let fire = match variant {
-        Variant::Stage => false,
-        Variant::Count | Variant::CountPrefill => {
-            let mut fire = false;
-            if let Some(r) = thresholds.r {
-                let eff_r = match eff.valid_r() {
-                    Ok(v) => v,
-                    Err(e) => return d.fall_back(invalid(Model::Efficient, e)),
-                };
-                d.efficient_r = Some(eff_r);
-                fire |= eff_r >= r;
-            }
-            if variant == Variant::CountPrefill
-                && let Some(p) = thresholds.p
-            {
-                let eff_p = match eff.valid_p() {
-                    Ok(v) => v,
-                    Err(e) => return d.fall_back(invalid(Model::Efficient, e)),
-                };
-                d.efficient_p = Some(eff_p);
-                fire |= eff_p > p;
-            }
-            fire
-        }
-        Variant::Blind | Variant::Cache => {
-            let (estimator, margin) = match variant {
-                Variant::Blind => (crate::Estimator::Blind, params.margins.blind),
-                _ => (crate::Estimator::Cache, params.margins.cache),
+    let fire = match (estimator, eff_inputs, cap_inputs) {
+        (Some(estimator), Some(eff_inputs), Some(cap_inputs)) => {
+            let margin = match estimator {
+                Estimator::Blind => params.margins.blind,
+                Estimator::Cache => params.margins.cache,
             };
-            let t_eff = params.efficient.predict(estimator, eff);
-            let t_cap = params.capable.predict(estimator, cap);
+            let t_eff = predict_from_inputs(&params.efficient, estimator, &eff_inputs);
+            let t_cap = predict_from_inputs(&params.capable, estimator, &cap_inputs);
             d.predicted_efficient_ms = predicted_value(&t_eff);
             d.predicted_capable_ms = predicted_value(&t_cap);
             let t_eff = match t_eff {
                 Ok(v) => v,
-                Err(e) => return d.fall_back(prediction_failure(Model::Efficient, e)),
+                Err(e) => return prediction_failure(Model::Efficient, e),
             };
             let t_cap = match t_cap {
                 Ok(v) => v,
-                Err(e) => return d.fall_back(prediction_failure(Model::Capable, e)),
+                Err(e) => return prediction_failure(Model::Capable, e),
             };
             let advantage = t_eff - t_cap;
             d.advantage_ms = Some(advantage);
             advantage > margin
         }
+        _ => {
+            // The count variants: `R_efficient >= r` or `P_efficient > p`.
+            d.efficient_r = eff_r;
+            d.efficient_p = eff_p;
+            let by_r = matches!((eff_r, count_r), (Some(v), Some(r)) if v >= r);
+            let by_p = matches!((eff_p, count_p), (Some(v), Some(p)) if v > p);
+            by_r || by_p
+        }
     };
     if fire {
-        d.choice = Model::Capable;
-        d.changed = true;
-        d.reason = Reason::Override;
+        Reason::Override
+    } else {
+        Reason::TriggerFalse
     }
-    d
 }
 
 #[cfg(test)]

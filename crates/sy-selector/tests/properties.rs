@@ -196,6 +196,21 @@ proptest! {
             let named_bad = if model == Model::Efficient { eff_bad } else { cap_bad };
             prop_assert!(named_bad);
         }
+        // The reason names the *first* problem in the documented order: the capable worker
+        // not schedulable, then the capable candidate's first invalid input, then the efficient
+        // one's (each in `Needs::check` order).
+        let expected = if needs.capable.schedulable && i.capable.schedulable == Some(false) {
+            Some(Reason::NotSchedulable)
+        } else if let Err(e) = needs.capable.check(&i.capable, i.now_ms) {
+            Some(Reason::InvalidInput { model: Model::Capable, field: e.field, problem: e.problem })
+        } else if let Err(e) = needs.efficient.check(&i.efficient, i.now_ms) {
+            Some(Reason::InvalidInput { model: Model::Efficient, field: e.field, problem: e.problem })
+        } else {
+            None
+        };
+        if let Some(expected) = expected {
+            prop_assert_eq!(d.reason, expected);
+        }
     }
 
     #[test]
