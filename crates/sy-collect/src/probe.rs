@@ -404,6 +404,8 @@ impl UnitRunner {
             sent_at_unix_ms: outcome
                 .map(|o| o.sent_at_unix_ms)
                 .unwrap_or_else(unix_ms_now),
+            reserved_worker_id: booking.map(|b| b.answer.worker_id),
+            reserved_dp_rank: booking.map(|b| b.answer.dp_rank),
             served_worker_id: served,
             ttft_ms: outcome.and_then(|o| o.ttft_ms),
             server_ttft_ms: outcome.and_then(|o| o.server_ttft_ms),

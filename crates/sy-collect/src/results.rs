@@ -197,6 +197,8 @@ mod tests {
             observed_at_unix_ms: None,
             query_duration_ms: None,
             sent_at_unix_ms: 0.0,
+            reserved_worker_id: None,
+            reserved_dp_rank: None,
             served_worker_id: None,
             ttft_ms: class.is_none().then_some(5.0),
             server_ttft_ms: None,

@@ -345,6 +345,8 @@ record_columns!(
     observed_at_unix_ms,
     query_duration_ms,
     sent_at_unix_ms,
+    reserved_worker_id,
+    reserved_dp_rank,
     served_worker_id,
     ttft_ms,
     server_ttft_ms,
@@ -521,6 +523,8 @@ fn row_to_record(c: &Cols, i: usize) -> Result<Record, (&'static str, String)> {
         observed_at_unix_ms: r.opt("observed_at_unix_ms", c.observed_at_unix_ms.f64(i)),
         query_duration_ms: r.opt("query_duration_ms", c.query_duration_ms.f64(i)),
         sent_at_unix_ms: r.or("sent_at_unix_ms", c.sent_at_unix_ms.f64(i), 0.0),
+        reserved_worker_id: r.opt("reserved_worker_id", c.reserved_worker_id.u64(i)),
+        reserved_dp_rank: r.opt("reserved_dp_rank", c.reserved_dp_rank.u32(i)),
         served_worker_id: r.opt("served_worker_id", c.served_worker_id.u64(i)),
         ttft_ms: r.opt("ttft_ms", c.ttft_ms.f64(i)),
         server_ttft_ms: r.opt("server_ttft_ms", c.server_ttft_ms.f64(i)),
@@ -684,6 +688,8 @@ pub fn records_to_frame(records: &[Record]) -> Result<DataFrame, PolarsError> {
         col("observed_at_unix_ms", collect!(|r| r.observed_at_unix_ms)),
         col("query_duration_ms", collect!(|r| r.query_duration_ms)),
         col("sent_at_unix_ms", collect!(|r| r.sent_at_unix_ms)),
+        col("reserved_worker_id", collect!(|r| r.reserved_worker_id)),
+        col("reserved_dp_rank", collect!(|r| r.reserved_dp_rank)),
         col("served_worker_id", collect!(|r| r.served_worker_id)),
         col("ttft_ms", collect!(|r| r.ttft_ms)),
         col("server_ttft_ms", collect!(|r| r.server_ttft_ms)),
@@ -748,6 +754,32 @@ mod tests {
             assert_eq!(json.as_str().unwrap(), error_class_str(e));
             assert_eq!(parse_error_class(error_class_str(e)).unwrap(), e);
         }
+    }
+
+    #[test]
+    fn reserved_worker_columns_are_optional() {
+        let mut rec = crate::synth::template_record();
+        rec.reserved_worker_id = Some(u64::MAX - 7);
+        rec.reserved_dp_rank = Some(3);
+        let path = Path::new("mem.parquet");
+        // With the columns: the values come back exactly (u64 above 2^53 included).
+        let df = records_to_frame(std::slice::from_ref(&rec)).unwrap();
+        let rows = frame_to_records(&df, path, 0, true).unwrap();
+        assert!(rows.issues.is_empty());
+        assert_eq!(rows.records[0].1, rec);
+        // Without them (a file written before the fields existed): `None`, not an error.
+        let old = df
+            .drop("reserved_worker_id")
+            .unwrap()
+            .drop("reserved_dp_rank")
+            .unwrap();
+        let rows = frame_to_records(&old, path, 0, true).unwrap();
+        assert!(rows.issues.is_empty());
+        let back = &rows.records[0].1;
+        assert_eq!(back.reserved_worker_id, None);
+        assert_eq!(back.reserved_dp_rank, None);
+        assert_eq!(back.served_worker_id, rec.served_worker_id);
+        assert!(unknown_columns(&old).is_empty());
     }
 
     #[test]

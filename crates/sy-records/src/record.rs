@@ -167,6 +167,16 @@ pub struct Record {
     // --- the measurement ---
     /// Wall-clock time the probe was sent, milliseconds since the Unix epoch.
     pub sent_at_unix_ms: f64,
+    /// The worker the reservation (`select_and_reserve`) actually booked and the request was
+    /// pinned to. Distinct from `worker_id`, which is the advisory pick of the query-only
+    /// observation and may differ when load moved between observing and reserving. `None` when
+    /// no reservation was made (e.g. the reservation itself failed); absent in files written
+    /// before this field existed.
+    #[serde(default)]
+    pub reserved_worker_id: Option<u64>,
+    /// The data-parallel rank the reservation booked (see `reserved_worker_id`).
+    #[serde(default)]
+    pub reserved_dp_rank: Option<u32>,
     /// The worker that actually served the probe (from the reservation / `worker_id` extra field).
     pub served_worker_id: Option<u64>,
     /// Client-measured time to the first non-empty token (monotonic clock).
@@ -190,5 +200,24 @@ impl Record {
     /// The unit that `--resume` skips when complete: (condition, repeat).
     pub fn unit(&self) -> (&str, u32) {
         (&self.condition_id, self.repeat)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_worker_fields_default_when_absent() {
+        let rec = crate::synth::template_record();
+        let mut value = serde_json::to_value(&rec).unwrap();
+        assert_eq!(value["reserved_worker_id"], serde_json::json!(1));
+        let obj = value.as_object_mut().unwrap();
+        obj.remove("reserved_worker_id");
+        obj.remove("reserved_dp_rank");
+        let back: Record = serde_json::from_value(value).unwrap();
+        assert_eq!(back.reserved_worker_id, None);
+        assert_eq!(back.reserved_dp_rank, None);
+        assert_eq!(back.served_worker_id, rec.served_worker_id);
     }
 }
