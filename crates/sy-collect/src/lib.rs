@@ -12,8 +12,10 @@
 //!   ([`accounting`]). A run ends by checking that `/loads` is back to zero.
 //! - **Paired probes.** Both candidates are observed, then sent the same token-exact prompt at
 //!   the same instant ([`probe`]), so their records differ only by model.
-//! - **No unplanned cache hits.** Prompts are drawn from a seeded generator keyed by condition,
-//!   repeat and attempt ([`prompt`]); the primed prefix is exactly `round(f·N)` of them.
+//! - **No unplanned cache hits.** Prompts are drawn from a seeded generator keyed by a random
+//!   per-invocation id, condition, repeat and attempt ([`prompt`]), so neither a second run of
+//!   the same plan on a warm deployment nor a resumed run reuses a cached prompt; the primed
+//!   prefix is exactly `round(f·N)` of them.
 //! - **Never lose a record.** Units are appended and synced as they finish ([`results`]);
 //!   `--resume` skips complete (condition, repeat) units and ignores a torn last line.
 //!

@@ -25,6 +25,11 @@ pub struct Manifest {
     pub started_at: String,
     pub ended_at: Option<String>,
     pub sessions: Vec<Session>,
+    /// The random id of every invocation of the tool on this run directory (the first run and
+    /// each `--resume`), in order. Mixed into every prompt nonce, so no invocation reuses a
+    /// prompt of another (see `prompt`). Empty in manifests written before it existed.
+    #[serde(default)]
+    pub invocation_ids: Vec<String>,
     pub units_total: u64,
     pub units_done: u64,
     pub complete: bool,
@@ -50,6 +55,9 @@ pub struct TargetInfo {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Session {
+    /// This invocation's random id (also in `Manifest::invocation_ids`).
+    #[serde(default)]
+    pub invocation_id: String,
     pub started_at: String,
     pub ended_at: Option<String>,
     pub resumed: bool,

@@ -1,10 +1,16 @@
-//! Token-exact prompts with a unique nonce per (condition, repeat, attempt).
+//! Token-exact prompts with a unique nonce per (invocation, condition, repeat, attempt).
 //!
 //! Prompts are lists of token ids drawn from the plan's vocabulary by a ChaCha generator seeded
-//! from the plan seed and a *nonce key* (condition id, repeat, attempt, purpose). Because the
-//! first block is already random, two different keys share no cached block: no unplanned cache
-//! hit can happen across conditions, repeats or retries. The primed prefix of a unit is exactly
-//! the first `round(f·N)` tokens of its probe prompt.
+//! from the plan seed, the *invocation id* and a *nonce key* (condition id, repeat, attempt,
+//! purpose). Because the first block is already random, two different keys share no cached
+//! block: no unplanned cache hit can happen across conditions, repeats or retries.
+//!
+//! The invocation id is drawn at random when the process starts (a fresh one on every
+//! `--resume` too) and recorded in the manifest. Without it, prompts would depend on the plan
+//! and seed alone, so running the same plan twice against a warm deployment — or a resumed run
+//! re-doing a unit that the killed run had already primed — would find its "uncached" prompts
+//! still in the prefix cache. The primed prefix of a unit is exactly the first `round(f·N)`
+//! tokens of its probe prompt.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -16,23 +22,34 @@ use crate::plan::PromptSpec;
 #[derive(Debug, Clone)]
 pub struct PromptFactory {
     seed: u64,
+    /// Unique to this process invocation (see the module docs).
+    invocation_id: String,
     vocab_min: u32,
     vocab_max: u32,
 }
 
 impl PromptFactory {
-    pub fn new(seed: u64, spec: &PromptSpec) -> Self {
+    pub fn new(seed: u64, invocation_id: &str, spec: &PromptSpec) -> Self {
         Self {
             seed,
+            invocation_id: invocation_id.to_string(),
             vocab_min: spec.vocab_min,
             vocab_max: spec.vocab_max,
         }
     }
 
-    /// `len` token ids determined by the seed and `key` alone.
+    /// The invocation id mixed into every nonce.
+    pub fn invocation_id(&self) -> &str {
+        &self.invocation_id
+    }
+
+    /// `len` token ids determined by the seed, the invocation id and `key` alone.
     pub fn tokens(&self, key: &str, len: u64) -> Vec<u32> {
         let mut h = Sha256::new();
         h.update(self.seed.to_le_bytes());
+        // Length-prefixed so that (invocation, key) pairs cannot collide by concatenation.
+        h.update((self.invocation_id.len() as u64).to_le_bytes());
+        h.update(self.invocation_id.as_bytes());
         h.update(key.as_bytes());
         let digest: [u8; 32] = h.finalize().into();
         let mut rng = ChaCha8Rng::from_seed(digest);
@@ -52,14 +69,24 @@ impl PromptFactory {
     }
 }
 
+/// A fresh random invocation id (16 hex digits from the operating system's generator).
+pub fn new_invocation_id() -> String {
+    format!("{:016x}", rand::random::<u64>())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
     fn factory() -> PromptFactory {
+        factory_for("inv-a")
+    }
+
+    fn factory_for(invocation: &str) -> PromptFactory {
         PromptFactory::new(
             7,
+            invocation,
             &PromptSpec {
                 vocab_min: 1000,
                 vocab_max: 2000,
@@ -87,6 +114,7 @@ mod tests {
         }
         let other_seed = PromptFactory::new(
             8,
+            "inv-a",
             &PromptSpec {
                 vocab_min: 1000,
                 vocab_max: 2000,
@@ -95,10 +123,46 @@ mod tests {
         assert_ne!(a, other_seed.probe("c", 0, 1, 16));
     }
 
+    #[test]
+    fn another_invocation_shares_no_first_block() {
+        let a = factory_for("inv-a");
+        let b = factory_for("inv-b");
+        for (cond, rep, att) in [("c", 0, 1), ("c", 1, 1), ("d", 3, 2)] {
+            // Same plan, seed and key, another invocation: nothing in common from the first
+            // block on, so a warm deployment holds none of it.
+            assert_ne!(
+                a.probe(cond, rep, att, 16),
+                b.probe(cond, rep, att, 16),
+                "{cond}/{rep}/{att}"
+            );
+            assert_ne!(
+                a.background("u", "prefill0", 0, 16),
+                b.background("u", "prefill0", 0, 16)
+            );
+            // Within one invocation the prompt stays a pure function of the key.
+            assert_eq!(a.probe(cond, rep, att, 16), a.probe(cond, rep, att, 16));
+        }
+        // No collision by concatenation of invocation id and key.
+        assert_ne!(
+            factory_for("ab").tokens("c", 16),
+            factory_for("a").tokens("bc", 16)
+        );
+    }
+
+    #[test]
+    fn invocation_ids_are_fresh() {
+        let ids: std::collections::HashSet<String> = (0..64).map(|_| new_invocation_id()).collect();
+        assert_eq!(ids.len(), 64);
+        assert!(
+            ids.iter()
+                .all(|i| i.len() == 16 && i.chars().all(|c| c.is_ascii_hexdigit()))
+        );
+    }
+
     proptest! {
         #[test]
         fn tokens_stay_in_vocab(lo in 0u32..50_000, width in 2u32..1000, len in 0u64..300) {
-            let f = PromptFactory::new(1, &PromptSpec { vocab_min: lo, vocab_max: lo + width });
+            let f = PromptFactory::new(1, "i", &PromptSpec { vocab_min: lo, vocab_max: lo + width });
             let t = f.tokens("k", len);
             prop_assert_eq!(t.len() as u64, len);
             prop_assert!(t.iter().all(|&x| x >= lo && x < lo + width));

@@ -14,7 +14,7 @@ use crate::manifest::{BackgroundCounts, Counts, Manifest, Session, TargetInfo, n
 use crate::plan::{LoadedPlan, Plan};
 use crate::probe::UnitRunner;
 use crate::progress::Progress;
-use crate::prompt::PromptFactory;
+use crate::prompt::{PromptFactory, new_invocation_id};
 use crate::results::{self, MANIFEST_FILE, PARQUET_FILE, RECORDS_FILE, RecordSink};
 use crate::schedule::Schedule;
 use crate::target::{Target, TargetKind, UrlOverrides, preflight};
@@ -237,19 +237,14 @@ async fn run_on_target(
     tracing::info!("preflight ok: KV capacity {:?}", pre.kv_capacity_tokens);
 
     let cancel = Cancel::new();
-    let session = format!(
-        "{}-{:x}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_micros() as u64)
-            .unwrap_or(0)
-    );
+    // Fresh for every invocation, `--resume` included: prompts and selection ids of this
+    // invocation share nothing with any earlier one.
+    let invocation_id = new_invocation_id();
     let driver = Arc::new(Driver::new(
         completions,
         selection.clone(),
         cancel.clone(),
-        session,
+        invocation_id.clone(),
     ));
 
     let schedule = Schedule::from_plan(p);
@@ -278,6 +273,7 @@ async fn run_on_target(
         started_at: started_at.clone(),
         ended_at: None,
         sessions: Vec::new(),
+        invocation_ids: Vec::new(),
         units_total: schedule.units.len() as u64,
         units_done: 0,
         complete: false,
@@ -288,7 +284,9 @@ async fn run_on_target(
     });
     manifest.target.frontend_url = target.frontend_url.clone();
     manifest.target.selection_url = target.selection_url.clone();
+    manifest.invocation_ids.push(invocation_id.clone());
     manifest.sessions.push(Session {
+        invocation_id: invocation_id.clone(),
         started_at,
         ended_at: None,
         resumed: opts.resume,
@@ -303,7 +301,7 @@ async fn run_on_target(
     let mut sink = RecordSink::open(&opts.run_dir, resume.valid_len)?;
     let runner = UnitRunner {
         driver: driver.clone(),
-        prompts: Arc::new(PromptFactory::new(p.seed, &p.prompt)),
+        prompts: Arc::new(PromptFactory::new(p.seed, &invocation_id, &p.prompt)),
         plan: Arc::new(p.clone()),
         run_id: manifest.run_id.clone(),
     };
