@@ -366,9 +366,9 @@ impl UnitRunner {
     ) -> Record {
         let f = obs.fields();
         let has_obs = obs.select.is_some();
-        let served = outcome
-            .and_then(|o| o.served_worker_id)
-            .or_else(|| booking.map(|b| b.answer.worker_id));
+        // What the frontend reported, never filled in from the booking: the booking has its own
+        // fields, so a disagreement between the two stays visible.
+        let served = outcome.and_then(|o| o.served_worker_id);
         Record {
             schema_version: RECORD_SCHEMA_VERSION,
             run_id: self.run_id.clone(),
@@ -404,6 +404,8 @@ impl UnitRunner {
             sent_at_unix_ms: outcome
                 .map(|o| o.sent_at_unix_ms)
                 .unwrap_or_else(unix_ms_now),
+            // The worker select_and_reserve booked (and the request was pinned to), as opposed
+            // to `worker_id`, the advisory pick of the query-only observation.
             reserved_worker_id: booking.map(|b| b.answer.worker_id),
             reserved_dp_rank: booking.map(|b| b.answer.dp_rank),
             served_worker_id: served,

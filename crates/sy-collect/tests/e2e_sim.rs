@@ -54,6 +54,11 @@ fn small_plan_completes_with_consistent_records() {
         assert_eq!(r.n, Some(r.planned_n));
         assert_eq!(r.prompt_tokens, Some(r.planned_n));
         assert!(r.served_worker_id.is_some(), "{r:?}");
+        // The booking is recorded on its own: the worker select_and_reserve booked is the one
+        // the frontend reports as serving the pinned request.
+        assert!(r.reserved_worker_id.is_some(), "{r:?}");
+        assert_eq!(r.reserved_worker_id, r.served_worker_id, "{r:?}");
+        assert_eq!(r.reserved_dp_rank, Some(0), "{r:?}");
         assert!(r.ttft_ms.unwrap() > 0.0);
     }
     assert_records_match_schema(&run_dir);

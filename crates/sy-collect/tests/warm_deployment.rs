@@ -87,12 +87,24 @@ fn a_second_run_of_the_same_plan_and_seed_gets_no_unplanned_cache_hits() {
         let plan = write(dir.path(), "plan.toml", PLAN);
         let (dir_a, dir_b) = (dir.path().join("a"), dir.path().join("b"));
 
+        let workers: HashSet<u64> = ["efficient", "capable"]
+            .iter()
+            .flat_map(|m| sim.worker_ids(m))
+            .collect();
         let a = run_once(&sim, &plan, &dir_a).await;
         let b = run_once(&sim, &plan, &dir_b).await;
         sim.shutdown().await;
 
         assert_cache_as_planned(&records(&dir_a), "first run");
         assert_cache_as_planned(&records(&dir_b), "second run (warm deployment)");
+        // Every record names the worker its reservation booked: a real simulated worker, the one
+        // that served the pinned request.
+        for r in records(&dir_a).iter().chain(records(&dir_b).iter()) {
+            let reserved = r.reserved_worker_id.expect("reserved worker recorded");
+            assert!(workers.contains(&reserved), "{r:?}");
+            assert_eq!(r.served_worker_id, Some(reserved), "{r:?}");
+            assert_eq!(r.reserved_dp_rank, Some(0));
+        }
         for (m, which) in [(&a.manifest, "first"), (&b.manifest, "second")] {
             assert!(m.complete, "{which}: {m:?}");
             assert_eq!(m.seed, 11);

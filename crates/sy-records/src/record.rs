@@ -177,7 +177,9 @@ pub struct Record {
     /// The data-parallel rank the reservation booked (see `reserved_worker_id`).
     #[serde(default)]
     pub reserved_dp_rank: Option<u32>,
-    /// The worker that actually served the probe (from the reservation / `worker_id` extra field).
+    /// The worker that actually served the probe, as the frontend reported it (the `worker_id`
+    /// extra field of the stream); `None` when it reported none. Compare with
+    /// `reserved_worker_id`.
     pub served_worker_id: Option<u64>,
     /// Client-measured time to the first non-empty token (monotonic clock).
     pub ttft_ms: Option<f64>,
