@@ -222,7 +222,7 @@ pub fn run(opts: &MarginOptions) -> Result<MarginsFile, ToolError> {
         .check_covers(&loaded.records, &opts.splits)
         .map_err(inputs::records_error)?;
     spinner.set_message("pairing probes");
-    let pairs = sy_records::pair_probes(loaded.records).map_err(inputs::records_error)?;
+    let pairs = sy_records::pair_probes(&loaded.records).map_err(inputs::records_error)?;
     let in_split: Vec<&ProbePair> = pairs
         .iter()
         .filter(|p| splits.split_of(p.run_id(), p.condition_id()) == Some(Split::Uncertainty))

@@ -16,7 +16,7 @@
 //! everything downstream keys conditions by `(run_id, condition_id)` (see [`crate::condition_key`]),
 //! so condition ids of different runs never collide.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -27,6 +27,12 @@ use serde::Serialize;
 use crate::error::{RecordsError, RowIssue};
 use crate::frame::{frame_to_records, unknown_columns};
 use crate::record::{Phase, Record, Role, Status};
+
+/// Threads that convert rows into records (at most).
+const MAX_CONVERT_THREADS: usize = 8;
+
+/// Below this many rows per thread a frame is converted on the calling thread.
+const MIN_ROWS_PER_THREAD: usize = 16_384;
 
 /// Rows read from a Parquet file per slice.
 const PARQUET_SLICE_ROWS: usize = 131_072;
@@ -310,24 +316,65 @@ fn read_err(path: &Path, e: impl std::fmt::Display) -> RecordsError {
     }
 }
 
+/// Converted rows of one part of a frame; kept across slices so their memory is reused.
+type RowBuffer = Vec<Result<Record, RowIssue>>;
+
 fn push_frame(
     df: &DataFrame,
     path: &Path,
     offset: usize,
     sink: &mut Sink<'_>,
+    buffers: &mut Vec<RowBuffer>,
 ) -> Result<(), RecordsError> {
-    let stop = !sink.options.skip_invalid;
-    let rows = frame_to_records(df, path, offset, stop)?;
-    let mut issues = rows.issues.into_iter().peekable();
-    for (i, rec) in rows.records {
-        // Interleave conversion issues in row order so the first error is the first row's.
-        while let Some(issue) = issues.next_if(|is| is.row <= offset + i) {
-            sink.push(path, issue.row, Err(issue))?;
-        }
-        sink.push(path, offset + i + 1, Ok(rec))?;
+    let height = df.height();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(MAX_CONVERT_THREADS);
+    if threads <= 1 || height < 2 * MIN_ROWS_PER_THREAD {
+        // Rows go straight into the sink in row order, so the first error reported is the
+        // first bad row's.
+        return frame_to_records(df, path, offset, |i, row| {
+            sink.push(path, offset + i + 1, row)
+        });
     }
-    for issue in issues {
-        sink.push(path, issue.row, Err(issue))?;
+    // Row conversion (typed cells → `Record`, with its strings) is the costly part of loading
+    // and needs no shared state: convert contiguous parts of the frame on scoped threads, then
+    // hand the rows to the sink in row order, which keeps error order and numbering unchanged.
+    let per_thread = height.div_ceil(threads);
+    buffers.resize_with(threads, Vec::new);
+    let outcomes: Vec<Result<(), RecordsError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = buffers
+            .iter_mut()
+            .enumerate()
+            .map(|(t, rows)| {
+                let start = (t * per_thread).min(height);
+                let len = per_thread.min(height - start);
+                let part = df.slice(i64::try_from(start).unwrap_or(i64::MAX), len);
+                scope.spawn(move || {
+                    rows.clear();
+                    rows.reserve(len);
+                    frame_to_records(&part, path, offset + start, |_, row| {
+                        rows.push(row);
+                        Ok(())
+                    })
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle
+                    .join()
+                    .unwrap_or_else(|_| Err(read_err(path, "a record conversion thread panicked")))
+            })
+            .collect()
+    });
+    for (t, (outcome, rows)) in outcomes.into_iter().zip(buffers.iter_mut()).enumerate() {
+        outcome?;
+        let start = t * per_thread;
+        for (i, row) in rows.drain(..).enumerate() {
+            sink.push(path, offset + start + i + 1, row)?;
+        }
     }
     Ok(())
 }
@@ -346,6 +393,7 @@ fn read_parquet(
     sink.out.origins.reserve(total);
     let mut offset = 0;
     let mut first = true;
+    let mut buffers = Vec::new();
     while offset < total || first {
         let len = PARQUET_SLICE_ROWS.min(total - offset);
         let df = ParquetReader::new(open()?)
@@ -356,7 +404,7 @@ fn read_parquet(
             summary.unknown_columns = unknown_columns(&df);
             first = false;
         }
-        push_frame(&df, path, offset, sink)?;
+        push_frame(&df, path, offset, sink, &mut buffers)?;
         offset += len;
         if len == 0 {
             break;
@@ -380,7 +428,7 @@ fn read_csv(
         .map_err(|e| read_err(path, format!("not a readable CSV file: {e}")))?;
     summary.rows = df.height();
     summary.unknown_columns = unknown_columns(&df);
-    push_frame(&df, path, 0, sink)
+    push_frame(&df, path, 0, sink, &mut Vec::new())
 }
 
 fn read_jsonl(
@@ -487,8 +535,8 @@ fn diagnose_json_line(text: &str, err: &serde_json::Error) -> (String, String) {
 /// tables, per model).
 fn check_pairs(out: &mut LoadedRecords, options: &LoadOptions) -> Result<(), RecordsError> {
     // (run_id, probe_id) → [efficient index, capable index]
-    let mut slots: HashMap<(&str, &str), [Option<usize>; 2]> =
-        HashMap::with_capacity(out.records.len() / 2 + 1);
+    let mut slots: FxHashMap<(&str, &str), [Option<usize>; 2]> =
+        FxHashMap::with_capacity_and_hasher(out.records.len() / 2 + 1, Default::default());
     let mut bad: Vec<(usize, &'static str, String)> = Vec::new();
     for (i, r) in out.records.iter().enumerate() {
         if r.phase != Phase::Load {

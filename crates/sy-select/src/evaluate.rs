@@ -328,7 +328,9 @@ pub fn replay_all(params: &RuleParams, pairs: &[EvalPair], unmeasured: u64) -> R
 }
 
 /// Decision inputs of the pairs, and how many pairs lacked a measured TTFT.
-pub fn eval_pairs<'a>(pairs: impl IntoIterator<Item = &'a ProbePair>) -> (Vec<EvalPair>, u64) {
+pub fn eval_pairs<'a, 'r: 'a>(
+    pairs: impl IntoIterator<Item = &'a ProbePair<'r>>,
+) -> (Vec<EvalPair>, u64) {
     let mut out = Vec::new();
     let mut unmeasured = 0;
     for p in pairs {

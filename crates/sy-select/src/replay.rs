@@ -41,7 +41,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<(Bundle, Replay), ToolError> {
         }
         None => None,
     };
-    let pairs = sy_records::pair_probes(loaded.records).map_err(inputs::records_error)?;
+    let pairs = sy_records::pair_probes(&loaded.records).map_err(inputs::records_error)?;
     let keep = |p: &&ProbePair| match &table {
         Some((t, s)) => t.split_of(p.run_id(), p.condition_id()) == Some(*s),
         None => true,

@@ -221,7 +221,7 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
         )));
     }
     bar.set_message("pairing probes");
-    let pairs = sy_records::pair_probes(loaded.records).map_err(inputs::records_error)?;
+    let pairs = sy_records::pair_probes(&loaded.records).map_err(inputs::records_error)?;
     let table = &splits;
     let of = |s: Split| {
         pairs
