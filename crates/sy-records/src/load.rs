@@ -246,15 +246,7 @@ impl Sink<'_> {
         row: usize,
         record: Result<Record, RowIssue>,
     ) -> Result<(), RecordsError> {
-        let record = record.and_then(|r| match validate_record(&r) {
-            Ok(()) => Ok(r),
-            Err((field, message)) => Err(RowIssue {
-                path: path.to_path_buf(),
-                row,
-                field: field.to_string(),
-                message,
-            }),
-        });
+        let record = record.and_then(|r| validated(path, row, r));
         match record {
             Ok(r) => {
                 self.out.records.push(r);
@@ -273,6 +265,19 @@ impl Sink<'_> {
                 }
             }
         }
+    }
+}
+
+/// `record` if it passes [`validate_record`], else the issue naming `path` and `row`.
+fn validated(path: &Path, row: usize, record: Record) -> Result<Record, RowIssue> {
+    match validate_record(&record) {
+        Ok(()) => Ok(record),
+        Err((field, message)) => Err(RowIssue {
+            path: path.to_path_buf(),
+            row,
+            field: field.to_string(),
+            message,
+        }),
     }
 }
 
@@ -316,8 +321,13 @@ fn read_err(path: &Path, e: impl std::fmt::Display) -> RecordsError {
     }
 }
 
-/// Converted rows of one part of a frame; kept across slices so their memory is reused.
-type RowBuffer = Vec<Result<Record, RowIssue>>;
+/// Converted and validated rows of one part of a frame, kept across slices so their memory is
+/// reused: the valid records, and the issues with the index (within the part) of their row.
+#[derive(Default)]
+struct RowBuffer {
+    records: Vec<Record>,
+    issues: Vec<(usize, RowIssue)>,
+}
 
 fn push_frame(
     df: &DataFrame,
@@ -341,7 +351,7 @@ fn push_frame(
     // and needs no shared state: convert contiguous parts of the frame on scoped threads, then
     // hand the rows to the sink in row order, which keeps error order and numbering unchanged.
     let per_thread = height.div_ceil(threads);
-    buffers.resize_with(threads, Vec::new);
+    buffers.resize_with(threads, RowBuffer::default);
     let outcomes: Vec<Result<(), RecordsError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = buffers
             .iter_mut()
@@ -351,10 +361,14 @@ fn push_frame(
                 let len = per_thread.min(height - start);
                 let part = df.slice(i64::try_from(start).unwrap_or(i64::MAX), len);
                 scope.spawn(move || {
-                    rows.clear();
-                    rows.reserve(len);
-                    frame_to_records(&part, path, offset + start, |_, row| {
-                        rows.push(row);
+                    rows.records.clear();
+                    rows.issues.clear();
+                    rows.records.reserve(len);
+                    frame_to_records(&part, path, offset + start, |i, row| {
+                        match row.and_then(|r| validated(path, offset + start + i + 1, r)) {
+                            Ok(r) => rows.records.push(r),
+                            Err(issue) => rows.issues.push((i, issue)),
+                        }
                         Ok(())
                     })
                 })
@@ -371,9 +385,32 @@ fn push_frame(
     });
     for (t, (outcome, rows)) in outcomes.into_iter().zip(buffers.iter_mut()).enumerate() {
         outcome?;
-        let start = t * per_thread;
-        for (i, row) in rows.drain(..).enumerate() {
-            sink.push(path, offset + start + i + 1, row)?;
+        let start = offset + t * per_thread;
+        if rows.issues.is_empty() {
+            // The common case: every row valid, appended in one block.
+            let first_row = start + 1;
+            sink.out
+                .origins
+                .extend((0..rows.records.len()).map(|i| RowOrigin {
+                    file: sink.file,
+                    row: u32::try_from(first_row + i).unwrap_or(u32::MAX),
+                }));
+            sink.out.records.append(&mut rows.records);
+            continue;
+        }
+        // Interleave records and issues in row order (the first error is the first bad row's).
+        let mut issues = rows.issues.drain(..).peekable();
+        let mut i = 0;
+        for record in rows.records.drain(..) {
+            while let Some((_, issue)) = issues.next_if(|(j, _)| *j <= i) {
+                sink.push(path, issue.row, Err(issue))?;
+                i += 1;
+            }
+            sink.push(path, start + i + 1, Ok(record))?;
+            i += 1;
+        }
+        for (_, issue) in issues {
+            sink.push(path, issue.row, Err(issue))?;
         }
     }
     Ok(())

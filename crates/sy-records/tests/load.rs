@@ -296,9 +296,16 @@ fn large_frames_convert_in_parallel_in_file_order() {
         write_records(&records, &path).unwrap();
         let loaded = load_records(std::slice::from_ref(&path), &strict()).unwrap();
         assert_eq!(loaded.records.len(), records.len(), "{name}");
-        assert!(loaded.records.iter().zip(&records).all(|(a, b)| a == b), "{name}");
         assert!(
-            loaded.origins.iter().enumerate().all(|(i, o)| o.row as usize == i + 1),
+            loaded.records.iter().zip(&records).all(|(a, b)| a == b),
+            "{name}"
+        );
+        assert!(
+            loaded
+                .origins
+                .iter()
+                .enumerate()
+                .all(|(i, o)| o.row as usize == i + 1),
             "{name}"
         );
     }
