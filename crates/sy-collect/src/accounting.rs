@@ -87,6 +87,49 @@ pub struct Driver {
     next_id: AtomicU64,
     /// Workers that just failed a request (dead, restarting): stepped around for a while.
     suspects: Mutex<HashMap<u64, Instant>>,
+    /// Instances seen in the frontend's `/health`, with when this run first saw them (`None`:
+    /// already listed when the run started). Tells a discovery race from a bad request.
+    frontend_seen: Mutex<HashMap<u64, Option<Instant>>>,
+}
+
+/// A frontend instance first seen this recently counts as just (re)discovered: an HTTP 400 for
+/// a request pinned to it is the discovery race, not a bad request.
+pub const DISCOVERY_GRACE: Duration = Duration::from_secs(10);
+
+/// Why an HTTP 400 for a request pinned to `worker` is a transient discovery race (the
+/// frontend has not (re)discovered the instance the selection service booked), or `None` when
+/// it is a real bad request.
+///
+/// Dynamo 1.6.1 answers a request pinned to an instance its frontend does not know with HTTP
+/// 400 `Invalid request` and no detail — while a restarted frontend re-reads discovery, or
+/// before it has discovered a restarted worker the selection service already books. So: the
+/// message names an unknown instance; or the frontend's `/health` is unavailable (restarting),
+/// does not list the instance, or lists it but this run saw it for the first time less than
+/// [`DISCOVERY_GRACE`] ago (`first_seen_ago`; `None` = listed since the run started).
+pub fn discovery_race(
+    worker: u64,
+    says_unknown_instance: bool,
+    listed: Result<&[u64], &str>,
+    first_seen_ago: Option<Duration>,
+) -> Option<String> {
+    if says_unknown_instance {
+        return Some(format!("the frontend does not know instance {worker}"));
+    }
+    match listed {
+        Err(e) => Some(format!(
+            "the frontend's /health is unavailable ({e}): it is probably restarting"
+        )),
+        Ok(ids) if !ids.contains(&worker) => Some(format!(
+            "the frontend's /health does not list instance {worker} (not yet discovered, or gone)"
+        )),
+        Ok(_) => match first_seen_ago {
+            Some(ago) if ago < DISCOVERY_GRACE => Some(format!(
+                "instance {worker} was discovered by the frontend only {} ms ago",
+                ago.as_millis()
+            )),
+            _ => None,
+        },
+    }
 }
 
 /// How long a failed worker is stepped around before it is trusted again.
@@ -107,6 +150,60 @@ impl Driver {
             session,
             next_id: AtomicU64::new(0),
             suspects: Mutex::new(HashMap::new()),
+            frontend_seen: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Records the instances the frontend lists now as known since the start of the run (call
+    /// once before the first request). Best effort: without an answer every instance counts as
+    /// new when first seen later.
+    pub async fn learn_frontend_instances(&self) {
+        match self.completions.listed_instances().await {
+            Ok(ids) => {
+                if let Ok(mut seen) = self.frontend_seen.lock() {
+                    for id in ids {
+                        seen.entry(id).or_insert(None);
+                    }
+                }
+            }
+            Err(e) => tracing::debug!("frontend /health at start: {e}"),
+        }
+    }
+
+    /// Marks an HTTP 400 for a request pinned to `worker` as transient when it is the
+    /// frontend's discovery race (see [`discovery_race`]); the message says why. The unit is
+    /// then retried with the bounded backoff, and the retry re-reserves.
+    pub async fn classify_pinned_400(&self, worker: u64, error: &mut CallError) {
+        if error.status != Some(400) || error.kind != sy_dynamo::FailureKind::Http4xx {
+            return;
+        }
+        let unknown = error.says_unknown_instance();
+        let listed = if unknown {
+            Ok(Vec::new())
+        } else {
+            self.completions
+                .listed_instances()
+                .await
+                .map_err(|e| e.message)
+        };
+        let now = Instant::now();
+        let first_seen_ago = match (&listed, self.frontend_seen.lock()) {
+            (Ok(ids), Ok(mut seen)) => {
+                for &id in ids {
+                    seen.entry(id).or_insert(Some(now));
+                }
+                seen.get(&worker).copied().flatten().map(|t| now - t)
+            }
+            _ => None,
+        };
+        let listed_ref = match &listed {
+            Ok(ids) => Ok(ids.as_slice()),
+            Err(m) => Err(m.as_str()),
+        };
+        if let Some(reason) = discovery_race(worker, unknown, listed_ref, first_seen_ago) {
+            error.retryable = Some(true);
+            error.message = format!("{} — transient: {reason}", error.message);
+            tracing::info!("pinned request got HTTP 400: {reason}; will retry");
         }
     }
 
@@ -242,6 +339,10 @@ impl Driver {
         if let Some(h) = handle {
             let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
         }
+        let mut outcome = outcome;
+        if let Some(e) = outcome.error.as_mut() {
+            self.classify_pinned_400(booking.answer.worker_id, e).await;
+        }
         outcome
     }
 
@@ -292,4 +393,35 @@ pub fn worker_fault(kind: sy_dynamo::FailureKind) -> bool {
         kind,
         K::Http5xx | K::StreamError | K::StreamDropped | K::Connect
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const W: u64 = 9_981_230_746_187_775_269;
+
+    #[test]
+    fn a_400_is_a_discovery_race_only_when_the_frontend_does_not_know_the_instance() {
+        // Listed since the run started: a real bad request, not retried.
+        assert_eq!(discovery_race(W, false, Ok(&[1, W]), None), None);
+        // Listed, first seen long ago: a real bad request.
+        assert_eq!(
+            discovery_race(W, false, Ok(&[W]), Some(Duration::from_secs(60))),
+            None
+        );
+        // Not listed (a restarted frontend, or a worker not yet discovered): transient.
+        let r = discovery_race(W, false, Ok(&[1, 2]), None).unwrap();
+        assert!(
+            r.contains("does not list instance 9981230746187775269"),
+            "{r}"
+        );
+        // Just (re)discovered: transient.
+        let r = discovery_race(W, false, Ok(&[W]), Some(Duration::from_millis(300))).unwrap();
+        assert!(r.contains("only 300 ms ago"), "{r}");
+        // The frontend itself is not answering: transient.
+        assert!(discovery_race(W, false, Err("connection refused"), None).is_some());
+        // The message names an unknown instance: transient whatever /health says.
+        assert!(discovery_race(W, true, Ok(&[W]), None).is_some());
+    }
 }

@@ -247,6 +247,10 @@ async fn run_on_target(
         invocation_id.clone(),
     ));
 
+    // What the frontend lists now is "known since the start": a later HTTP 400 pinned to one of
+    // these is a bad request, one pinned to an instance it lists only later is a discovery race.
+    driver.learn_frontend_instances().await;
+
     let schedule = Schedule::from_plan(p);
     let resume = if opts.resume {
         results::prepare_resume(&opts.run_dir)?

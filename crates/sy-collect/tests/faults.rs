@@ -203,3 +203,187 @@ fn a_vanished_worker_is_stepped_around_and_its_replacement_found() {
             .all(|r| r.served_worker_id != Some(victim) || r.sent_at_unix_ms > 0.0));
     });
 }
+
+/// Runs `plan_text` in-process against `sim` (as `--target dynamo` with the sim's URLs) while
+/// `fault` runs once the first unit is on disk; returns the summary.
+async fn run_with_fault<F, Fut>(
+    sim: &sy_sim::SimHandle,
+    dir: &std::path::Path,
+    plan_text: &str,
+    fault: F,
+) -> sy_collect::RunSummary
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let plan_path = write(dir, "plan.toml", plan_text);
+    let plan = sy_collect::Plan::from_path(&plan_path).unwrap();
+    let run_dir = dir.join("run");
+    let opts = sy_collect::RunOptions {
+        run_dir: run_dir.clone(),
+        target: sy_collect::TargetKind::Dynamo,
+        urls: sy_collect::target::UrlOverrides {
+            frontend_url: Some(sim.frontend_url()),
+            selection_url: Some(sim.selection_url()),
+            sim_config: None,
+        },
+        resume: false,
+        show_progress: false,
+        seed: None,
+    };
+    let collector = tokio::spawn(sy_collect::run(plan, opts));
+    // Wait until the run is under way (some unit written), then inject.
+    let records_path = run_dir.join("records.jsonl");
+    let t0 = Instant::now();
+    while std::fs::metadata(&records_path).map_or(0, |m| m.len()) == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the run never started"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    fault().await;
+    tokio::time::timeout(Duration::from_secs(120), collector)
+        .await
+        .expect("no hang")
+        .unwrap()
+        .unwrap()
+}
+
+fn discovery_retries(run_dir: &std::path::Path) -> Vec<Record> {
+    attempts(run_dir)
+        .into_iter()
+        .filter(|r| {
+            r.error_class == Some(ErrorClass::Http4xx)
+                && r.error_message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("HTTP 400") && m.contains("transient"))
+        })
+        .collect()
+}
+
+/// The frontend forgets its instances for a while (a restarted frontend re-reading discovery):
+/// pinned requests get HTTP 400 `Invalid request`. They are classified as transient (the
+/// frontend's `/health` does not list the booked instance), retried with the bounded backoff
+/// after re-reserving, and the plan completes with every unit ok and no reservation leaked.
+#[test]
+fn http_400_while_the_frontend_rediscovers_workers_is_retried() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let sim = sy_sim::spawn(sy_sim::SimConfig::default()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let summary = run_with_fault(
+            &sim,
+            dir.path(),
+            "seed = 8\n[target]\nretries = 8\nretry_backoff_ms = 20\n[probe]\nmax_tokens = 4\nsettle_ms = 5\n[qgrid]\nn = [128, 512]\nf = [0.0, 0.5]\nrepeats = 4\n",
+            || async {
+                // 400 ms wall at time_scale 1: longer than a unit, shorter than the backoffs.
+                sim.rediscover_workers(400.0).unwrap();
+            },
+        )
+        .await;
+        sim.shutdown().await;
+        let run_dir = dir.path().join("run");
+        assert!(summary.manifest.complete, "{:?}", summary.manifest);
+        assert_eq!(summary.manifest.loads_zero_at_end, Some(true));
+        assert!(summary.manifest.outstanding_reservations.is_empty());
+        let recs = records(&run_dir);
+        assert_eq!(recs.len(), 32);
+        let failed: Vec<_> = recs.iter().filter(|r| r.status != Status::Ok).collect();
+        assert!(failed.is_empty(), "every unit recovers: {failed:?}");
+        // The 400s happened, were recorded with their class and why they count as transient.
+        let retried = discovery_retries(&run_dir);
+        assert!(
+            !retried.is_empty(),
+            "no unit hit the rediscovery window: {:?}",
+            attempts(&run_dir)
+        );
+        assert!(
+            retried
+                .iter()
+                .any(|r| r.error_message.as_deref().unwrap().contains("does not list instance")),
+            "{retried:?}"
+        );
+        assert!(recs.iter().any(|r| r.attempts > 1));
+        assert!(summary.manifest.counts.retried_attempts > 0);
+        assert_records_match_schema(&run_dir);
+    });
+}
+
+/// A restarted worker the selection service already books (registered by the deployment) but the
+/// frontend has not discovered yet: requests pinned to it get HTTP 400, are retried, and once the
+/// frontend lists it the new worker serves.
+#[test]
+fn http_400_for_a_just_restarted_worker_is_retried_until_it_is_discovered() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut cfg = sy_sim::SimConfig::default();
+        cfg.lifecycle.restart_delay_ms = 100.0;
+        cfg.lifecycle.discovery_delay_ms = 600.0;
+        cfg.lifecycle.auto_register_restarted = true;
+        let sim = sy_sim::spawn(cfg).await.unwrap();
+        let (victim, other) = {
+            let ids = sim.worker_ids("efficient");
+            (ids[0], ids[1])
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let new_id = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let summary = run_with_fault(
+            &sim,
+            dir.path(),
+            "seed = 9\n[target]\nretries = 8\nretry_backoff_ms = 20\n[probe]\nmax_tokens = 4\nsettle_ms = 5\n[qgrid]\nn = [128, 512]\nf = [0.0, 0.5]\nrepeats = 5\n",
+            || {
+                let new_id = new_id.clone();
+                let sim = &sim;
+                async move {
+                    // Only the replacement may be booked for `efficient`, so requests do land on
+                    // it while the frontend has not discovered it yet.
+                    sim.set_schedulable(other, false).unwrap();
+                    let id = sim.restart_worker(victim).await.unwrap();
+                    *new_id.lock().unwrap() = Some(id);
+                }
+            },
+        )
+        .await;
+        sim.shutdown().await;
+        let new_id = new_id.lock().unwrap().unwrap();
+        let run_dir = dir.path().join("run");
+        assert!(summary.manifest.complete, "{:?}", summary.manifest);
+        assert_eq!(summary.manifest.loads_zero_at_end, Some(true));
+        assert!(summary.manifest.outstanding_reservations.is_empty());
+        let recs = records(&run_dir);
+        assert_eq!(recs.len(), 40);
+        // Units that hit the killed worker may fail before the restart; none fails with a 400.
+        assert!(
+            recs.iter().all(|r| r.error_class != Some(ErrorClass::Http4xx)),
+            "{:?}",
+            recs.iter().filter(|r| r.status != Status::Ok).collect::<Vec<_>>()
+        );
+        let ok = recs.iter().filter(|r| r.status == Status::Ok).count();
+        assert!(ok >= 38, "at most one unit may exhaust its retries: {ok}");
+        let retried = discovery_retries(&run_dir);
+        assert!(
+            retried.iter().any(|r| r.reserved_worker_id == Some(new_id)
+                && r
+                    .error_message
+                    .as_deref()
+                    .unwrap()
+                    .contains(&format!("instance {new_id}"))),
+            "no request hit the undiscovered worker {new_id}: {:?}",
+            attempts(&run_dir)
+        );
+        assert!(
+            recs.iter().any(|r| r.served_worker_id == Some(new_id)),
+            "the new worker {new_id} never served"
+        );
+        assert_records_match_schema(&run_dir);
+    });
+}

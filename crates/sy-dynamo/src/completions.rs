@@ -90,6 +90,8 @@ struct LeanDelta<'a> {
 pub struct CompletionClient {
     http: reqwest::Client,
     url: String,
+    /// The frontend's base URL (for `/health`).
+    base: String,
     bearer: Option<String>,
     first_token_timeout: Duration,
     request_timeout: Duration,
@@ -111,10 +113,46 @@ impl CompletionClient {
         Self {
             http,
             url: format!("{}/v1/completions", config.frontend_url),
+            base: config.frontend_url.clone(),
             bearer: config.bearer_token.clone(),
             first_token_timeout: config.first_token_timeout,
             request_timeout: config.request_timeout,
         }
+    }
+
+    /// The instance ids the frontend lists in `GET /health` (every endpoint of every
+    /// namespace; an id appears once). A pinned request to an id missing here is refused by
+    /// Dynamo 1.6.1 with HTTP 400 `Invalid request`.
+    pub async fn listed_instances(&self) -> Result<Vec<u64>, CallError> {
+        let mut req = self
+            .http
+            .get(format!("{}/health", self.base))
+            .timeout(Duration::from_secs(5));
+        if let Some(token) = &self.bearer {
+            req = req.bearer_auth(token);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| CallError::from_reqwest("frontend /health", &e))?;
+        let status = resp.status().as_u16();
+        // Dynamo answers 503 with the same body while not every endpoint is ready.
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| CallError::from_reqwest("frontend /health", &e))?;
+        let health: sy_wire::HealthResponse = serde_json::from_str(&text).map_err(|e| {
+            let mut err = CallError::new(
+                FailureKind::Protocol,
+                format!("frontend /health (HTTP {status}): not a health answer: {e}"),
+            );
+            err.status = Some(status);
+            err
+        })?;
+        let mut ids: Vec<u64> = health.instances.iter().map(|i| i.instance_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(ids)
     }
 
     /// The JSON body of a request (exposed for tests and the dry run).
@@ -360,6 +398,7 @@ impl CompletionClient {
                     code.map(|c| format!(" (code {c})")).unwrap_or_default(),
                     truncate(&msg, 300)
                 ),
+                retryable: None,
             });
             return;
         }

@@ -53,6 +53,10 @@ pub struct CallError {
     pub kind: FailureKind,
     pub status: Option<u16>,
     pub message: String,
+    /// Overrides the kind's transience when a caller knows more than the status: e.g. an HTTP
+    /// 400 for a pinned request while the frontend has not (re)discovered the pinned instance
+    /// yet is transient although 4xx normally is not. `None`: the kind decides.
+    pub retryable: Option<bool>,
 }
 
 impl CallError {
@@ -61,6 +65,7 @@ impl CallError {
             kind,
             status: None,
             message: message.into(),
+            retryable: None,
         }
     }
 
@@ -69,6 +74,7 @@ impl CallError {
             kind: FailureKind::from_status(status),
             status: Some(status),
             message: message.into(),
+            retryable: None,
         }
     }
 
@@ -95,7 +101,64 @@ impl CallError {
         Self::new(kind, message)
     }
 
+    /// Whether a retry may succeed: the caller's override if set, else the kind's default.
     pub fn is_transient(&self) -> bool {
-        self.kind.is_transient()
+        self.retryable.unwrap_or_else(|| self.kind.is_transient())
+    }
+
+    /// Whether this is an HTTP 400 whose message says the pinned instance is unknown or gone
+    /// (some frontends say so; Dynamo 1.6.1 answers only `Invalid request`, so the caller must
+    /// also check the frontend's instance list).
+    pub fn says_unknown_instance(&self) -> bool {
+        if self.status != Some(400) {
+            return false;
+        }
+        let m = self.message.to_ascii_lowercase();
+        (m.contains("instance") || m.contains("worker"))
+            && [
+                "unknown",
+                "not found",
+                "no such",
+                "not available",
+                "does not exist",
+            ]
+            .iter()
+            .any(|w| m.contains(w))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retryable_overrides_the_kind() {
+        let mut e = CallError::status(400, "frontend HTTP 400: Invalid request");
+        assert_eq!(e.kind, FailureKind::Http4xx);
+        assert!(!e.is_transient());
+        e.retryable = Some(true);
+        assert!(e.is_transient());
+        let mut f = CallError::status(503, "x");
+        assert!(f.is_transient());
+        f.retryable = Some(false);
+        assert!(!f.is_transient());
+    }
+
+    #[test]
+    fn unknown_instance_messages() {
+        assert!(
+            CallError::status(400, "frontend HTTP 400: instance 123 not found")
+                .says_unknown_instance()
+        );
+        assert!(
+            CallError::status(400, "frontend HTTP 400: Unknown worker instance 7")
+                .says_unknown_instance()
+        );
+        // Dynamo 1.6.1's actual answer carries no detail.
+        assert!(
+            !CallError::status(400, "frontend HTTP 400: Invalid request").says_unknown_instance()
+        );
+        // Only a 400.
+        assert!(!CallError::status(503, "instance 1 not found").says_unknown_instance());
     }
 }

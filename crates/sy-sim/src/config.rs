@@ -262,6 +262,12 @@ pub struct LifecycleConfig {
     /// Dynamo does not: a client must `POST /workers`).
     #[serde(default)]
     pub auto_register_restarted: bool,
+    /// A restarted worker serves at once but the frontend discovers it only this long after
+    /// (0 = at once). Meanwhile it is missing from `/health` and requests pinned to it get HTTP
+    /// 400 `Invalid request`, as on Dynamo 1.6.1 while the frontend has not yet discovered an
+    /// instance the selection service already knows.
+    #[serde(default)]
+    pub discovery_delay_ms: f64,
 }
 
 fn d_stale() -> f64 {
@@ -277,6 +283,7 @@ impl Default for LifecycleConfig {
             stale_listing_ms: d_stale(),
             restart_delay_ms: d_restart(),
             auto_register_restarted: false,
+            discovery_delay_ms: 0.0,
         }
     }
 }
@@ -462,6 +469,10 @@ impl SimConfig {
         check_nonneg(
             "lifecycle.restart_delay_ms",
             self.lifecycle.restart_delay_ms,
+        )?;
+        check_nonneg(
+            "lifecycle.discovery_delay_ms",
+            self.lifecycle.discovery_delay_ms,
         )?;
         check_nonneg(
             "router.overlap_score_weight",

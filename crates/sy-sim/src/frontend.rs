@@ -429,10 +429,7 @@ fn route(
     bs: u64,
 ) -> Option<Arc<Worker>> {
     let workers = read(&st.models[model_idx].workers);
-    let listed: Vec<&Arc<Worker>> = workers
-        .iter()
-        .filter(|w| w.listed.load(Ordering::Relaxed))
-        .collect();
+    let listed: Vec<&Arc<Worker>> = workers.iter().filter(|w| st.frontend_knows(w)).collect();
     if listed.len() == 1 {
         return Some(Arc::clone(listed[0]));
     }
@@ -494,7 +491,7 @@ async fn serve(st: Arc<SimState>, p: Prepared, arrived: Instant) -> Response {
     let hashes = sequence_hashes(&p.tokens, mcfg.block_size);
     let worker = match p.nvext.backend_instance_id {
         Some(id) => match st.worker(id) {
-            Some(w) if w.model == p.model_idx && w.listed.load(Ordering::Relaxed) => w,
+            Some(w) if w.model == p.model_idx && st.frontend_knows(&w) => w,
             _ => return error(400, "Bad Request", "Invalid request"),
         },
         None => match route(&st, p.model_idx, &hashes, isl, bs) {
@@ -777,7 +774,7 @@ async fn health(State(st): State<Arc<SimState>>) -> Response {
     for m in &st.models {
         endpoints.push(format!("dyn://{}.backend.generate", m.cfg.name));
         for w in read(&m.workers).iter() {
-            if !w.listed.load(Ordering::Relaxed) {
+            if !st.frontend_knows(w) {
                 continue;
             }
             let mut extra = Extra::new();
@@ -811,7 +808,7 @@ async fn metrics(State(st): State<Arc<SimState>>) -> impl IntoResponse {
     let mut workers: Vec<(u64, u64, u64)> = Vec::new();
     for m in &st.models {
         for w in read(&m.workers).iter() {
-            if w.listed.load(Ordering::Relaxed) {
+            if st.frontend_knows(w) {
                 workers.push((
                     w.id,
                     w.fe_prefill_tokens.load(Ordering::Relaxed),

@@ -97,7 +97,7 @@ pub async fn spawn_on(
     for (m, mc) in config.models.iter().enumerate() {
         for i in 0..mc.workers {
             let id = state.next_worker_id();
-            state.start_worker(m, i, id);
+            state.start_worker(m, i, id, std::time::Duration::ZERO);
             register_in_selection(&state, id)?;
         }
     }
@@ -219,18 +219,38 @@ impl SimHandle {
 
     /// Kills a worker and, after `lifecycle.restart_delay_ms`, starts a replacement with a new
     /// id (empty cache). Returns the new id once it serves. The selection service learns it only
-    /// if `lifecycle.auto_register_restarted` (else call [`Self::register_worker`]).
+    /// if `lifecycle.auto_register_restarted` (else call [`Self::register_worker`]); the
+    /// frontend discovers it `lifecycle.discovery_delay_ms` later (400 for pinned requests
+    /// until then).
     pub async fn restart_worker(&self, id: u64) -> Result<u64, SimError> {
         let old = self.state.worker(id).ok_or(SimError::UnknownWorker(id))?;
         self.kill_worker(id)?;
         tokio::time::sleep(self.state.wall(self.state.lifecycle.restart_delay_ms)).await;
         let new_id = self.state.next_worker_id();
-        self.state.start_worker(old.model, old.index, new_id);
+        let discovery = self.state.wall(self.state.lifecycle.discovery_delay_ms);
+        self.state
+            .start_worker(old.model, old.index, new_id, discovery);
         if self.state.lifecycle.auto_register_restarted {
             register_in_selection(&self.state, new_id)?;
             lock(&self.state.selection).deregister(id);
         }
         Ok(new_id)
+    }
+
+    /// Fault: the frontend forgets every instance for `sim_ms` simulated ms and then
+    /// rediscovers them, as a restarted Dynamo 1.6.1 frontend does while it re-reads discovery.
+    /// Meanwhile `/health` lists no instance, pinned requests get HTTP 400 `Invalid request`
+    /// and unpinned ones 503; streams already running are not affected, nor is the selection
+    /// service (it keeps booking the workers).
+    pub fn rediscover_workers(&self, sim_ms: f64) -> Result<(), SimError> {
+        if !(sim_ms.is_finite() && sim_ms >= 0.0) {
+            return Err(SimError::InvalidFaults(format!(
+                "rediscovery time must be ≥ 0 ms, got {sim_ms}"
+            )));
+        }
+        let until = std::time::Instant::now() + self.state.wall(sim_ms);
+        *lock(&self.state.frontend_blind_until) = Some(until);
+        Ok(())
     }
 
     /// Registers a simulated worker in the selection service (as `POST /workers` would).

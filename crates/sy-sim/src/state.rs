@@ -44,6 +44,9 @@ pub(crate) struct Worker {
     pub engine: Arc<EngineShared>,
     /// Listed in the frontend's `/health` (a killed worker stays listed for a while).
     pub listed: AtomicBool,
+    /// The frontend does not know the worker before this instant (discovery delay of a
+    /// restarted worker, a fault): unlisted in `/health`, pinned requests get 400.
+    pub discovered_at: std::time::Instant,
     /// The frontend's own view of its load (for its router and `/metrics`).
     pub fe_prefill_tokens: AtomicU64,
     pub fe_decode_blocks: AtomicU64,
@@ -83,6 +86,9 @@ pub(crate) struct SimState {
     pub router: RouterConfig,
     pub selection: Mutex<SelectionState>,
     pub request_counter: AtomicU64,
+    /// Fault: the frontend knows no instance before this instant (it is rediscovering its
+    /// workers, as after a frontend restart).
+    pub frontend_blind_until: Mutex<Option<std::time::Instant>>,
 }
 
 impl SimState {
@@ -119,6 +125,7 @@ impl SimState {
             router: cfg.router.clone(),
             selection: Mutex::new(SelectionState::new(cfg.seed)),
             request_counter: AtomicU64::new(0),
+            frontend_blind_until: Mutex::new(None),
         }
     }
 
@@ -133,8 +140,15 @@ impl SimState {
         }
     }
 
-    /// Starts a worker engine for `model` (worker index `index` picks its speed).
-    pub fn start_worker(&self, model: usize, index: usize, id: u64) -> Arc<Worker> {
+    /// Starts a worker engine for `model` (worker index `index` picks its speed); the frontend
+    /// discovers it after `discovery_delay` (a fault; zero normally).
+    pub fn start_worker(
+        &self,
+        model: usize,
+        index: usize,
+        id: u64,
+        discovery_delay: std::time::Duration,
+    ) -> Arc<Worker> {
         let m = &self.models[model].cfg;
         let params = EngineParams {
             block_size: u64::from(m.block_size),
@@ -158,12 +172,26 @@ impl SimState {
             tx,
             engine: shared,
             listed: AtomicBool::new(true),
+            discovered_at: std::time::Instant::now() + discovery_delay,
             fe_prefill_tokens: AtomicU64::new(0),
             fe_decode_blocks: AtomicU64::new(0),
         });
         write(&self.workers).insert(id, Arc::clone(&w));
         write(&self.models[model].workers).push(Arc::clone(&w));
         w
+    }
+
+    /// Whether the frontend currently knows (lists and routes to) `w`: listed, discovered,
+    /// and the frontend is not rediscovering its workers.
+    pub fn frontend_knows(&self, w: &Worker) -> bool {
+        if !w.listed.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = std::time::Instant::now();
+        if now < w.discovered_at {
+            return false;
+        }
+        !lock(&self.frontend_blind_until).is_some_and(|until| now < until)
     }
 
     pub fn worker(&self, id: u64) -> Option<Arc<Worker>> {

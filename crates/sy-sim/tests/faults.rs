@@ -368,3 +368,70 @@ async fn request_errors_have_dynamos_status_and_shape() {
     );
     h.shutdown().await;
 }
+
+fn lists(health: &serde_json::Value, id: u64) -> bool {
+    health["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|i| i["instance_id"].as_u64() == Some(id))
+}
+
+/// A frontend rediscovering its workers (as after a restart) and a restarted worker the frontend
+/// has not discovered yet: both unlisted in `/health`, pinned requests 400 `Invalid request`
+/// (Dynamo 1.6.1's answer), then served once discovered; the selection service is unaffected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undiscovered_instances_answer_400_until_the_frontend_finds_them() {
+    let mut cfg = one_model(2, 0.2);
+    cfg.lifecycle.restart_delay_ms = 100.0;
+    cfg.lifecycle.discovery_delay_ms = 1500.0; // 300 ms wall
+    cfg.lifecycle.auto_register_restarted = true;
+    let h = start(cfg).await;
+    let c = client();
+    let (fe, sel) = (h.frontend_url(), h.selection_url());
+    let ids = h.worker_ids("efficient");
+
+    // 1. The whole frontend rediscovers for 1000 sim ms (200 ms wall).
+    h.rediscover_workers(1000.0).unwrap();
+    let (_, health) = get(&c, &fe, "/health").await;
+    assert!(
+        health["instances"].as_array().unwrap().is_empty(),
+        "{health}"
+    );
+    let p = stream(&c, &fe, "efficient", &prompt(1, 16), 2, Some(ids[0])).await;
+    assert_eq!(p.status, 400);
+    assert_eq!(p.events[0]["message"], "Invalid request");
+    assert_eq!(p.events[0]["code"], 400);
+    // The selection service still books it.
+    let (_, workers) = get(&c, &sel, "/workers").await;
+    assert_eq!(workers.as_array().unwrap().len(), 2);
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let (_, health) = get(&c, &fe, "/health").await;
+    assert!(lists(&health, ids[0]) && lists(&health, ids[1]), "{health}");
+    let ok = stream(&c, &fe, "efficient", &prompt(2, 16), 2, Some(ids[0])).await;
+    assert_eq!(ok.status, 200);
+    assert!(h.rediscover_workers(-1.0).is_err());
+
+    // 2. A restarted worker: registered and serving, but unknown to the frontend for a while.
+    let new_id = h.restart_worker(ids[1]).await.unwrap();
+    let (_, workers) = get(&c, &sel, "/workers").await;
+    assert!(
+        workers
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["worker_id"].as_u64() == Some(new_id))
+    );
+    let (_, health) = get(&c, &fe, "/health").await;
+    assert!(!lists(&health, new_id), "{health}");
+    assert!(lists(&health, ids[0]));
+    let p = stream(&c, &fe, "efficient", &prompt(3, 16), 2, Some(new_id)).await;
+    assert_eq!(p.status, 400);
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let (_, health) = get(&c, &fe, "/health").await;
+    assert!(lists(&health, new_id), "{health}");
+    let ok = stream(&c, &fe, "efficient", &prompt(4, 16), 2, Some(new_id)).await;
+    assert_eq!(ok.status, 200);
+    assert_eq!(ok.worker, Some(new_id));
+    h.shutdown().await;
+}
