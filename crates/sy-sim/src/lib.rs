@@ -22,6 +22,7 @@ pub mod config;
 mod engine;
 mod frontend;
 pub mod hashing;
+mod precise_timer;
 mod select_http;
 mod selection;
 mod state;
