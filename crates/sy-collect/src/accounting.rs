@@ -92,6 +92,22 @@ pub struct Driver {
     frontend_seen: Mutex<HashMap<u64, Option<Instant>>>,
 }
 
+/// Why an HTTP 404 for a model the run checked at preflight is transient: the frontend is
+/// re-registering its models (after a restart). `None` for anything else.
+pub fn model_rediscovery(error: &CallError, model: &str) -> Option<String> {
+    (error.status == Some(404)
+        && error
+            .message
+            .to_ascii_lowercase()
+            .contains("model not found"))
+    .then(|| {
+        format!(
+            "the frontend does not know model `{model}` right now although it served it at \
+                 the start of the run (re-registering its models after a restart)"
+        )
+    })
+}
+
 /// A frontend instance first seen this recently counts as just (re)discovered: an HTTP 400 for
 /// a request pinned to it is the discovery race, not a bad request.
 pub const DISCOVERY_GRACE: Duration = Duration::from_secs(10);
@@ -173,8 +189,21 @@ impl Driver {
     /// Marks an HTTP 400 for a request pinned to `worker` as transient when it is the
     /// frontend's discovery race (see [`discovery_race`]); the message says why. The unit is
     /// then retried with the bounded backoff, and the retry re-reserves.
-    pub async fn classify_pinned_400(&self, worker: u64, error: &mut CallError) {
-        if error.status != Some(400) || error.kind != sy_dynamo::FailureKind::Http4xx {
+    ///
+    /// Likewise an HTTP 404 `Model not found` for a model the preflight found served: a
+    /// restarted Dynamo 1.6.1 frontend answers so for a moment while it re-registers its models
+    /// (seen on the local stack, with `/health` already listing the instances).
+    pub async fn classify_pinned_4xx(&self, worker: u64, model: &str, error: &mut CallError) {
+        if error.kind != sy_dynamo::FailureKind::Http4xx {
+            return;
+        }
+        if let Some(reason) = model_rediscovery(error, model) {
+            error.retryable = Some(true);
+            error.message = format!("{} — transient: {reason}", error.message);
+            tracing::info!("pinned request got HTTP 404: {reason}; will retry");
+            return;
+        }
+        if error.status != Some(400) {
             return;
         }
         let unknown = error.says_unknown_instance();
@@ -341,7 +370,8 @@ impl Driver {
         }
         let mut outcome = outcome;
         if let Some(e) = outcome.error.as_mut() {
-            self.classify_pinned_400(booking.answer.worker_id, e).await;
+            self.classify_pinned_4xx(booking.answer.worker_id, model, e)
+                .await;
         }
         outcome
     }
@@ -423,5 +453,22 @@ mod tests {
         assert!(discovery_race(W, false, Err("connection refused"), None).is_some());
         // The message names an unknown instance: transient whatever /health says.
         assert!(discovery_race(W, true, Ok(&[W]), None).is_some());
+    }
+
+    #[test]
+    fn a_404_model_not_found_is_a_model_rediscovery() {
+        let e = CallError::status(404, "frontend HTTP 404: Model not found");
+        assert!(
+            model_rediscovery(&e, "efficient")
+                .unwrap()
+                .contains("`efficient`")
+        );
+        assert!(
+            model_rediscovery(&CallError::status(404, "frontend HTTP 404: nope"), "m").is_none()
+        );
+        assert!(
+            model_rediscovery(&CallError::status(400, "Model not found"), "m").is_none(),
+            "only a 404"
+        );
     }
 }

@@ -251,13 +251,19 @@ where
 }
 
 fn discovery_retries(run_dir: &std::path::Path) -> Vec<Record> {
+    retried_with(run_dir, "HTTP 400")
+}
+
+/// Retried attempts that failed with `http4xx` whose message has `what` and says why it was
+/// transient.
+fn retried_with(run_dir: &std::path::Path, what: &str) -> Vec<Record> {
     attempts(run_dir)
         .into_iter()
         .filter(|r| {
             r.error_class == Some(ErrorClass::Http4xx)
                 && r.error_message
                     .as_deref()
-                    .is_some_and(|m| m.contains("HTTP 400") && m.contains("transient"))
+                    .is_some_and(|m| m.contains(what) && m.contains("transient"))
         })
         .collect()
 }
@@ -383,6 +389,49 @@ fn http_400_for_a_just_restarted_worker_is_retried_until_it_is_discovered() {
         assert!(
             recs.iter().any(|r| r.served_worker_id == Some(new_id)),
             "the new worker {new_id} never served"
+        );
+        assert_records_match_schema(&run_dir);
+    });
+}
+
+/// Right after a Dynamo 1.6.1 frontend restart, requests get HTTP 404 `Model not found` for a
+/// moment (the instances are already listed). For a model the preflight found served that is
+/// transient: retried, and the plan completes with every unit ok.
+#[test]
+fn http_404_model_not_found_after_a_frontend_restart_is_retried() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let sim = sy_sim::spawn(sy_sim::SimConfig::default()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let summary = run_with_fault(
+            &sim,
+            dir.path(),
+            "seed = 10\n[target]\nretries = 8\nretry_backoff_ms = 20\n[probe]\nmax_tokens = 4\nsettle_ms = 5\n[qgrid]\nn = [128, 512]\nf = [0.0, 0.5]\nrepeats = 3\n",
+            || async {
+                sim.forget_models(300.0).unwrap();
+            },
+        )
+        .await;
+        sim.shutdown().await;
+        let run_dir = dir.path().join("run");
+        assert!(summary.manifest.complete, "{:?}", summary.manifest);
+        assert_eq!(summary.manifest.loads_zero_at_end, Some(true));
+        assert!(summary.manifest.outstanding_reservations.is_empty());
+        let recs = records(&run_dir);
+        assert_eq!(recs.len(), 24);
+        let failed: Vec<_> = recs.iter().filter(|r| r.status != Status::Ok).collect();
+        assert!(failed.is_empty(), "every unit recovers: {failed:?}");
+        let retried = retried_with(&run_dir, "HTTP 404");
+        assert!(
+            retried
+                .iter()
+                .any(|r| r.error_message.as_deref().unwrap().contains("Model not found")),
+            "no unit hit the window: {:?}",
+            attempts(&run_dir)
         );
         assert_records_match_schema(&run_dir);
     });

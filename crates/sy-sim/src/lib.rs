@@ -254,6 +254,21 @@ impl SimHandle {
         Ok(())
     }
 
+    /// Fault: the frontend's model registry is empty for `sim_ms` simulated ms: completions and
+    /// chat requests get HTTP 404 `Model not found` while `/health` still lists the instances
+    /// (seen for a few tens of ms right after a Dynamo 1.6.1 frontend restart; `/v1/models` is
+    /// not changed). The selection service is untouched.
+    pub fn forget_models(&self, sim_ms: f64) -> Result<(), SimError> {
+        if !(sim_ms.is_finite() && sim_ms >= 0.0) {
+            return Err(SimError::InvalidFaults(format!(
+                "model rediscovery time must be ≥ 0 ms, got {sim_ms}"
+            )));
+        }
+        let until = std::time::Instant::now() + self.state.wall(sim_ms);
+        *lock(&self.state.frontend_models_unknown_until) = Some(until);
+        Ok(())
+    }
+
     /// Registers a simulated worker in the selection service (as `POST /workers` would).
     pub fn register_worker(&self, id: u64) -> Result<(), SimError> {
         register_in_selection(&self.state, id)

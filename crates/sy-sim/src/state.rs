@@ -89,6 +89,9 @@ pub(crate) struct SimState {
     /// Fault: the frontend knows no instance before this instant (it is rediscovering its
     /// workers, as after a frontend restart).
     pub frontend_blind_until: Mutex<Option<std::time::Instant>>,
+    /// Fault: the frontend's model registry is empty before this instant (requests get 404
+    /// `Model not found`), as seen for a moment after a Dynamo 1.6.1 frontend restart.
+    pub frontend_models_unknown_until: Mutex<Option<std::time::Instant>>,
 }
 
 impl SimState {
@@ -126,6 +129,7 @@ impl SimState {
             selection: Mutex::new(SelectionState::new(cfg.seed)),
             request_counter: AtomicU64::new(0),
             frontend_blind_until: Mutex::new(None),
+            frontend_models_unknown_until: Mutex::new(None),
         }
     }
 
@@ -192,6 +196,12 @@ impl SimState {
             return false;
         }
         !lock(&self.frontend_blind_until).is_some_and(|until| now < until)
+    }
+
+    /// Whether the frontend currently knows its models (see `frontend_models_unknown_until`).
+    pub fn frontend_knows_models(&self) -> bool {
+        !lock(&self.frontend_models_unknown_until)
+            .is_some_and(|until| std::time::Instant::now() < until)
     }
 
     pub fn worker(&self, id: u64) -> Option<Arc<Worker>> {

@@ -412,6 +412,18 @@ async fn undiscovered_instances_answer_400_until_the_frontend_finds_them() {
     assert_eq!(ok.status, 200);
     assert!(h.rediscover_workers(-1.0).is_err());
 
+    // 1b. The model registry is empty for a moment: 404 `Model not found`, instances listed.
+    h.forget_models(1000.0).unwrap();
+    let p = stream(&c, &fe, "efficient", &prompt(5, 16), 2, Some(ids[0])).await;
+    assert_eq!(p.status, 404);
+    assert_eq!(p.events[0]["message"], "Model not found");
+    let (_, health) = get(&c, &fe, "/health").await;
+    assert!(lists(&health, ids[0]), "{health}");
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let ok = stream(&c, &fe, "efficient", &prompt(6, 16), 2, Some(ids[0])).await;
+    assert_eq!(ok.status, 200);
+    assert!(h.forget_models(f64::NAN).is_err());
+
     // 2. A restarted worker: registered and serving, but unknown to the frontend for a while.
     let new_id = h.restart_worker(ids[1]).await.unwrap();
     let (_, workers) = get(&c, &sel, "/workers").await;
