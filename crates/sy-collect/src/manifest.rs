@@ -49,8 +49,13 @@ pub struct TargetInfo {
     pub selection_url: String,
     pub efficient_model: String,
     pub capable_model: String,
-    /// Versions the target reports (tool name → version), where it reports any.
+    /// Versions of the target's components as of the latest invocation (component → version;
+    /// `"unknown"` where the target does not report one). For `dynamo`: `dynamo-frontend`,
+    /// `dynamo-selection-service`, `dynamo-workers`; for `sim`: `sy-sim`.
     pub versions: BTreeMap<String, String>,
+    /// Where each version came from (component → source, or why it is unknown).
+    #[serde(default)]
+    pub version_sources: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -66,6 +71,10 @@ pub struct Session {
     /// Records of incomplete units moved to attempts.jsonl when resuming.
     pub records_moved: u64,
     pub torn_tail_ignored: bool,
+    /// The target's versions as this invocation saw them (a resumed run may meet an upgraded
+    /// deployment).
+    #[serde(default)]
+    pub target_versions: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -235,6 +235,8 @@ async fn run_on_target(
     )
     .await?;
     tracing::info!("preflight ok: KV capacity {:?}", pre.kv_capacity_tokens);
+    let versions = target.versions(&http, bearer.as_deref()).await;
+    tracing::info!("target versions: {:?}", versions.versions);
 
     let cancel = Cancel::new();
     // Fresh for every invocation, `--resume` included: prompts and selection ids of this
@@ -272,7 +274,8 @@ async fn run_on_target(
             selection_url: target.selection_url.clone(),
             efficient_model: p.models.efficient.clone(),
             capable_model: p.models.capable.clone(),
-            versions: target.versions.clone(),
+            versions: versions.versions.clone(),
+            version_sources: versions.sources.clone(),
         },
         started_at: started_at.clone(),
         ended_at: None,
@@ -288,6 +291,16 @@ async fn run_on_target(
     });
     manifest.target.frontend_url = target.frontend_url.clone();
     manifest.target.selection_url = target.selection_url.clone();
+    if !manifest.target.versions.is_empty() && manifest.target.versions != versions.versions {
+        tracing::warn!(
+            "the target's versions changed since the previous session: {:?} → {:?} (each \
+             session's versions are in the manifest)",
+            manifest.target.versions,
+            versions.versions
+        );
+    }
+    manifest.target.versions = versions.versions.clone();
+    manifest.target.version_sources = versions.sources.clone();
     manifest.invocation_ids.push(invocation_id.clone());
     manifest.sessions.push(Session {
         invocation_id: invocation_id.clone(),
@@ -298,6 +311,7 @@ async fn run_on_target(
         interrupted: false,
         records_moved: resume.moved as u64,
         torn_tail_ignored: resume.torn_tail,
+        target_versions: versions.versions.clone(),
     });
     manifest.ended_at = None;
     write_manifest(&opts.run_dir, &manifest)?;

@@ -468,6 +468,12 @@ async fn real_dynamo_sy_collect_small_plan() {
     assert_eq!(m["loads_zero_at_end"], true);
     assert_eq!(m["outstanding_reservations"], json!([]));
     assert_eq!(m["target"]["kind"], "dynamo");
+    // Versions: what the deployment reports (the frontend's /openapi.json), "unknown" otherwise.
+    assert_eq!(m["target"]["versions"]["dynamo-frontend"], "1.6.1", "{m}");
+    assert_eq!(
+        m["target"]["versions"]["dynamo-selection-service"],
+        "unknown"
+    );
 
     collect::assert_records_validate(&run);
     collect::assert_pairs(&run.records);
@@ -506,6 +512,12 @@ async fn real_dynamo_sy_collect_small_plan() {
         assert_eq!(collect::u(r, "n"), r["planned_n"].as_u64());
         assert_eq!(collect::u(r, "prompt_tokens"), r["planned_n"].as_u64());
         let served = collect::u(r, "served_worker_id").expect("served worker recorded");
+        assert_eq!(
+            collect::u(r, "reserved_worker_id"),
+            Some(served),
+            "the reserved worker served {}",
+            r["probe_id"]
+        );
         let known: Vec<u64> = stack.workers().iter().map(|w| w.worker_id).collect();
         assert!(known.contains(&served), "served by a known worker");
         if k > 0 {
@@ -850,4 +862,23 @@ repeats = 3
         table.join("\n")
     );
     collect::assert_clean_after(&stack, "after the comparison").await;
+}
+
+/// The versions sy-collect writes into the manifest for `--target dynamo`: Dynamo 1.6.1's frontend
+/// reports its release in `GET /openapi.json` (`info.version`); the selection service and the workers
+/// report none, which is recorded as "unknown" with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_dynamo_target_versions() {
+    let Some(stack) = Stack::acquire("real_dynamo_target_versions").await else {
+        return;
+    };
+    let http = reqwest::Client::new();
+    let v = sy_collect::target::dynamo_versions(&http, None, &stack.frontend, &stack.select).await;
+    assert_eq!(v.versions["dynamo-frontend"], "1.6.1", "{v:?}");
+    assert!(
+        v.sources["dynamo-frontend"].contains("NVIDIA Dynamo"),
+        "{v:?}"
+    );
+    assert_eq!(v.versions["dynamo-selection-service"], "unknown", "{v:?}");
+    assert_eq!(v.versions["dynamo-workers"], "unknown", "{v:?}");
 }
