@@ -882,3 +882,60 @@ async fn real_dynamo_target_versions() {
     assert_eq!(v.versions["dynamo-selection-service"], "unknown", "{v:?}");
     assert_eq!(v.versions["dynamo-workers"], "unknown", "{v:?}");
 }
+
+/// The same plan and the same seed twice on the (now warm) stack: the second run must not find its
+/// "uncached" prompts in the prefix cache the first one filled. Each sy-collect invocation mixes a
+/// random invocation id into every prompt nonce, so K and cached_tokens are exactly the primed
+/// prefix in both runs (before that fix an f = 0 probe of the second run showed K = N).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_dynamo_same_plan_and_seed_twice_no_unplanned_cache_hits() {
+    let Some(stack) =
+        Stack::acquire("real_dynamo_same_plan_and_seed_twice_no_unplanned_cache_hits").await
+    else {
+        return;
+    };
+    const PLAN: &str = r#"
+name = "real-dynamo-twice"
+seed = 7
+[target]
+retries = 3
+retry_backoff_ms = 300
+[prompt]
+vocab_min = 1000
+vocab_max = 2000
+[probe]
+max_tokens = 2
+settle_ms = 150
+[qgrid]
+n = [128, 512]
+f = [0.0, 0.5]
+repeats = 2
+"#;
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = collect::write_plan(tmp.path(), "twice", PLAN);
+    let seed = collect::fresh_seed();
+    let mut invocations = Vec::new();
+    for which in ["first", "second"] {
+        let run_dir = tmp.path().join(which);
+        let child = collect::spawn_dynamo(&stack, &plan, &run_dir, seed);
+        let run = collect::finish(child, &run_dir, std::time::Duration::from_secs(300));
+        assert!(run.output.status.success(), "{which}: {}", run.log());
+        assert_eq!(run.manifest["complete"], true, "{which}: {}", run.log());
+        assert_eq!(run.manifest["seed"], seed);
+        assert_eq!(run.manifest["loads_zero_at_end"], true);
+        invocations.push(run.manifest["invocation_ids"].clone());
+        assert_eq!(run.records.len(), 16, "{which}");
+        for r in &run.records {
+            assert!(collect::is_ok(r), "{which}: {r}");
+            let want = collect::planned_k(r);
+            assert_eq!(collect::u(r, "k"), Some(want), "{which}: router K: {r}");
+            assert_eq!(
+                collect::u(r, "cached_tokens"),
+                Some(want),
+                "{which}: cached_tokens: {r}"
+            );
+        }
+    }
+    assert_ne!(invocations[0], invocations[1]);
+    stack.assert_loads_zero("after two runs").await;
+}
