@@ -3,13 +3,22 @@
 //! Runs the embedded simulator with an infinitely fast engine (all step costs zero) and an
 //! injected, fixed first-token delay D (`faults.stall_rate = 1`, `stall_ms = D`), on its own
 //! runtime thread, and drives it from a second runtime thread with the collector's streaming
-//! client. For 1, 64 and 256 concurrent streams (closed loop, starts staggered over D) it
-//! reports the median, p99 and max of |measured TTFT − D|. Then, with no delay, it reports the
-//! sustained request rate of the bare streaming client and of the full accounting path
-//! (select_and_reserve → pinned stream → prefill_complete → DELETE).
+//! client. For 1, 64 and 256 concurrent streams it reports the median, p99 and max of
+//! |measured TTFT − D|. Then, with no delay, it reports the sustained request rate of the bare
+//! streaming client and of the full accounting path (select_and_reserve → pinned stream →
+//! prefill_complete → DELETE).
+//!
+//! Streams are driven in an *open loop*: one probe starts every D / streams, so `streams`
+//! probes are in flight at steady state. A *closed loop* of identical requests with a constant
+//! delay (each stream sends its next probe when the last one ends) phase-locks: streams whose
+//! answers were handled in one wake-up stay synchronised for the rest of the run, clusters
+//! only grow, and their first tokens fall due at the same instant — which measures how a
+//! server serialises simultaneous first tokens, not what the client adds. The closed loop is
+//! still available (SY_BENCH_CLOSED_LOOP=1) to show that effect.
 //!
 //! `cargo bench -p sy-collect --bench overhead` (env: SY_BENCH_DELAY_MS, default 200;
-//! SY_BENCH_SECS per level, default 6).
+//! SY_BENCH_SECS per level, default 6; SY_BENCH_CLOSED_LOOP=1 adds the closed-loop table;
+//! SY_BENCH_SIM_THREADS / SY_BENCH_CLIENT_THREADS, default 1 each).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
@@ -45,14 +54,16 @@ fn prompt(i: u64) -> Vec<u32> {
 fn main() {
     let delay_ms = env_f64("SY_BENCH_DELAY_MS", 200.0);
     let secs = env_f64("SY_BENCH_SECS", 6.0);
+    let sim_threads = env_f64("SY_BENCH_SIM_THREADS", 1.0).max(1.0) as usize;
     let sim_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+        .worker_threads(sim_threads)
         .thread_name("sim")
         .enable_all()
         .build()
         .unwrap();
+    let client_threads = env_f64("SY_BENCH_CLIENT_THREADS", 1.0).max(1.0) as usize;
     let client_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+        .worker_threads(client_threads)
         .thread_name("client")
         .enable_all()
         .build()
@@ -75,24 +86,34 @@ fn main() {
     println!(
         "injected first-token delay D = {delay_ms} ms; {secs} s per level; simulator and client on one runtime thread each"
     );
-    println!();
-    println!("| streams | probes | median abs(TTFT-D) ms | p99 ms | max ms | failures |");
-    println!("|---:|---:|---:|---:|---:|---:|");
-    for streams in [1u64, 64, 256] {
-        let (mut errs, failures) = client_rt.block_on(ttft_errors(
-            client.clone(),
-            streams,
-            delay_ms,
-            Duration::from_secs_f64(secs),
-        ));
-        errs.sort_by(f64::total_cmp);
-        println!(
-            "| {streams} | {} | {:.3} | {:.3} | {:.3} | {failures} |",
-            errs.len(),
-            quantile(&errs, 0.5),
-            quantile(&errs, 0.99),
-            errs.last().copied().unwrap_or(f64::NAN)
-        );
+    let closed_loop = std::env::var("SY_BENCH_CLOSED_LOOP").is_ok_and(|v| v == "1");
+    let schedules: &[&str] = if closed_loop {
+        &["open", "closed"]
+    } else {
+        &["open"]
+    };
+    for &schedule in schedules {
+        println!();
+        println!("{schedule} loop:");
+        println!();
+        println!("| streams | probes | median abs(TTFT-D) ms | p99 ms | max ms | failures |");
+        println!("|---:|---:|---:|---:|---:|---:|");
+        for streams in [1u64, 64, 256] {
+            let dur = Duration::from_secs_f64(secs);
+            let (mut errs, failures) = if schedule == "open" {
+                client_rt.block_on(open_loop_errors(client.clone(), streams, delay_ms, dur))
+            } else {
+                client_rt.block_on(ttft_errors(client.clone(), streams, delay_ms, dur))
+            };
+            errs.sort_by(f64::total_cmp);
+            println!(
+                "| {streams} | {} | {:.3} | {:.3} | {:.3} | {failures} |",
+                errs.len(),
+                quantile(&errs, 0.5),
+                quantile(&errs, 0.99),
+                errs.last().copied().unwrap_or(f64::NAN)
+            );
+        }
     }
 
     // Throughput with no delay.
@@ -148,6 +169,54 @@ fn main() {
     println!();
     println!("booked after the run: {r} requests, {p} prefill tokens (must be 0, 0)");
     sim_rt.block_on(sim.shutdown());
+}
+
+/// Open loop: one probe every `delay / streams` for `dur`, each on its own task, so `streams`
+/// probes are in flight at steady state. Returns |TTFT − delay| of each probe started after a
+/// warm-up of two delays, and the failure count.
+async fn open_loop_errors(
+    client: Arc<CompletionClient>,
+    streams: u64,
+    delay_ms: f64,
+    dur: Duration,
+) -> (Vec<f64>, u64) {
+    let start = tokio::time::Instant::now();
+    let warm = Duration::from_secs_f64(delay_ms / 1000.0 * 2.0);
+    let every = Duration::from_secs_f64(delay_ms / 1000.0 / streams as f64);
+    let failures = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for k in 0_u64.. {
+        let at = start + every.mul_f64(k as f64);
+        if at.duration_since(start) >= dur {
+            break;
+        }
+        tokio::time::sleep_until(at).await;
+        let client = client.clone();
+        let failures = failures.clone();
+        let measured = at.duration_since(start) >= warm;
+        tasks.push(tokio::spawn(async move {
+            let req = ProbeRequest {
+                model: if k % 2 == 0 { "efficient" } else { "capable" }.into(),
+                tokens: prompt(k),
+                max_tokens: 1,
+                worker_id: None,
+                ignore_eos: false,
+            };
+            let o = client.stream(&req, &Cancel::new(), || {}).await;
+            match o.ttft_ms {
+                Some(t) if o.is_ok() => measured.then(|| (t - delay_ms).abs()),
+                _ => {
+                    failures.fetch_add(1, Ordering::Relaxed);
+                    None
+                }
+            }
+        }));
+    }
+    let mut errs = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        errs.extend(t.await.unwrap());
+    }
+    (errs, failures.load(Ordering::Relaxed))
 }
 
 /// Closed loop of `streams` concurrent streams for `dur`; returns |TTFT − delay| of each probe

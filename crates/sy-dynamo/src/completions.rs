@@ -90,6 +90,9 @@ struct LeanDelta<'a> {
 pub struct CompletionClient {
     http: reqwest::Client,
     url: String,
+    /// `url`, parsed once (reqwest would otherwise parse, IDNA-check and normalise the string
+    /// on every request); `None` if it does not parse, in which case the error surfaces on send.
+    parsed_url: Option<reqwest::Url>,
     /// The frontend's base URL (for `/health`).
     base: String,
     bearer: Option<String>,
@@ -110,9 +113,11 @@ fn ms(d: Duration) -> f64 {
 
 impl CompletionClient {
     pub fn new(config: &ClientConfig, http: reqwest::Client) -> Self {
+        let url = format!("{}/v1/completions", config.frontend_url);
         Self {
             http,
-            url: format!("{}/v1/completions", config.frontend_url),
+            parsed_url: reqwest::Url::parse(&url).ok(),
+            url,
             base: config.frontend_url.clone(),
             bearer: config.bearer_token.clone(),
             first_token_timeout: config.first_token_timeout,
@@ -205,9 +210,11 @@ impl CompletionClient {
                 return out;
             }
         };
-        let mut builder = self
-            .http
-            .post(&self.url)
+        let builder = match &self.parsed_url {
+            Some(url) => self.http.post(url.clone()),
+            None => self.http.post(&self.url),
+        };
+        let mut builder = builder
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(reqwest::header::ACCEPT, "text/event-stream")
             .body(body);
