@@ -163,18 +163,7 @@ fn a_vanished_worker_is_stepped_around_and_its_replacement_found() {
         );
         let plan = sy_collect::Plan::from_path(&plan_path).unwrap();
         let run_dir = dir.path().join("run");
-        let opts = sy_collect::RunOptions {
-            run_dir: run_dir.clone(),
-            target: sy_collect::TargetKind::Dynamo,
-            urls: sy_collect::target::UrlOverrides {
-                frontend_url: Some(sim.frontend_url()),
-                selection_url: Some(sim.selection_url()),
-                sim_config: None,
-            },
-            resume: false,
-            show_progress: false,
-            seed: None,
-        };
+        let opts = dynamo_options(&sim, &run_dir);
         let before: HashSet<u64> = sim.worker_ids("efficient").into_iter().collect();
         let victim = *before.iter().next().unwrap();
         let collector = tokio::spawn(sy_collect::run(plan, opts));
@@ -219,18 +208,7 @@ where
     let plan_path = write(dir, "plan.toml", plan_text);
     let plan = sy_collect::Plan::from_path(&plan_path).unwrap();
     let run_dir = dir.join("run");
-    let opts = sy_collect::RunOptions {
-        run_dir: run_dir.clone(),
-        target: sy_collect::TargetKind::Dynamo,
-        urls: sy_collect::target::UrlOverrides {
-            frontend_url: Some(sim.frontend_url()),
-            selection_url: Some(sim.selection_url()),
-            sim_config: None,
-        },
-        resume: false,
-        show_progress: false,
-        seed: None,
-    };
+    let opts = dynamo_options(sim, &run_dir);
     let collector = tokio::spawn(sy_collect::run(plan, opts));
     // Wait until the run is under way (some unit written), then inject.
     let records_path = run_dir.join("records.jsonl");

@@ -50,18 +50,7 @@ fn dynamo_target_records_unknown_explicitly_when_nothing_is_reported() {
         let dir = tempfile::tempdir().unwrap();
         let plan_path = write(dir.path(), "plan.toml", PLAN);
         let run_dir = dir.path().join("run");
-        let opts = sy_collect::RunOptions {
-            run_dir: run_dir.clone(),
-            target: sy_collect::TargetKind::Dynamo,
-            urls: sy_collect::target::UrlOverrides {
-                frontend_url: Some(sim.frontend_url()),
-                selection_url: Some(sim.selection_url()),
-                sim_config: None,
-            },
-            resume: false,
-            show_progress: false,
-            seed: None,
-        };
+        let opts = dynamo_options(&sim, &run_dir);
         let plan = sy_collect::Plan::from_path(&plan_path).unwrap();
         let summary = tokio::time::timeout(Duration::from_secs(60), sy_collect::run(plan, opts))
             .await

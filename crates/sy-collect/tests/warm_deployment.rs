@@ -26,18 +26,7 @@ async fn run_once(
     run_dir: &std::path::Path,
 ) -> sy_collect::RunSummary {
     let plan = sy_collect::Plan::from_path(plan_path).unwrap();
-    let opts = sy_collect::RunOptions {
-        run_dir: run_dir.to_path_buf(),
-        target: sy_collect::TargetKind::Dynamo,
-        urls: sy_collect::target::UrlOverrides {
-            frontend_url: Some(sim.frontend_url()),
-            selection_url: Some(sim.selection_url()),
-            sim_config: None,
-        },
-        resume: false,
-        show_progress: false,
-        seed: None,
-    };
+    let opts = dynamo_options(sim, run_dir);
     tokio::time::timeout(Duration::from_secs(120), sy_collect::run(plan, opts))
         .await
         .expect("no hang")

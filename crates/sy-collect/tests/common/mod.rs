@@ -18,6 +18,23 @@ pub fn workspace_root() -> PathBuf {
         .expect("workspace root")
 }
 
+/// In-process run options that drive `sim` as a Dynamo deployment (its frontend and
+/// selection-service URLs), writing into `run_dir`.
+pub fn dynamo_options(sim: &sy_sim::SimHandle, run_dir: &Path) -> sy_collect::RunOptions {
+    sy_collect::RunOptions {
+        run_dir: run_dir.to_path_buf(),
+        target: sy_collect::TargetKind::Dynamo,
+        urls: sy_collect::target::UrlOverrides {
+            frontend_url: Some(sim.frontend_url()),
+            selection_url: Some(sim.selection_url()),
+            sim_config: None,
+        },
+        resume: false,
+        show_progress: false,
+        seed: None,
+    }
+}
+
 pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).expect("write");
