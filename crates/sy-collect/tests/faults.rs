@@ -145,11 +145,7 @@ fn stalls_time_out_without_hanging() {
 /// worker fail with a class, are retried on another worker, and the new worker is used.
 #[test]
 fn a_vanished_worker_is_stepped_around_and_its_replacement_found() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let mut cfg = sy_sim::SimConfig::default();
         cfg.lifecycle.restart_delay_ms = 300.0;
@@ -252,11 +248,7 @@ fn retried_with(run_dir: &std::path::Path, what: &str) -> Vec<Record> {
 /// after re-reserving, and the plan completes with every unit ok and no reservation leaked.
 #[test]
 fn http_400_while_the_frontend_rediscovers_workers_is_retried() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let sim = sy_sim::spawn(sy_sim::SimConfig::default()).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -272,13 +264,7 @@ fn http_400_while_the_frontend_rediscovers_workers_is_retried() {
         .await;
         sim.shutdown().await;
         let run_dir = dir.path().join("run");
-        assert!(summary.manifest.complete, "{:?}", summary.manifest);
-        assert_eq!(summary.manifest.loads_zero_at_end, Some(true));
-        assert!(summary.manifest.outstanding_reservations.is_empty());
-        let recs = records(&run_dir);
-        assert_eq!(recs.len(), 32);
-        let failed: Vec<_> = recs.iter().filter(|r| r.status != Status::Ok).collect();
-        assert!(failed.is_empty(), "every unit recovers: {failed:?}");
+        let recs = assert_recovered(&summary, &run_dir, 32);
         // The 400s happened, were recorded with their class and why they count as transient.
         let retried = discovery_retries(&run_dir);
         assert!(
@@ -303,11 +289,7 @@ fn http_400_while_the_frontend_rediscovers_workers_is_retried() {
 /// frontend lists it the new worker serves.
 #[test]
 fn http_400_for_a_just_restarted_worker_is_retried_until_it_is_discovered() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let mut cfg = sy_sim::SimConfig::default();
         cfg.lifecycle.restart_delay_ms = 100.0;
@@ -377,11 +359,7 @@ fn http_400_for_a_just_restarted_worker_is_retried_until_it_is_discovered() {
 /// transient: retried, and the plan completes with every unit ok.
 #[test]
 fn http_404_model_not_found_after_a_frontend_restart_is_retried() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let sim = sy_sim::spawn(sy_sim::SimConfig::default()).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -396,13 +374,7 @@ fn http_404_model_not_found_after_a_frontend_restart_is_retried() {
         .await;
         sim.shutdown().await;
         let run_dir = dir.path().join("run");
-        assert!(summary.manifest.complete, "{:?}", summary.manifest);
-        assert_eq!(summary.manifest.loads_zero_at_end, Some(true));
-        assert!(summary.manifest.outstanding_reservations.is_empty());
-        let recs = records(&run_dir);
-        assert_eq!(recs.len(), 24);
-        let failed: Vec<_> = recs.iter().filter(|r| r.status != Status::Ok).collect();
-        assert!(failed.is_empty(), "every unit recovers: {failed:?}");
+        assert_recovered(&summary, &run_dir, 24);
         let retried = retried_with(&run_dir, "HTTP 404");
         assert!(
             retried
@@ -413,4 +385,21 @@ fn http_404_model_not_found_after_a_frontend_restart_is_retried() {
         );
         assert_records_match_schema(&run_dir);
     });
+}
+
+/// The run completed, `/loads` is back to zero, no reservation is outstanding, and all
+/// `expected` records are ok (every injected failure was retried away). Returns the records.
+fn assert_recovered(
+    summary: &sy_collect::RunSummary,
+    run_dir: &std::path::Path,
+    expected: usize,
+) -> Vec<Record> {
+    assert!(summary.manifest.complete, "{:?}", summary.manifest);
+    assert_eq!(summary.manifest.loads_zero_at_end, Some(true));
+    assert!(summary.manifest.outstanding_reservations.is_empty());
+    let recs = records(run_dir);
+    assert_eq!(recs.len(), expected);
+    let failed: Vec<_> = recs.iter().filter(|r| r.status != Status::Ok).collect();
+    assert!(failed.is_empty(), "every unit recovers: {failed:?}");
+    recs
 }

@@ -40,11 +40,7 @@ fn sim_target_records_the_simulator_version() {
 
 #[test]
 fn dynamo_target_records_unknown_explicitly_when_nothing_is_reported() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let sim = sy_sim::spawn(sy_sim::SimConfig::default()).await.unwrap();
         let dir = tempfile::tempdir().unwrap();

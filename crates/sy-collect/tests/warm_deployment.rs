@@ -60,11 +60,7 @@ fn assert_cache_as_planned(recs: &[Record], which: &str) {
 
 #[test]
 fn a_second_run_of_the_same_plan_and_seed_gets_no_unplanned_cache_hits() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         // One simulator for both runs: its prefix cache keeps what the first run sent.
         let cfg = sy_sim::SimConfig {

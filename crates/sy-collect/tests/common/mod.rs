@@ -18,6 +18,15 @@ pub fn workspace_root() -> PathBuf {
         .expect("workspace root")
 }
 
+/// The multi-threaded runtime the in-process tests run the simulator and the collector on.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
 /// In-process run options that drive `sim` as a Dynamo deployment (its frontend and
 /// selection-service URLs), writing into `run_dir`.
 pub fn dynamo_options(sim: &sy_sim::SimHandle, run_dir: &Path) -> sy_collect::RunOptions {
