@@ -1,7 +1,8 @@
 //! Loading records from Parquet, CSV and JSONL files or run directories, with validation.
 //!
 //! Parquet and CSV go through polars (Parquet in row slices, so a million records never sit in
-//! memory twice); JSONL is read line by line with serde so that 64-bit worker ids stay exact and
+//! memory twice; each slice's rows are converted on one scoped thread per core and handed over in
+//! row order, so errors and row numbers are those of a sequential read); JSONL is read line by line with serde so that 64-bit worker ids stay exact and
 //! a torn last line (a crash while appending) is recovered like [`crate::jsonl::read`] does.
 //!
 //! Validation, in order, per row: the value types (text in a numeric column, a negative or
