@@ -512,36 +512,64 @@ async fn loads(State(st): State<Arc<SimState>>, Query(q): Query<LoadsQuery>) -> 
     reply(StatusCode::OK, &out)
 }
 
-async fn potential_loads(State(st): State<Arc<SimState>>, body: Bytes) -> Response {
-    delay(&st).await;
-    let req: PromptQuery = match parse(&body) {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
+/// What the prompt-scoring routes (`/potential_loads`, `/overlap_scores`) share: the query's
+/// model (`"default"` when unnamed), its block size, the prompt's block hashes and length, and
+/// the model's schedulable workers.
+struct ScoringQuery {
+    bs: u64,
+    hashes: Vec<u64>,
+    isl: u64,
+    ids: Vec<u64>,
+}
+
+/// Reads a scoring query; an error response for a bad body, a bad prompt or no schedulable
+/// worker.
+fn scoring_query(
+    st: &SimState,
+    sel: &SelectionState,
+    body: &[u8],
+) -> Result<ScoringQuery, Response> {
+    let req: PromptQuery = parse(body)?;
     let model = req
         .model_name
         .clone()
         .unwrap_or_else(|| "default".to_owned());
-    let sel = lock(&st.selection);
-    let bs = block_size(&st, &sel, &model);
-    let (hashes, isl) = match prompt(
+    let bs = block_size(st, sel, &model);
+    let (hashes, isl) = prompt(
         bs,
         req.token_ids.as_ref(),
         req.sequence_hashes.as_ref(),
         req.block_hashes.as_ref(),
         req.isl_tokens,
-    ) {
-        Ok(p) => p,
-        Err(e) => return e,
-    };
+    )?;
     let ids: Vec<u64> = sel
         .schedulable(&model)
         .iter()
         .map(|w| w.worker_id)
         .collect();
     if ids.is_empty() {
-        return no_workers(&model);
+        return Err(no_workers(&model));
     }
+    Ok(ScoringQuery {
+        bs,
+        hashes,
+        isl,
+        ids,
+    })
+}
+
+async fn potential_loads(State(st): State<Arc<SimState>>, body: Bytes) -> Response {
+    delay(&st).await;
+    let sel = lock(&st.selection);
+    let ScoringQuery {
+        bs,
+        hashes,
+        isl,
+        ids,
+    } = match scoring_query(&st, &sel, &body) {
+        Ok(q) => q,
+        Err(e) => return e,
+    };
     let rows: Vec<_> = ids
         .into_iter()
         .map(|id| {
@@ -554,34 +582,14 @@ async fn potential_loads(State(st): State<Arc<SimState>>, body: Bytes) -> Respon
 
 async fn overlap_scores(State(st): State<Arc<SimState>>, body: Bytes) -> Response {
     delay(&st).await;
-    let req: PromptQuery = match parse(&body) {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
-    let model = req
-        .model_name
-        .clone()
-        .unwrap_or_else(|| "default".to_owned());
     let sel = lock(&st.selection);
-    let bs = block_size(&st, &sel, &model);
-    let (hashes, _isl) = match prompt(
-        bs,
-        req.token_ids.as_ref(),
-        req.sequence_hashes.as_ref(),
-        req.block_hashes.as_ref(),
-        req.isl_tokens,
-    ) {
-        Ok(p) => p,
+    let ScoringQuery {
+        bs, hashes, ids, ..
+    } = match scoring_query(&st, &sel, &body) {
+        Ok(q) => q,
         Err(e) => return e,
     };
-    let ids: Vec<u64> = sel
-        .schedulable(&model)
-        .iter()
-        .map(|w| w.worker_id)
-        .collect();
-    if ids.is_empty() {
-        return no_workers(&model);
-    }
+    drop(sel);
     let workers = ids
         .into_iter()
         .map(|id| {
