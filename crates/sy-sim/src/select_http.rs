@@ -100,30 +100,70 @@ fn block_size(st: &SimState, sel: &SelectionState, model: &str) -> u64 {
         .map_or(16, u64::from)
 }
 
-/// The prompt as chained block hashes plus its length in tokens.
-fn prompt(
-    bs: u64,
-    token_ids: Option<&Vec<u32>>,
-    sequence: Option<&Vec<i64>>,
-    block_hashes: Option<&Vec<u64>>,
-    isl: Option<u64>,
-) -> Result<(Vec<u64>, u64), Response> {
-    if let Some(t) = token_ids {
-        return Ok((sequence_hashes(t, bs as u32), t.len() as u64));
+/// The prompt-describing members every selection request carries (`/select`,
+/// `/select_and_reserve`, `/reservations`, `/potential_loads`, `/overlap_scores`).
+trait PromptRequest {
+    fn model_name(&self) -> Option<&String>;
+    fn token_ids(&self) -> Option<&Vec<u32>>;
+    fn sequence_hashes(&self) -> Option<&Vec<i64>>;
+    fn block_hashes(&self) -> Option<&Vec<u64>>;
+    fn isl_tokens(&self) -> Option<u64>;
+
+    /// The model the request names (`"default"` when it names none, like Dynamo).
+    fn model(&self) -> String {
+        self.model_name()
+            .cloned()
+            .unwrap_or_else(|| "default".to_owned())
     }
-    if let Some(s) = sequence {
+}
+
+macro_rules! prompt_request {
+    ($($t:ty),*) => {$(
+        impl PromptRequest for $t {
+            fn model_name(&self) -> Option<&String> { self.model_name.as_ref() }
+            fn token_ids(&self) -> Option<&Vec<u32>> { self.token_ids.as_ref() }
+            fn sequence_hashes(&self) -> Option<&Vec<i64>> { self.sequence_hashes.as_ref() }
+            fn block_hashes(&self) -> Option<&Vec<u64>> { self.block_hashes.as_ref() }
+            fn isl_tokens(&self) -> Option<u64> { self.isl_tokens }
+        }
+    )*};
+}
+
+prompt_request!(SelectRequest, ReservationRequest, PromptQuery);
+
+/// A request's prompt as chained block hashes, its length in tokens and the model's block size.
+struct Prompt {
+    bs: u64,
+    hashes: Vec<u64>,
+    isl: u64,
+}
+
+/// Reads the prompt of `req` for `model` (token ids, else sequence hashes, else local block
+/// hashes, which cannot match the chained cache keys); an error response when it has none.
+fn prompt_of(
+    st: &SimState,
+    sel: &SelectionState,
+    model: &str,
+    req: &impl PromptRequest,
+) -> Result<Prompt, Response> {
+    let bs = block_size(st, sel, model);
+    let isl = req.isl_tokens();
+    let (hashes, isl) = if let Some(t) = req.token_ids() {
+        (sequence_hashes(t, bs as u32), t.len() as u64)
+    } else if let Some(s) = req.sequence_hashes() {
         let h: Vec<u64> = s.iter().map(|x| *x as u64).collect();
         let n = isl.unwrap_or(h.len() as u64 * bs);
-        return Ok((h, n));
-    }
-    if let Some(b) = block_hashes {
+        (h, n)
+    } else if let Some(b) = req.block_hashes() {
         // Local (unchained) hashes cannot match the chained cache keys: no overlap.
-        return Ok((Vec::new(), isl.unwrap_or(b.len() as u64 * bs)));
-    }
-    Err(err(
-        StatusCode::BAD_REQUEST,
-        "block_hashes is required without token_ids",
-    ))
+        (Vec::new(), isl.unwrap_or(b.len() as u64 * bs))
+    } else {
+        return Err(err(
+            StatusCode::BAD_REQUEST,
+            "block_hashes is required without token_ids",
+        ));
+    };
+    Ok(Prompt { bs, hashes, isl })
 }
 
 fn overlap_blocks(st: &SimState, worker: u64, hashes: &[u64]) -> u64 {
@@ -244,19 +284,9 @@ async fn select(State(st): State<Arc<SimState>>, body: Bytes) -> Response {
         Ok(r) => r,
         Err(e) => return e,
     };
-    let model = req
-        .model_name
-        .clone()
-        .unwrap_or_else(|| "default".to_owned());
+    let model = req.model();
     let mut sel = lock(&st.selection);
-    let bs = block_size(&st, &sel, &model);
-    let (hashes, isl) = match prompt(
-        bs,
-        req.token_ids.as_ref(),
-        req.sequence_hashes.as_ref(),
-        req.block_hashes.as_ref(),
-        req.isl_tokens,
-    ) {
+    let Prompt { bs, hashes, isl } = match prompt_of(&st, &sel, &model, &req) {
         Ok(p) => p,
         Err(e) => return e,
     };
@@ -308,10 +338,7 @@ async fn select_and_reserve(State(st): State<Arc<SimState>>, body: Bytes) -> Res
             "Failed to deserialize the JSON body into the target type: missing field `selection_id`",
         );
     };
-    let model = req
-        .model_name
-        .clone()
-        .unwrap_or_else(|| "default".to_owned());
+    let model = req.model();
     let mut sel = lock(&st.selection);
     if sel.reservations.contains_key(&sid) {
         return err(
@@ -319,14 +346,7 @@ async fn select_and_reserve(State(st): State<Arc<SimState>>, body: Bytes) -> Res
             format!("selection {sid} is already reserved or being reserved"),
         );
     }
-    let bs = block_size(&st, &sel, &model);
-    let (hashes, isl) = match prompt(
-        bs,
-        req.token_ids.as_ref(),
-        req.sequence_hashes.as_ref(),
-        req.block_hashes.as_ref(),
-        req.isl_tokens,
-    ) {
+    let Prompt { bs, hashes, isl } = match prompt_of(&st, &sel, &model, &req) {
         Ok(p) => p,
         Err(e) => return e,
     };
@@ -364,10 +384,7 @@ async fn reservations(State(st): State<Arc<SimState>>, body: Bytes) -> Response 
         Ok(r) => r,
         Err(e) => return e,
     };
-    let model = req
-        .model_name
-        .clone()
-        .unwrap_or_else(|| "default".to_owned());
+    let model = req.model();
     let sid = req.selection_id.clone();
     let mut sel = lock(&st.selection);
     if sel.reservations.contains_key(&sid) {
@@ -389,16 +406,9 @@ async fn reservations(State(st): State<Arc<SimState>>, body: Bytes) -> Response 
                 ),
             );
         }
-        let bs = block_size(&st, &sel, &model);
-        let hashes = prompt(
-            bs,
-            req.token_ids.as_ref(),
-            req.sequence_hashes.as_ref(),
-            req.block_hashes.as_ref(),
-            req.isl_tokens,
-        )
-        .map(|p| p.0)
-        .unwrap_or_default();
+        let hashes = prompt_of(&st, &sel, &model, &req)
+            .map(|p| p.hashes)
+            .unwrap_or_default();
         // As observed on 1.6.1: the explicit form books the request and its blocks, but
         // prefill tokens only when given explicitly.
         Booking {
@@ -530,18 +540,8 @@ fn scoring_query(
     body: &[u8],
 ) -> Result<ScoringQuery, Response> {
     let req: PromptQuery = parse(body)?;
-    let model = req
-        .model_name
-        .clone()
-        .unwrap_or_else(|| "default".to_owned());
-    let bs = block_size(st, sel, &model);
-    let (hashes, isl) = prompt(
-        bs,
-        req.token_ids.as_ref(),
-        req.sequence_hashes.as_ref(),
-        req.block_hashes.as_ref(),
-        req.isl_tokens,
-    )?;
+    let model = req.model();
+    let Prompt { bs, hashes, isl } = prompt_of(st, sel, &model, &req)?;
     let ids: Vec<u64> = sel
         .schedulable(&model)
         .iter()
