@@ -93,10 +93,7 @@ async fn completions(State(st): State<Arc<SimState>>, body: Bytes) -> Response {
         Ok(r) => r,
         Err(e) => return error(400, "Bad Request", &format!("Invalid request body: {e}")),
     };
-    let Some(model_idx) = st
-        .model_index(&req.model)
-        .filter(|_| st.frontend_knows_models())
-    else {
+    let Some(model_idx) = st.frontend_model_index(&req.model) else {
         return error(404, "Not Found", "Model not found");
     };
     let tokens = match req.prompt {
@@ -129,10 +126,7 @@ async fn chat(State(st): State<Arc<SimState>>, body: Bytes) -> Response {
         Ok(r) => r,
         Err(e) => return error(400, "Bad Request", &format!("Invalid request body: {e}")),
     };
-    let Some(model_idx) = st
-        .model_index(&req.model)
-        .filter(|_| st.frontend_knows_models())
-    else {
+    let Some(model_idx) = st.frontend_model_index(&req.model) else {
         return error(404, "Not Found", "Model not found");
     };
     if req.messages.is_empty() {

@@ -198,10 +198,13 @@ impl SimState {
         !lock(&self.frontend_blind_until).is_some_and(|until| now < until)
     }
 
-    /// Whether the frontend currently knows its models (see `frontend_models_unknown_until`).
-    pub fn frontend_knows_models(&self) -> bool {
-        !lock(&self.frontend_models_unknown_until)
-            .is_some_and(|until| std::time::Instant::now() < until)
+    /// The index of a model the frontend serves right now: `None` for an unknown name, and for
+    /// every name while the frontend has forgotten its models (see
+    /// `frontend_models_unknown_until`; Dynamo answers 404 `Model not found` then).
+    pub fn frontend_model_index(&self, name: &str) -> Option<usize> {
+        let forgotten = lock(&self.frontend_models_unknown_until)
+            .is_some_and(|until| std::time::Instant::now() < until);
+        self.model_index(name).filter(|_| !forgotten)
     }
 
     pub fn worker(&self, id: u64) -> Option<Arc<Worker>> {
