@@ -1,0 +1,432 @@
+//! # sy-stats: how sure a calibration number is
+//!
+//! Every headline number of a calibration (a variant's mean or 90th-percentile selected TTFT, its
+//! difference versus Stage, a margin, a fitted coefficient) is computed from probes that are
+//! *not* independent: the repeats of one workload condition share its background load. This crate
+//! gives each number a **grouped (cluster) bootstrap** interval: a resample draws whole
+//! conditions with replacement (as many as there are), keeps every row of each drawn condition,
+//! and recomputes the statistic; the interval is the percentile interval of the resampled
+//! statistics (default 95 %, 2,000 resamples).
+//!
+//! It works over plain slices, so every tool can call it on whatever it holds:
+//!
+//! * [`bootstrap`]: values and their group ids, a statistic of a slice (`mean`, a quantile…);
+//! * [`bootstrap_paired`]: two aligned value arrays (e.g. two variants' selected TTFT per probe),
+//!   resampled together, for a paired statistic such as a difference of means;
+//! * [`bootstrap_rows`]: the general form — the statistic receives the resampled row indices.
+//!
+//! Resampling is deterministic: a seed and the group order (first appearance) fix every draw, with
+//! this crate's own SplitMix64 generator, so an interval does not move when a dependency's random
+//! number generator changes.
+//!
+//! The percentile interval's coverage is checked on generated data with a known answer
+//! (`tests/coverage.rs`): a 95 % interval for a difference of means over 30 conditions covered
+//! the true difference in 93.8 % of 400 simulated studies (nominal 95 %; resampling rows instead of conditions covers 77.5 %; the percentile
+//! bootstrap is known to run slightly narrow at small G).
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+use serde::{Deserialize, Serialize};
+
+/// Resamples drawn by default (the issue asks for at least 1,000).
+pub const DEFAULT_RESAMPLES: u32 = 2000;
+/// Default confidence level of an interval.
+pub const DEFAULT_LEVEL: f64 = 0.95;
+/// Default seed of the resampling.
+pub const DEFAULT_SEED: u64 = 0x7379_2d62_6f6f_7473; // "sy-boots"
+
+/// How to resample.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BootstrapConfig {
+    /// Number of resamples.
+    pub resamples: u32,
+    /// Confidence level of the interval, in (0, 1).
+    pub level: f64,
+    /// Seed of the resampling.
+    pub seed: u64,
+}
+
+impl Default for BootstrapConfig {
+    fn default() -> Self {
+        BootstrapConfig {
+            resamples: DEFAULT_RESAMPLES,
+            level: DEFAULT_LEVEL,
+            seed: DEFAULT_SEED,
+        }
+    }
+}
+
+impl BootstrapConfig {
+    /// The same settings with another seed (e.g. one per statistic, so that intervals are not
+    /// correlated through identical draws — or the same seed on purpose, for paired comparisons).
+    pub fn with_seed(self, seed: u64) -> Self {
+        BootstrapConfig { seed, ..self }
+    }
+}
+
+/// A point estimate with its bootstrap interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    /// The statistic on the data as observed.
+    pub estimate: f64,
+    /// Lower end of the percentile interval.
+    pub lo: f64,
+    /// Upper end of the percentile interval.
+    pub hi: f64,
+    /// Confidence level.
+    pub level: f64,
+    /// Resamples whose statistic was finite (the interval is computed from these).
+    pub resamples: u32,
+    /// Groups (conditions) resampled.
+    pub groups: u32,
+}
+
+impl Interval {
+    /// Whether `x` lies inside the interval (ends included).
+    pub fn contains(&self, x: f64) -> bool {
+        self.lo <= x && x <= self.hi
+    }
+
+    /// Whether the interval lies entirely on one side of zero.
+    pub fn excludes_zero(&self) -> bool {
+        self.lo > 0.0 || self.hi < 0.0
+    }
+
+    /// Half the width of the interval.
+    pub fn half_width(&self) -> f64 {
+        0.5 * (self.hi - self.lo)
+    }
+}
+
+/// Why no interval can be computed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BootstrapError {
+    #[error("no rows to resample")]
+    Empty,
+    #[error("{values} values but {groups} group ids")]
+    Length { values: usize, groups: usize },
+    #[error("the level {0} is not strictly between 0 and 1")]
+    Level(f64),
+    #[error("0 resamples asked for")]
+    NoResamples,
+    #[error("the statistic is not finite on the observed data")]
+    NotFinite,
+    #[error("fewer than 2 of {0} resamples gave a finite statistic")]
+    TooFewFinite(u32),
+}
+
+/// Rows grouped by condition: the unit a resample draws.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Groups {
+    members: Vec<Vec<usize>>,
+    rows: usize,
+}
+
+impl Groups {
+    /// Groups rows by their id (groups in order of first appearance).
+    pub fn from_ids<G: Eq + Hash>(ids: &[G]) -> Groups {
+        let mut index: HashMap<&G, usize> = HashMap::new();
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        for (row, id) in ids.iter().enumerate() {
+            let next = members.len();
+            let g = *index.entry(id).or_insert(next);
+            if g == next {
+                members.push(Vec::new());
+            }
+            members[g].push(row);
+        }
+        Groups {
+            members,
+            rows: ids.len(),
+        }
+    }
+
+    /// Number of groups.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Whether there is no group.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+}
+
+/// SplitMix64: a small, well-mixed, seedable generator (Steele, Lea and Flood 2014).
+#[derive(Debug, Clone)]
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (multiply-shift; the bias is below 2⁻³² for any n this crate sees).
+    fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next()) * n as u128) >> 64) as usize
+    }
+}
+
+/// The `q`-quantile of ascending `sorted` values, linear between order statistics (position
+/// `(n − 1)·q`, numpy's default); `None` when empty.
+pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
+    let n = sorted.len();
+    if n == 0 || !(0.0..=1.0).contains(&q) {
+        return None;
+    }
+    let h = (n - 1) as f64 * q;
+    let lo = h.floor() as usize;
+    let hi = (lo + 1).min(n - 1);
+    Some(sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo]))
+}
+
+/// The `q`-quantile of unsorted values (NaN when empty).
+pub fn quantile(values: &[f64], q: f64) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    quantile_sorted(&v, q).unwrap_or(f64::NAN)
+}
+
+/// The arithmetic mean (NaN when empty).
+pub fn mean(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.iter().sum::<f64>() / values.len() as f64
+}
+
+fn check(cfg: &BootstrapConfig, groups: &Groups) -> Result<(), BootstrapError> {
+    if groups.is_empty() {
+        return Err(BootstrapError::Empty);
+    }
+    if !(cfg.level > 0.0 && cfg.level < 1.0) {
+        return Err(BootstrapError::Level(cfg.level));
+    }
+    if cfg.resamples == 0 {
+        return Err(BootstrapError::NoResamples);
+    }
+    Ok(())
+}
+
+/// The general grouped bootstrap: `stat` receives row indices (all rows for the estimate; for each
+/// resample, the rows of `groups.len()` groups drawn with replacement, a drawn group's rows in
+/// order, repeated when it is drawn again).
+pub fn bootstrap_rows<F>(
+    groups: &Groups,
+    cfg: &BootstrapConfig,
+    mut stat: F,
+) -> Result<Interval, BootstrapError>
+where
+    F: FnMut(&[usize]) -> f64,
+{
+    check(cfg, groups)?;
+    let all: Vec<usize> = (0..groups.rows).collect();
+    let estimate = stat(&all);
+    if !estimate.is_finite() {
+        return Err(BootstrapError::NotFinite);
+    }
+    let mut rng = SplitMix64(cfg.seed);
+    let mut rows = Vec::with_capacity(groups.rows);
+    let mut stats = Vec::with_capacity(cfg.resamples as usize);
+    for _ in 0..cfg.resamples {
+        rows.clear();
+        for _ in 0..groups.len() {
+            rows.extend_from_slice(&groups.members[rng.below(groups.len())]);
+        }
+        let s = stat(&rows);
+        if s.is_finite() {
+            stats.push(s);
+        }
+    }
+    if stats.len() < 2 {
+        return Err(BootstrapError::TooFewFinite(cfg.resamples));
+    }
+    stats.sort_by(f64::total_cmp);
+    let tail = 0.5 * (1.0 - cfg.level);
+    let lo = quantile_sorted(&stats, tail).unwrap_or(f64::NAN);
+    let hi = quantile_sorted(&stats, 1.0 - tail).unwrap_or(f64::NAN);
+    Ok(Interval {
+        estimate,
+        lo,
+        hi,
+        level: cfg.level,
+        resamples: stats.len() as u32,
+        groups: groups.len() as u32,
+    })
+}
+
+/// Grouped bootstrap of `stat` over `values`, rows grouped by `group_ids` (one id per value).
+pub fn bootstrap<G, F>(
+    values: &[f64],
+    group_ids: &[G],
+    cfg: &BootstrapConfig,
+    stat: F,
+) -> Result<Interval, BootstrapError>
+where
+    G: Eq + Hash,
+    F: Fn(&[f64]) -> f64,
+{
+    if values.len() != group_ids.len() {
+        return Err(BootstrapError::Length {
+            values: values.len(),
+            groups: group_ids.len(),
+        });
+    }
+    let groups = Groups::from_ids(group_ids);
+    let mut buf = Vec::with_capacity(values.len());
+    bootstrap_rows(&groups, cfg, |rows| {
+        buf.clear();
+        buf.extend(rows.iter().map(|&i| values[i]));
+        stat(&buf)
+    })
+}
+
+/// Grouped bootstrap of a paired statistic of two aligned arrays (row i of `a` and of `b` belong
+/// together and to `group_ids[i]`); both are resampled with the same draws.
+pub fn bootstrap_paired<G, F>(
+    a: &[f64],
+    b: &[f64],
+    group_ids: &[G],
+    cfg: &BootstrapConfig,
+    stat: F,
+) -> Result<Interval, BootstrapError>
+where
+    G: Eq + Hash,
+    F: Fn(&[f64], &[f64]) -> f64,
+{
+    if a.len() != group_ids.len() || b.len() != group_ids.len() {
+        return Err(BootstrapError::Length {
+            values: a.len().max(b.len()),
+            groups: group_ids.len(),
+        });
+    }
+    let groups = Groups::from_ids(group_ids);
+    let (mut ba, mut bb) = (Vec::with_capacity(a.len()), Vec::with_capacity(b.len()));
+    bootstrap_rows(&groups, cfg, |rows| {
+        ba.clear();
+        bb.clear();
+        ba.extend(rows.iter().map(|&i| a[i]));
+        bb.extend(rows.iter().map(|&i| b[i]));
+        stat(&ba, &bb)
+    })
+}
+
+/// Difference of means `mean(a) − mean(b)` (the paired statistic of a "change versus" interval).
+pub fn mean_difference(a: &[f64], b: &[f64]) -> f64 {
+    mean(a) - mean(b)
+}
+
+/// Difference of `q`-quantiles `quantile(a) − quantile(b)`.
+pub fn quantile_difference(a: &[f64], b: &[f64], q: f64) -> f64 {
+    quantile(a, q) - quantile(b, q)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_keep_first_appearance_order() {
+        let g = Groups::from_ids(&["b", "a", "b", "c", "a"]);
+        assert_eq!(g.len(), 3);
+        assert_eq!(g.rows(), 5);
+        assert_eq!(g.members, vec![vec![0, 2], vec![1, 4], vec![3]]);
+    }
+
+    #[test]
+    fn resampling_is_deterministic_and_seed_dependent() {
+        let v: Vec<f64> = (0..60).map(|i| f64::from(i % 7) * 3.0 + f64::from(i)).collect();
+        let ids: Vec<u32> = (0..60).map(|i| i / 3).collect();
+        let cfg = BootstrapConfig::default();
+        let a = bootstrap(&v, &ids, &cfg, mean).unwrap();
+        let b = bootstrap(&v, &ids, &cfg, mean).unwrap();
+        assert_eq!(a, b);
+        let c = bootstrap(&v, &ids, &cfg.with_seed(1), mean).unwrap();
+        assert_ne!(a.lo, c.lo);
+        assert!(a.lo < a.estimate && a.estimate < a.hi);
+        assert_eq!(a.groups, 20);
+        assert_eq!(a.resamples, DEFAULT_RESAMPLES);
+    }
+
+    #[test]
+    fn a_constant_has_a_zero_width_interval() {
+        let v = vec![5.0; 12];
+        let ids: Vec<u32> = (0..12).map(|i| i / 2).collect();
+        let i = bootstrap(&v, &ids, &BootstrapConfig::default(), mean).unwrap();
+        assert_eq!((i.lo, i.estimate, i.hi), (5.0, 5.0, 5.0));
+        assert!(i.excludes_zero());
+    }
+
+    #[test]
+    fn whole_groups_are_resampled() {
+        // Two groups, each constant: every resample mean is 0, 0.5 or 1 — never anything else,
+        // which it would be if rows were resampled individually.
+        let v = [0.0, 0.0, 0.0, 1.0, 1.0, 1.0];
+        let ids = [0, 0, 0, 1, 1, 1];
+        let groups = Groups::from_ids(&ids);
+        let mut seen = Vec::new();
+        bootstrap_rows(&groups, &BootstrapConfig::default(), |rows| {
+            let m = rows.iter().map(|&i| v[i]).sum::<f64>() / rows.len() as f64;
+            seen.push(m);
+            m
+        })
+        .unwrap();
+        assert!(seen.iter().all(|m| [0.0, 0.5, 1.0].contains(m)), "{seen:?}");
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        let cfg = BootstrapConfig::default();
+        assert_eq!(
+            bootstrap(&[1.0], &[0, 1], &cfg, mean),
+            Err(BootstrapError::Length {
+                values: 1,
+                groups: 2
+            })
+        );
+        assert_eq!(
+            bootstrap::<u32, _>(&[], &[], &cfg, mean),
+            Err(BootstrapError::Empty)
+        );
+        let bad = BootstrapConfig { level: 1.0, ..cfg };
+        assert_eq!(
+            bootstrap(&[1.0], &[0], &bad, mean),
+            Err(BootstrapError::Level(1.0))
+        );
+        assert_eq!(
+            bootstrap(&[f64::NAN], &[0], &cfg, mean),
+            Err(BootstrapError::NotFinite)
+        );
+    }
+
+    #[test]
+    fn quantiles_interpolate_linearly() {
+        let s = [1.0, 2.0, 3.0, 4.0, 5.0];
+        assert_eq!(quantile_sorted(&s, 0.9), Some(4.6));
+        assert_eq!(quantile_sorted(&s, 0.0), Some(1.0));
+        assert_eq!(quantile_sorted(&[], 0.5), None);
+        assert_eq!(quantile(&[3.0, 1.0, 2.0], 0.5), 2.0);
+        assert!(mean(&[]).is_nan());
+    }
+
+    #[test]
+    fn paired_difference_uses_the_same_draws() {
+        // b = a + 2 row by row: every resampled difference is exactly −2.
+        let a: Vec<f64> = (0..40).map(|i| f64::from(i * i % 13)).collect();
+        let b: Vec<f64> = a.iter().map(|x| x + 2.0).collect();
+        let ids: Vec<u32> = (0..40).map(|i| i / 4).collect();
+        let i =
+            bootstrap_paired(&a, &b, &ids, &BootstrapConfig::default(), mean_difference).unwrap();
+        assert!((i.lo + 2.0).abs() < 1e-12 && (i.hi + 2.0).abs() < 1e-12);
+    }
+}
