@@ -27,6 +27,17 @@ pub struct EvalPair {
     pub ttft_cap_ms: f64,
     /// Background generation length of the condition (`short`, `long`), when it has one.
     pub decode_length: Option<DecodeLength>,
+    /// The workload condition (a hash of run id and condition id): the unit the bootstrap
+    /// resamples.
+    pub condition: u64,
+}
+
+/// A stable key of (run id, condition id) for grouping pairs by condition.
+pub fn condition_key(run_id: &str, condition_id: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (run_id, condition_id).hash(&mut h);
+    h.finish()
 }
 
 /// The background generation length of an equal-count short-vs-long condition.
@@ -78,6 +89,7 @@ impl EvalPair {
             ttft_eff_ms,
             ttft_cap_ms,
             decode_length,
+            condition: condition_key(pair.run_id(), pair.condition_id()),
         })
     }
 

@@ -21,8 +21,11 @@
 //! No formula is re-implemented here: predictions, guard, triggers and decisions all come from
 //! `sy-selector`, so what this tool measures is what production does.
 
+pub mod choice;
 pub mod evaluate;
 pub mod replay;
 pub mod report;
 pub mod search;
 pub mod select;
+pub mod stability;
+pub mod uncertainty;

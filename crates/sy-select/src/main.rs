@@ -64,6 +64,13 @@ struct SelectArgs {
     /// Do not draw the report (report.md, plots/).
     #[arg(long)]
     no_report: bool,
+    /// Bootstrap resamples for every interval (whole conditions are resampled).
+    #[arg(long, default_value_t = sy_stats::DEFAULT_RESAMPLES, value_parser = clap::value_parser!(u32).range(100..))]
+    bootstrap_resamples: u32,
+    /// Repeat the whole calibration (split, fit, margins, search, choice) over split seeds
+    /// 0..N and report how often each rule and estimator is chosen (0 = skip).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    stability_seeds: u64,
     /// Skip (count and report) invalid record rows instead of failing.
     #[arg(long)]
     skip_invalid: bool,
@@ -152,6 +159,11 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
         skip_invalid: a.skip_invalid,
         show_progress: common.show_progress(),
         created_at: None,
+        bootstrap: sy_stats::BootstrapConfig {
+            resamples: a.bootstrap_resamples,
+            ..sy_stats::BootstrapConfig::default()
+        },
+        stability_seeds: (0..a.stability_seeds).collect(),
     };
     let result = sy_select::select::run(&opts)?;
     let report = if a.no_report {

@@ -12,10 +12,13 @@ use sy_selector::{
     Bundle, GuardLimits, InputFile, Margins, Provenance, RuleParams, Thresholds, Variant,
 };
 
-use crate::evaluate::{EvalPair, GuardProbe, Replay, VariantStats, eval_pairs, replay_all};
-use crate::search::{
-    Landscape, RuleFamily, SearchOutcome, SearchProbe, TIE_TOLERANCE_MS, search_thresholds,
-};
+pub use crate::choice::Choice;
+use crate::choice::{Choices, search_and_choose};
+use crate::evaluate::{EvalPair, Replay, eval_pairs, replay_all};
+use crate::search::{Landscape, SearchOutcome};
+use crate::stability::{Stability, StabilitySettings, stability};
+use crate::uncertainty::{Headline, Uncertainty, headline, uncertainty};
+use sy_stats::BootstrapConfig;
 
 /// Version of the `selection.json` layout.
 pub const SELECTION_SCHEMA_VERSION: u32 = 1;
@@ -34,19 +37,6 @@ pub const DEFAULT_LIMITS: GuardLimits = GuardLimits {
 
 /// Columns of the r/p landscape kept in `selection.json`.
 pub const LANDSCAPE_P_COLUMNS: usize = 40;
-
-/// How a candidate was chosen.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Choice {
-    /// The chosen variant.
-    pub variant: Variant,
-    /// The variant it was compared with.
-    pub against: Variant,
-    /// Mean selected TTFT of both on the selection split (ms).
-    pub mean_selected_ttft_ms: BTreeMap<String, f64>,
-    /// Why (better mean, or which tie-break).
-    pub reason: String,
-}
 
 /// `selection.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -80,6 +70,12 @@ pub struct SelectionFile {
     pub replay: Replay,
     /// Bundle files written, with their content hashes.
     pub bundles: BTreeMap<String, String>,
+    /// The answer with its interval and caveats (what the report's first lines say).
+    pub headline: Headline,
+    /// Grouped bootstrap intervals of the headline numbers.
+    pub uncertainty: Uncertainty,
+    /// The choice repeated over other split seeds (`--stability-seeds`).
+    pub stability: Option<Stability>,
     pub warnings: Vec<String>,
 }
 
@@ -123,6 +119,10 @@ pub struct SelectOptions {
     pub show_progress: bool,
     /// Creation time for the provenance (RFC 3339); `None` = now.
     pub created_at: Option<String>,
+    /// Resamples, level and seed of the bootstrap intervals.
+    pub bootstrap: BootstrapConfig,
+    /// Split seeds to repeat the whole calibration with (empty = no stability check).
+    pub stability_seeds: Vec<u64>,
 }
 
 /// What the pipeline produced, for the caller (report, summary).
@@ -136,55 +136,27 @@ pub struct SelectOutput {
     pub selection_pairs: Vec<EvalPair>,
 }
 
-/// Compares two variants' replays: better mean (beyond the tie tolerance), then fewer
-/// overrides, then the first (simpler) one.
-fn choose(first: (Variant, &VariantStats), second: (Variant, &VariantStats)) -> Choice {
-    let (a, sa) = first;
-    let (b, sb) = second;
-    let means = BTreeMap::from([
-        (a.as_str().to_string(), sa.mean_selected_ttft_ms),
-        (b.as_str().to_string(), sb.mean_selected_ttft_ms),
-    ]);
-    let diff = sb.mean_selected_ttft_ms - sa.mean_selected_ttft_ms;
-    let (variant, against, reason) = if diff.abs() > TIE_TOLERANCE_MS || diff.is_nan() {
-        if diff < 0.0 {
-            (
-                b,
-                a,
-                "lower mean selected TTFT on the selection split".to_string(),
-            )
-        } else {
-            (
-                a,
-                b,
-                "lower mean selected TTFT on the selection split".to_string(),
-            )
-        }
-    } else if sb.changed < sa.changed {
-        (
-            b,
-            a,
-            "tie on mean selected TTFT; fewer overrides".to_string(),
-        )
-    } else if sa.changed < sb.changed {
-        (
-            a,
-            b,
-            "tie on mean selected TTFT; fewer overrides".to_string(),
-        )
-    } else {
-        (
-            a,
-            b,
-            format!("tie on mean selected TTFT and overrides; the simpler rule ({a})"),
-        )
-    };
-    Choice {
-        variant,
-        against,
-        mean_selected_ttft_ms: means,
-        reason,
-    }
+/// What the bundle's provenance records about how sure the choice is: the headline intervals,
+/// the margins' intervals and the stability counts.
+fn bundle_evidence(
+    h: &Headline,
+    u: &Uncertainty,
+    s: Option<&Stability>,
+) -> serde_json::Value {
+    serde_json::json!({
+        "bootstrap": u.bootstrap,
+        "selection_conditions": u.selection_conditions,
+        "mean_change_vs_stage_ms": h.mean_change_vs_stage_ms,
+        "p90_change_vs_stage_ms": h.p90_change_vs_stage_ms,
+        "distinguishable_from_stage": h.distinguishable_from_stage,
+        "margins_ms": u.margins,
+        "stability": s.map(|s| serde_json::json!({
+            "seeds": s.seeds,
+            "bundle_variant_counts": s.bundle_variant_counts,
+            "chosen_share": s.chosen_share,
+            "stable": s.stable,
+        })),
+    })
 }
 
 fn now_rfc3339() -> String {
@@ -265,71 +237,49 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
     base.validate()
         .map_err(|e| ToolError::BadInput(format!("cannot build the rule's parameters: {e}")))?;
 
-    // The r/p search on the fit split.
-    bar.set_message("searching r and p");
-    let guard = GuardProbe::new(&base);
-    let probes: Vec<SearchProbe> = fit_pairs.iter().map(|p| guard.search_probe(p)).collect();
+    // The r/p search on the fit split, the variants on the selection split, the choice.
+    bar.set_message("searching r and p, evaluating variants");
+    let Choices {
+        search_count,
+        search_count_prefill: search_cp,
+        landscape,
+        candidates,
+        threshold_rule,
+        estimator,
+        bundle_choice,
+        thresholds,
+        params,
+    } = search_and_choose(&base, &fit_pairs, &sel_pairs, sel_unmeasured, LANDSCAPE_P_COLUMNS)?;
     drop(fit_pairs);
-    let search_err =
-        |e: crate::search::SearchError| ToolError::BadInput(format!("r/p search: {e}"));
-    let (search_count, _) = search_thresholds(&probes, RuleFamily::Count, 0).map_err(search_err)?;
-    let (search_cp, landscape) =
-        search_thresholds(&probes, RuleFamily::CountPrefill, LANDSCAPE_P_COLUMNS)
-            .map_err(search_err)?;
-    drop(probes);
-
-    // Every variant with its own thresholds on the selection split.
-    bar.set_message("evaluating variants");
-    let with = |t: crate::search::ThresholdRule| {
-        let mut p = base.clone();
-        p.thresholds = Thresholds { r: t.r, p: t.p };
-        p
-    };
-    let count_params = with(search_count.best.rule);
-    let cp_params = with(search_cp.best.rule);
-    let mut candidates = replay_all(&base, &sel_pairs, sel_unmeasured);
-    for v in candidates.variants.iter_mut() {
-        match v.variant {
-            Variant::Count => {
-                *v = crate::evaluate::replay_variant(&count_params, Variant::Count, &sel_pairs)
-            }
-            Variant::CountPrefill => {
-                *v = crate::evaluate::replay_variant(&cp_params, Variant::CountPrefill, &sel_pairs)
-            }
-            _ => {}
-        }
-    }
-    let stats = |v: Variant| {
-        candidates
-            .get(v)
-            .map(|r| r.all.clone())
-            .ok_or_else(|| ToolError::Runtime(format!("internal: no replay of {v}")))
-    };
-    let threshold_rule = choose(
-        (Variant::Count, &stats(Variant::Count)?),
-        (Variant::CountPrefill, &stats(Variant::CountPrefill)?),
-    );
-    let estimator = choose(
-        (Variant::Blind, &stats(Variant::Blind)?),
-        (Variant::Cache, &stats(Variant::Cache)?),
-    );
-    let thresholds = match threshold_rule.variant {
-        Variant::Count => Thresholds {
-            r: search_count.best.rule.r,
-            p: None,
-        },
-        _ => Thresholds {
-            r: search_cp.best.rule.r,
-            p: search_cp.best.rule.p,
-        },
-    };
-    let bundle_choice = choose(
-        (estimator.variant, &stats(estimator.variant)?),
-        (threshold_rule.variant, &stats(threshold_rule.variant)?),
-    );
-    let mut params = base.clone();
-    params.thresholds = thresholds;
     let replay = replay_all(&params, &sel_pairs, sel_unmeasured);
+
+    // How sure: bootstrap intervals, and the choice over other split seeds.
+    bar.set_message("bootstrapping intervals");
+    let uncertainty = uncertainty(&params, &sel_pairs, &margins_file, &opts.bootstrap);
+    let stability = if opts.stability_seeds.is_empty() {
+        None
+    } else {
+        bar.set_message(format!(
+            "repeating the calibration over {} split seeds",
+            opts.stability_seeds.len()
+        ));
+        let fit_file = sy_fit::FitFile::read(&opts.fit)
+            .map_err(|e| ToolError::BadInput(format!("{}: {e}", opts.fit.display())))?;
+        let settings = StabilitySettings {
+            seeds: opts.stability_seeds.clone(),
+            fractions: splits.fractions,
+            folds: fit_file.settings.folds,
+            alpha_grid: fit_file.settings.alpha_grid.clone(),
+            margin_level: margins_file.level,
+            limits: opts.limits,
+        };
+        Some(stability(&loaded.records, &settings, bundle_choice.variant)?)
+    };
+    let headline = headline(
+        (bundle_choice.variant, threshold_rule.variant, estimator.variant),
+        &uncertainty,
+        stability.as_ref(),
+    );
 
     // Freeze.
     bar.set_message("freezing the bundle");
@@ -350,6 +300,7 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
         input_files: input_files.clone(),
         split_seed: splits.seed,
         created_at: opts.created_at.clone().unwrap_or_else(now_rfc3339),
+        uncertainty: Some(bundle_evidence(&headline, &uncertainty, stability.as_ref())),
     };
     let freeze = |variant: Variant| {
         Bundle::freeze(variant, params.clone(), provenance.clone())
@@ -384,6 +335,7 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
             .iter()
             .map(|w| format!("margins: {w}")),
     );
+    warnings.extend(headline.caveats.iter().cloned());
     let selection = SelectionFile {
         schema_version: SELECTION_SCHEMA_VERSION,
         tool_versions: provenance.tool_versions.clone(),
@@ -403,6 +355,9 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
         thresholds,
         replay,
         bundles,
+        headline,
+        uncertainty,
+        stability,
         warnings,
     };
     sy_cli::atomic_write_json(&opts.out, &selection)?;

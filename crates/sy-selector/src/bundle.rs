@@ -34,6 +34,11 @@ pub struct Provenance {
     pub split_seed: u64,
     /// Creation time, RFC 3339 UTC (e.g. `2026-11-30T15:00:00Z`).
     pub created_at: String,
+    /// How sure the calibration is of this choice, as `sy-select` measured it: bootstrap
+    /// intervals of the change versus Stage and of the margins, and the stability of the choice
+    /// over split seeds. Absent in bundles frozen before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncertainty: Option<serde_json::Value>,
 }
 
 /// One input file of a bundle.

@@ -97,6 +97,7 @@ pub fn provenance() -> Provenance {
         ],
         split_seed: 20_261_130,
         created_at: "2026-11-30T15:00:00Z".to_string(),
+        uncertainty: None,
     }
 }
 

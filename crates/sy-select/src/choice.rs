@@ -1,0 +1,159 @@
+//! The choice itself, as one function of in-memory inputs: search r/p on the fit split, replay
+//! each variant with its own thresholds on the selection split, choose one threshold rule, one
+//! estimator and the bundle's variant. `select::run` calls it once; the stability check
+//! ([`crate::stability`]) calls it once per split seed.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sy_cli::ToolError;
+use sy_selector::{RuleParams, Thresholds, Variant};
+
+use crate::evaluate::{EvalPair, GuardProbe, Replay, VariantStats, replay_all, replay_variant};
+use crate::search::{
+    Landscape, RuleFamily, SearchOutcome, SearchProbe, TIE_TOLERANCE_MS, ThresholdRule,
+    search_thresholds,
+};
+
+/// How a candidate was chosen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Choice {
+    /// The chosen variant.
+    pub variant: Variant,
+    /// The variant it was compared with.
+    pub against: Variant,
+    /// Mean selected TTFT of both on the selection split (ms).
+    pub mean_selected_ttft_ms: BTreeMap<String, f64>,
+    /// Why (better mean, or which tie-break).
+    pub reason: String,
+}
+
+/// Everything the choice produced.
+#[derive(Debug, Clone)]
+pub struct Choices {
+    pub search_count: SearchOutcome,
+    pub search_count_prefill: SearchOutcome,
+    pub landscape: Option<Landscape>,
+    /// Each variant with its own searched thresholds, on the selection split.
+    pub candidates: Replay,
+    pub threshold_rule: Choice,
+    pub estimator: Choice,
+    /// The better of the chosen threshold rule and the chosen estimator.
+    pub bundle_choice: Choice,
+    /// The thresholds of the chosen threshold rule.
+    pub thresholds: Thresholds,
+    /// The frozen parameters (`base` with `thresholds`).
+    pub params: RuleParams,
+}
+
+/// Compares two variants' replays: better mean (beyond the tie tolerance), then fewer
+/// overrides, then the first (simpler) one.
+pub fn choose(first: (Variant, &VariantStats), second: (Variant, &VariantStats)) -> Choice {
+    let (a, sa) = first;
+    let (b, sb) = second;
+    let means = BTreeMap::from([
+        (a.as_str().to_string(), sa.mean_selected_ttft_ms),
+        (b.as_str().to_string(), sb.mean_selected_ttft_ms),
+    ]);
+    let diff = sb.mean_selected_ttft_ms - sa.mean_selected_ttft_ms;
+    let better = "lower mean selected TTFT on the selection split".to_string();
+    let fewer = "tie on mean selected TTFT; fewer overrides".to_string();
+    let (variant, against, reason) = if diff.abs() > TIE_TOLERANCE_MS || diff.is_nan() {
+        if diff < 0.0 { (b, a, better) } else { (a, b, better) }
+    } else if sb.changed < sa.changed {
+        (b, a, fewer)
+    } else if sa.changed < sb.changed {
+        (a, b, fewer)
+    } else {
+        (
+            a,
+            b,
+            format!("tie on mean selected TTFT and overrides; the simpler rule ({a})"),
+        )
+    };
+    Choice {
+        variant,
+        against,
+        mean_selected_ttft_ms: means,
+        reason,
+    }
+}
+
+fn with_rule(base: &RuleParams, t: ThresholdRule) -> RuleParams {
+    let mut p = base.clone();
+    p.thresholds = Thresholds { r: t.r, p: t.p };
+    p
+}
+
+/// Searches on `fit_pairs`, evaluates on `sel_pairs` and chooses (see the module docs).
+pub fn search_and_choose(
+    base: &RuleParams,
+    fit_pairs: &[EvalPair],
+    sel_pairs: &[EvalPair],
+    sel_unmeasured: u64,
+    landscape_columns: usize,
+) -> Result<Choices, ToolError> {
+    let guard = GuardProbe::new(base);
+    let probes: Vec<SearchProbe> = fit_pairs.iter().map(|p| guard.search_probe(p)).collect();
+    let search_err =
+        |e: crate::search::SearchError| ToolError::BadInput(format!("r/p search: {e}"));
+    let (search_count, _) = search_thresholds(&probes, RuleFamily::Count, 0).map_err(search_err)?;
+    let (search_cp, landscape) =
+        search_thresholds(&probes, RuleFamily::CountPrefill, landscape_columns)
+            .map_err(search_err)?;
+    drop(probes);
+
+    let count_params = with_rule(base, search_count.best.rule);
+    let cp_params = with_rule(base, search_cp.best.rule);
+    let mut candidates = replay_all(base, sel_pairs, sel_unmeasured);
+    for v in candidates.variants.iter_mut() {
+        match v.variant {
+            Variant::Count => *v = replay_variant(&count_params, Variant::Count, sel_pairs),
+            Variant::CountPrefill => {
+                *v = replay_variant(&cp_params, Variant::CountPrefill, sel_pairs)
+            }
+            _ => {}
+        }
+    }
+    let stats = |v: Variant| {
+        candidates
+            .get(v)
+            .map(|r| r.all.clone())
+            .ok_or_else(|| ToolError::Runtime(format!("internal: no replay of {v}")))
+    };
+    let threshold_rule = choose(
+        (Variant::Count, &stats(Variant::Count)?),
+        (Variant::CountPrefill, &stats(Variant::CountPrefill)?),
+    );
+    let estimator = choose(
+        (Variant::Blind, &stats(Variant::Blind)?),
+        (Variant::Cache, &stats(Variant::Cache)?),
+    );
+    let thresholds = match threshold_rule.variant {
+        Variant::Count => Thresholds {
+            r: search_count.best.rule.r,
+            p: None,
+        },
+        _ => Thresholds {
+            r: search_cp.best.rule.r,
+            p: search_cp.best.rule.p,
+        },
+    };
+    let bundle_choice = choose(
+        (estimator.variant, &stats(estimator.variant)?),
+        (threshold_rule.variant, &stats(threshold_rule.variant)?),
+    );
+    let mut params = base.clone();
+    params.thresholds = thresholds;
+    Ok(Choices {
+        search_count,
+        search_count_prefill: search_cp,
+        landscape,
+        candidates,
+        threshold_rule,
+        estimator,
+        bundle_choice,
+        thresholds,
+        params,
+    })
+}

@@ -1,0 +1,167 @@
+//! Stability of the choice: the whole calibration — grouped split, fit, margins, r/p search,
+//! evaluation, choice — repeated over several split seeds on the same records, counting how
+//! often each threshold rule, estimator and bundle variant is chosen.
+//!
+//! A choice is called **stable** when the run's own bundle variant is also the choice of at
+//! least [`STABLE_SHARE`] of the seeds. The proposal's selection rule is unchanged: stability is
+//! reported (and warned about), never used to pick.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sy_cli::ToolError;
+use sy_margin::FitEstimators;
+use sy_records::{ProbePair, Record, Split, SplitFractions, SplitTable};
+use sy_selector::{Margins, RuleParams, Thresholds, Variant};
+
+use crate::choice::search_and_choose;
+use crate::evaluate::eval_pairs;
+use crate::uncertainty::selected_ttfts;
+
+/// Share of seeds that must agree with the run's choice for it to be called stable.
+pub const STABLE_SHARE: f64 = 0.8;
+
+/// Settings of the repeated calibration (those of the run being checked).
+#[derive(Debug, Clone)]
+pub struct StabilitySettings {
+    pub seeds: Vec<u64>,
+    pub fractions: SplitFractions,
+    pub folds: usize,
+    pub alpha_grid: Vec<f64>,
+    pub margin_level: f64,
+    pub limits: sy_selector::GuardLimits,
+}
+
+/// What one split seed chose.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeedChoice {
+    pub seed: u64,
+    pub threshold_rule: Variant,
+    pub thresholds: Thresholds,
+    pub estimator: Variant,
+    pub bundle_variant: Variant,
+    /// Mean selected TTFT of the bundle variant minus Stage's on that seed's selection split.
+    pub mean_change_vs_stage_ms: f64,
+    /// Conditions in the fit / uncertainty / selection splits.
+    pub conditions: [u64; 3],
+}
+
+/// The repeated calibration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stability {
+    pub seeds: Vec<u64>,
+    pub runs: Vec<SeedChoice>,
+    /// Seeds whose calibration could not be made, with why (e.g. a split without conditions).
+    pub failed: BTreeMap<u64, String>,
+    pub threshold_rule_counts: BTreeMap<String, u64>,
+    pub estimator_counts: BTreeMap<String, u64>,
+    pub bundle_variant_counts: BTreeMap<String, u64>,
+    /// The run's own bundle variant, and the share of seeds that chose it too.
+    pub chosen: Variant,
+    pub chosen_share: f64,
+    /// `chosen_share ≥ STABLE_SHARE`.
+    pub stable: bool,
+}
+
+fn one_seed(
+    records: &[Record],
+    pairs: &[ProbePair],
+    seed: u64,
+    s: &StabilitySettings,
+) -> Result<SeedChoice, String> {
+    let splits = SplitTable::build(records, seed, s.fractions);
+    let config = sy_fit::FitConfig {
+        folds: s.folds,
+        alpha_grid: s.alpha_grid.clone(),
+        seed,
+    };
+    let fitted = sy_fit::fit(records, &splits, &config).map_err(|e| e.to_string())?;
+    let fit = FitEstimators {
+        efficient: fitted.models.efficient.estimators,
+        capable: fitted.models.capable.estimators,
+    };
+    let table = &splits;
+    let of = |split: Split| {
+        pairs
+            .iter()
+            .filter(move |p| table.split_of(p.run_id(), p.condition_id()) == Some(split))
+    };
+    let uncertainty: Vec<&ProbePair> = of(Split::Uncertainty).collect();
+    let (blind, cache, _) = sy_margin::compute_margins(&fit, &uncertainty, s.margin_level);
+    let margins = Margins {
+        blind: blind.estimate.delta_ms.ok_or("no uncertainty-split pair (blind)")?,
+        cache: cache.estimate.delta_ms.ok_or("no uncertainty-split pair (cache)")?,
+    };
+    let base = RuleParams {
+        efficient: fit.efficient,
+        capable: fit.capable,
+        thresholds: Thresholds::default(),
+        margins,
+        limits: s.limits,
+    };
+    base.validate().map_err(|e| e.to_string())?;
+    let (fit_pairs, _) = eval_pairs(of(Split::Fit));
+    let (sel_pairs, sel_unmeasured) = eval_pairs(of(Split::Selection));
+    if fit_pairs.is_empty() || sel_pairs.is_empty() {
+        return Err("an empty fit or selection split".to_string());
+    }
+    let c = search_and_choose(&base, &fit_pairs, &sel_pairs, sel_unmeasured, 0)
+        .map_err(|e| e.to_string())?;
+    let chosen = selected_ttfts(&c.params, c.bundle_choice.variant, &sel_pairs);
+    let stage = selected_ttfts(&c.params, Variant::Stage, &sel_pairs);
+    Ok(SeedChoice {
+        seed,
+        threshold_rule: c.threshold_rule.variant,
+        thresholds: c.thresholds,
+        estimator: c.estimator.variant,
+        bundle_variant: c.bundle_choice.variant,
+        mean_change_vs_stage_ms: sy_stats::mean(&chosen) - sy_stats::mean(&stage),
+        conditions: [Split::Fit, Split::Uncertainty, Split::Selection].map(|x| splits.counts.get(x) as u64),
+    })
+}
+
+fn count(runs: &[SeedChoice], key: impl Fn(&SeedChoice) -> Variant) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for r in runs {
+        *m.entry(key(r).as_str().to_string()).or_insert(0) += 1;
+    }
+    m
+}
+
+/// Repeats the calibration for every seed of `settings` over `records`; `chosen` is the run's own
+/// bundle variant.
+pub fn stability(
+    records: &[Record],
+    settings: &StabilitySettings,
+    chosen: Variant,
+) -> Result<Stability, ToolError> {
+    let pairs = sy_records::pair_probes(records).map_err(sy_margin::inputs::records_error)?;
+    let mut runs = Vec::new();
+    let mut failed = BTreeMap::new();
+    for &seed in &settings.seeds {
+        match one_seed(records, &pairs, seed, settings) {
+            Ok(r) => runs.push(r),
+            Err(why) => {
+                tracing::warn!("stability: split seed {seed}: {why}");
+                failed.insert(seed, why);
+            }
+        }
+    }
+    let agree = runs.iter().filter(|r| r.bundle_variant == chosen).count();
+    let chosen_share = if runs.is_empty() {
+        0.0
+    } else {
+        agree as f64 / runs.len() as f64
+    };
+    Ok(Stability {
+        seeds: settings.seeds.clone(),
+        threshold_rule_counts: count(&runs, |r| r.threshold_rule),
+        estimator_counts: count(&runs, |r| r.estimator),
+        bundle_variant_counts: count(&runs, |r| r.bundle_variant),
+        runs,
+        failed,
+        chosen,
+        chosen_share,
+        stable: chosen_share >= STABLE_SHARE,
+    })
+}

@@ -1,0 +1,198 @@
+//! How sure the headline numbers are: grouped bootstrap intervals (whole conditions resampled,
+//! `sy_stats`) for every variant's mean and p90 selected TTFT on the selection split, their
+//! change versus Stage (paired: the same resampled conditions for both), and the margins.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sy_margin::MarginsFile;
+use sy_selector::{RuleParams, Variant, decide};
+use sy_stats::{BootstrapConfig, Interval, bootstrap, bootstrap_paired, mean, quantile};
+
+use crate::evaluate::EvalPair;
+
+/// The percentile of the "p90" statistics.
+const P90: f64 = 0.9;
+
+/// One variant's headline numbers with their intervals (ms).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariantUncertainty {
+    pub variant: Variant,
+    pub mean_selected_ttft_ms: Option<Interval>,
+    pub p90_selected_ttft_ms: Option<Interval>,
+    /// Mean selected TTFT of the variant minus Stage's (negative = faster than Stage).
+    pub mean_change_vs_stage_ms: Option<Interval>,
+    /// p90 selected TTFT of the variant minus Stage's.
+    pub p90_change_vs_stage_ms: Option<Interval>,
+}
+
+/// The bootstrap intervals of one calibration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Uncertainty {
+    /// Resamples, level and seed.
+    pub bootstrap: BootstrapConfig,
+    /// Conditions of the selection split (the resampled unit of the variant intervals).
+    pub selection_conditions: u64,
+    /// Every variant with the frozen bundle's parameters on the selection split.
+    pub variants: Vec<VariantUncertainty>,
+    /// The margins (delta per estimator): conditions of the uncertainty split resampled.
+    pub margins: BTreeMap<String, Option<Interval>>,
+}
+
+impl Uncertainty {
+    /// The intervals of one variant.
+    pub fn get(&self, variant: Variant) -> Option<&VariantUncertainty> {
+        self.variants.iter().find(|v| v.variant == variant)
+    }
+}
+
+/// The measured TTFT of the candidate `variant` selects for every pair.
+pub fn selected_ttfts(params: &RuleParams, variant: Variant, pairs: &[EvalPair]) -> Vec<f64> {
+    pairs
+        .iter()
+        .map(|p| p.selected_ttft(decide(params, variant, &p.input).choice))
+        .collect()
+}
+
+fn log_err<T>(what: &str, r: Result<T, sy_stats::BootstrapError>) -> Option<T> {
+    r.map_err(|e| tracing::warn!("no interval for {what}: {e}")).ok()
+}
+
+/// Intervals of every variant (with `params`) over `pairs` and of both margins.
+pub fn uncertainty(
+    params: &RuleParams,
+    pairs: &[EvalPair],
+    margins: &MarginsFile,
+    cfg: &BootstrapConfig,
+) -> Uncertainty {
+    let groups: Vec<u64> = pairs.iter().map(|p| p.condition).collect();
+    let stage = selected_ttfts(params, Variant::Stage, pairs);
+    let p90 = |v: &[f64]| quantile(v, P90);
+    let variants = Variant::ALL
+        .iter()
+        .map(|&variant| {
+            let sel = selected_ttfts(params, variant, pairs);
+            let name = variant.as_str();
+            VariantUncertainty {
+                variant,
+                mean_selected_ttft_ms: log_err(name, bootstrap(&sel, &groups, cfg, mean)),
+                p90_selected_ttft_ms: log_err(name, bootstrap(&sel, &groups, cfg, p90)),
+                mean_change_vs_stage_ms: log_err(
+                    name,
+                    bootstrap_paired(&sel, &stage, &groups, cfg, |a, b| mean(a) - mean(b)),
+                ),
+                p90_change_vs_stage_ms: log_err(
+                    name,
+                    bootstrap_paired(&sel, &stage, &groups, cfg, |a, b| p90(a) - p90(b)),
+                ),
+            }
+        })
+        .collect();
+    let mut conditions = groups.clone();
+    conditions.sort_unstable();
+    conditions.dedup();
+    let margin = |name: &str, e: &sy_margin::EstimatorMargin| {
+        let scores: Vec<f64> = e
+            .estimate
+            .condition_scores
+            .iter()
+            .map(|c| c.score_ms)
+            .collect();
+        let ids: Vec<usize> = (0..scores.len()).collect();
+        let level = margins.level;
+        (
+            name.to_string(),
+            log_err(
+                name,
+                bootstrap(&scores, &ids, cfg, |v| quantile(v, level)),
+            ),
+        )
+    };
+    Uncertainty {
+        bootstrap: *cfg,
+        selection_conditions: conditions.len() as u64,
+        variants,
+        margins: BTreeMap::from([
+            margin("blind", &margins.blind),
+            margin("cache", &margins.cache),
+        ]),
+    }
+}
+
+/// The answer in one place: what was chosen, what it changes versus Stage and how sure that is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Headline {
+    pub bundle_variant: Variant,
+    pub threshold_rule: Variant,
+    pub estimator: Variant,
+    /// Mean selected TTFT of the bundle variant minus Stage's on the selection split.
+    pub mean_change_vs_stage_ms: Option<Interval>,
+    /// The same for the 90th percentile.
+    pub p90_change_vs_stage_ms: Option<Interval>,
+    /// Whether the mean change's interval excludes zero.
+    pub distinguishable_from_stage: bool,
+    /// Whether the split seeds agree (`None` when the stability check did not run).
+    pub stable: Option<bool>,
+    /// The caveats the report prints first and `sy-select` warns about.
+    pub caveats: Vec<String>,
+}
+
+fn fmt_interval(i: &Interval) -> String {
+    format!(
+        "{:+.1} ms (95 % CI {:+.1} to {:+.1})",
+        i.estimate, i.lo, i.hi
+    )
+}
+
+/// Builds the headline and its caveats.
+pub fn headline(
+    choices: (Variant, Variant, Variant),
+    u: &Uncertainty,
+    stability: Option<&crate::stability::Stability>,
+) -> Headline {
+    let (bundle_variant, threshold_rule, estimator) = choices;
+    let mine = u.get(bundle_variant);
+    let mean_change = mine.and_then(|v| v.mean_change_vs_stage_ms);
+    let p90_change = mine.and_then(|v| v.p90_change_vs_stage_ms);
+    let distinguishable = mean_change.is_some_and(|i| i.excludes_zero() && i.estimate < 0.0);
+    let mut caveats = Vec::new();
+    match &mean_change {
+        Some(i) if !distinguishable => caveats.push(format!(
+            "the gain of {bundle_variant} over Stage is not distinguishable from zero: mean selected TTFT change {} over {} selection-split conditions",
+            fmt_interval(i),
+            u.selection_conditions
+        )),
+        None => caveats.push(format!(
+            "no interval for the change of {bundle_variant} versus Stage (too few selection-split conditions)"
+        )),
+        _ => {}
+    }
+    if let Some(i) = p90_change.filter(|i| i.estimate > 0.0) {
+        caveats.push(format!(
+            "{bundle_variant} makes the 90th percentile worse than Stage: {}",
+            fmt_interval(&i)
+        ));
+    }
+    if let Some(s) = stability.filter(|s| !s.stable) {
+        caveats.push(format!(
+            "the choice is unstable: {bundle_variant} is chosen with {:.0} % of {} split seeds ({})",
+            100.0 * s.chosen_share,
+            s.runs.len(),
+            s.bundle_variant_counts
+                .iter()
+                .map(|(k, v)| format!("{k} {v}×"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Headline {
+        bundle_variant,
+        threshold_rule,
+        estimator,
+        mean_change_vs_stage_ms: mean_change,
+        p90_change_vs_stage_ms: p90_change,
+        distinguishable_from_stage: distinguishable,
+        stable: stability.map(|s| s.stable),
+        caveats,
+    }
+}
