@@ -53,11 +53,25 @@ pub fn init_tracing(common: &CommonArgs) {
         }
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    // Colour only on a terminal (never escape codes in a piped or redirected log) and never
+    // when NO_COLOR is set.
+    use std::io::IsTerminal as _;
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .with_target(false)
         .try_init();
+}
+
+/// Prints `value` as the `--json` output of every tool: one compact JSON document on one line of
+/// stdout (so it pipes into `jq` and into JSON Lines logs alike).
+pub fn print_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<(), crate::ToolError> {
+    let text = serde_json::to_string(value)
+        .map_err(|e| crate::ToolError::Runtime(format!("cannot print the JSON output: {e}")))?;
+    println!("{text}");
+    Ok(())
 }
 
 /// Writes the completion script of `cmd` for `shell` on stdout.

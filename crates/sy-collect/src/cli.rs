@@ -61,10 +61,7 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
     if args.dry_run {
         let d = dry_run(&plan.plan);
         if args.common.json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&d).map_err(|e| ToolError::Runtime(e.to_string()))?
-            );
+            sy_cli::print_json(&d)?;
         } else {
             println!("plan {}", plan_path.display());
             println!(
@@ -116,10 +113,7 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
     let summary = rt.block_on(run(plan, opts))?;
     let m = &summary.manifest;
     if args.common.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(m).map_err(|e| ToolError::Runtime(e.to_string()))?
-        );
+        sy_cli::print_json(m)?;
     } else if !args.common.quiet {
         eprintln!(
             "{}: {}/{} units, {} records ({} ok, {} error), {} retried attempts, loads zero at end: {}",

@@ -360,10 +360,7 @@ fn print_summary(
             warnings: &file.warnings,
             seconds,
         };
-        let text = serde_json::to_string_pretty(&s)
-            .map_err(|e| ToolError::Runtime(format!("cannot print the summary: {e}")))?;
-        println!("{text}");
-        return Ok(());
+        return sy_cli::print_json(&s);
     }
     if common.quiet {
         return Ok(());

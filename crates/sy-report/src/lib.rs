@@ -2,26 +2,30 @@
 //!
 //! A calibration ends with numbers a researcher has to trust: Q tables, estimator errors, a margin,
 //! a threshold search and five variants compared. This crate draws them with plotters — every
-//! figure as SVG (for the browser and `docs/`) and PNG (for anything else) in `RUN_DIR/plots/` —
-//! and assembles `report.md`, which references every figure. It knows nothing about how the numbers
+//! figure as SVG (for the browser and `docs/`) and PNG (for a paper) in `RUN_DIR/plots/` — and
+//! assembles `report.md`, which references every figure. It knows nothing about how the numbers
 //! were computed: callers (`sy-select`) pass plain data ([`Plot`]) and markdown text.
+//!
+//! Every figure has a title, axis descriptions with units (the caller's labels), tick labels with
+//! as many decimals as the axis step needs, a legend placed in a corner free of data (or head room
+//! made for it), a colour bar for heat maps, interval bands / error bars where the caller gives
+//! an interval, and markers on lines with few points. Lines go through one generic path for
+//! linear and log x axes.
 //!
 //! ## Text and fonts
 //!
-//! plotters needs a font to draw (and even to measure) text, in SVG as in PNG. This crate uses
-//! plotters' pure-Rust `ab_glyph` text backend and loads a TrueType font at run time: the file
-//! named by `SY_REPORT_FONT`, else DejaVu Sans / Liberation Sans / any `.ttf` found under
-//! `/usr/share/fonts` or `/usr/local/share/fonts`. No system library (fontconfig, freetype) is
-//! needed to build or to run. On a machine without any font file the plots are still drawn —
-//! without titles, tick labels and legends — and `report.md` says so; the numbers are always in
-//! the report's tables.
+//! See [`font`]: a small font is compiled in, so figures always have text; `SY_REPORT_FONT`
+//! selects another, and an unusable one is an error naming the file.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
-use plotters::coord::Shift;
 use plotters::prelude::*;
+
+mod draw;
+pub mod font;
+
+pub use font::font;
 
 /// Size of every figure in pixels.
 pub const FIGURE_SIZE: (u32, u32) = (960, 600);
@@ -37,6 +41,8 @@ pub enum ReportError {
     Draw { name: String, message: String },
     #[error("cannot write {path}: {message}")]
     Write { path: PathBuf, message: String },
+    #[error("no usable font: {0}")]
+    Font(String),
 }
 
 /// One named series of points.
@@ -46,527 +52,115 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
+/// A shaded band `(x, lower, upper)` (e.g. an inter-quartile range or a confidence band).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Band {
+    pub name: String,
+    /// Colour index (the same index as a series gives the series' colour).
+    pub colour: usize,
+    pub points: Vec<(f64, f64, f64)>,
+}
+
+/// A vertical reference line with an optional shaded interval around it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VLine {
+    pub x: f64,
+    pub name: String,
+    pub span: Option<(f64, f64)>,
+}
+
 /// One bar of a bar chart.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bar {
     pub label: String,
     pub value: f64,
-    /// Drawn above the bar (e.g. the override rate).
+    /// Drawn as an error bar (e.g. a 95 % interval).
+    pub interval: Option<(f64, f64)>,
+    /// Drawn above the bar (one or more lines).
     pub annotation: String,
+}
+
+/// A heat map over two categorical axes (axis values as tick labels), with a colour bar.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Heatmap {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    /// What the colours measure, with its unit (the colour bar's label).
+    pub value_label: String,
+    pub x_ticks: Vec<String>,
+    pub y_ticks: Vec<String>,
+    /// `values[row][col]`, rows along y; NaN = missing cell (grey, "—").
+    pub values: Vec<Vec<f64>>,
+    /// Decimals of the values written in the cells.
+    pub decimals: usize,
+    /// Sample count of each cell, written beside its value.
+    pub counts: Option<Vec<Vec<u64>>>,
+    /// Outline one cell (row, col), e.g. the chosen (r, p).
+    pub mark: Option<(usize, usize)>,
+}
+
+/// Lines, one per series, over a linear or log x axis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lines {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub series: Vec<Series>,
+    pub log_x: bool,
+    /// Tick labels exactly at these x values (instead of automatic ticks).
+    pub x_ticks: Option<Vec<f64>>,
+    /// The y range (automatic when `None`).
+    pub y_range: Option<(f64, f64)>,
+    /// Draw series as step functions (empirical CDFs).
+    pub step: bool,
+    pub bands: Vec<Band>,
+    pub vlines: Vec<VLine>,
+}
+
+/// Points, one colour per series; optional y = x diagonal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scatter {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub series: Vec<Series>,
+    pub diagonal: bool,
+}
+
+/// Bars with optional error bars and an annotation above each.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bars {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub bars: Vec<Bar>,
 }
 
 /// What to draw.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plot {
-    /// A heat map over two categorical axes (axis values shown as tick labels); NaN = missing
-    /// cell (grey). `values[row][col]`, rows along y.
-    Heatmap {
-        title: String,
-        x_label: String,
-        y_label: String,
-        x_ticks: Vec<String>,
-        y_ticks: Vec<String>,
-        values: Vec<Vec<f64>>,
-        /// Mark one cell (row, col), e.g. the chosen (r, p).
-        mark: Option<(usize, usize)>,
-    },
-    /// Lines, one per series; optional vertical reference lines with a name.
-    Lines {
-        title: String,
-        x_label: String,
-        y_label: String,
-        series: Vec<Series>,
-        log_x: bool,
-        vlines: Vec<(f64, String)>,
-    },
-    /// Points, one colour per series; optional y = x diagonal.
-    Scatter {
-        title: String,
-        x_label: String,
-        y_label: String,
-        series: Vec<Series>,
-        diagonal: bool,
-    },
-    /// Bars with an annotation above each.
-    Bars {
-        title: String,
-        y_label: String,
-        bars: Vec<Bar>,
-    },
+    Heatmap(Heatmap),
+    Lines(Lines),
+    Scatter(Scatter),
+    Bars(Bars),
 }
 
-static FONT: OnceLock<Option<PathBuf>> = OnceLock::new();
-
-fn font_candidates() -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Some(p) = std::env::var_os("SY_REPORT_FONT") {
-        out.push(PathBuf::from(p));
-    }
-    for p in [
-        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-        "/usr/share/fonts/TTF/DejaVuSans.ttf",
-        "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-        "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-        "/usr/share/fonts/liberation/LiberationSans-Regular.ttf",
-    ] {
-        out.push(PathBuf::from(p));
-    }
-    for dir in ["/usr/share/fonts", "/usr/local/share/fonts"] {
-        let mut found = Vec::new();
-        collect_ttf(Path::new(dir), 0, &mut found);
-        found.sort();
-        out.extend(found);
-    }
-    out
-}
-
-fn collect_ttf(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
-    if depth > 4 {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            collect_ttf(&p, depth + 1, out);
-        } else if p.extension().is_some_and(|x| x.eq_ignore_ascii_case("ttf")) {
-            out.push(p);
-        }
-    }
-}
-
-/// Loads and registers a font for plotters once; returns the font file, or `None` when no usable
-/// font exists (plots are then drawn without text).
-pub fn font() -> Option<&'static Path> {
-    FONT.get_or_init(|| {
-        for path in font_candidates() {
-            let Ok(bytes) = std::fs::read(&path) else {
-                continue;
-            };
-            // plotters keeps fonts for the life of the process: leak the bytes once.
-            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-            if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
-                return Some(path);
-            }
-        }
-        None
-    })
-    .as_deref()
-}
-
-/// Colour of series `i`.
-fn colour(i: usize) -> RGBColor {
-    const C: [RGBColor; 8] = [
-        RGBColor(31, 119, 180),
-        RGBColor(255, 127, 14),
-        RGBColor(44, 160, 44),
-        RGBColor(214, 39, 40),
-        RGBColor(148, 103, 189),
-        RGBColor(140, 86, 75),
-        RGBColor(227, 119, 194),
-        RGBColor(127, 127, 127),
-    ];
-    C[i % C.len()]
-}
-
-/// A viridis-like colour for t in [0, 1].
-fn heat(t: f64) -> RGBColor {
-    const STOPS: [(f64, (f64, f64, f64)); 5] = [
-        (0.0, (68.0, 1.0, 84.0)),
-        (0.25, (59.0, 82.0, 139.0)),
-        (0.5, (33.0, 145.0, 140.0)),
-        (0.75, (94.0, 201.0, 98.0)),
-        (1.0, (253.0, 231.0, 37.0)),
-    ];
-    let t = if t.is_finite() {
-        t.clamp(0.0, 1.0)
-    } else {
-        0.0
-    };
-    for w in STOPS.windows(2) {
-        let ((t0, a), (t1, b)) = (w[0], w[1]);
-        if t <= t1 {
-            let u = (t - t0) / (t1 - t0);
-            let mix = |x: f64, y: f64| (x + u * (y - x)).round() as u8;
-            return RGBColor(mix(a.0, b.0), mix(a.1, b.1), mix(a.2, b.2));
-        }
-    }
-    RGBColor(253, 231, 37)
-}
-
-/// Range of finite values, padded; a safe default when empty or flat.
-fn range(values: impl Iterator<Item = f64>, pad: f64) -> (f64, f64) {
-    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    for v in values.filter(|v| v.is_finite()) {
-        lo = lo.min(v);
-        hi = hi.max(v);
-    }
-    if !lo.is_finite() {
-        return (0.0, 1.0);
-    }
-    if hi - lo < 1e-12 {
-        return (lo - 0.5, hi + 0.5);
-    }
-    let d = (hi - lo) * pad;
-    (lo - d, hi + d)
-}
-
-fn fmt_tick(v: f64) -> String {
-    let a = v.abs();
-    if a != 0.0 && !(1e-3..1e6).contains(&a) {
-        format!("{v:.1e}")
-    } else if a >= 100.0 {
-        format!("{v:.0}")
-    } else {
-        let s = format!("{v:.3}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
-}
-
-type DrawResult = Result<(), Box<dyn std::error::Error>>;
-
-fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, plot: &Plot, text: bool) -> DrawResult
-where
-    DB::ErrorType: 'static,
-{
-    area.fill(&WHITE)?;
-    let label_area = if text { 60 } else { 0 };
-    match plot {
-        Plot::Heatmap {
-            title,
-            x_label,
-            y_label,
-            x_ticks,
-            y_ticks,
-            values,
-            mark,
-        } => {
-            let (nx, ny) = (x_ticks.len().max(1), y_ticks.len().max(1));
-            let mut b = ChartBuilder::on(area);
-            b.margin(20)
-                .x_label_area_size(label_area)
-                .y_label_area_size(label_area + 20);
-            if text {
-                b.caption(title, ("sans-serif", 22));
-            }
-            let mut chart = b.build_cartesian_2d(0f64..nx as f64, 0f64..ny as f64)?;
-            if text {
-                let xf = |v: &f64| {
-                    let i = v.floor() as usize;
-                    if (v - v.floor() - 0.5).abs() < 1e-9 && i < x_ticks.len() {
-                        x_ticks[i].clone()
-                    } else {
-                        String::new()
-                    }
-                };
-                let yf = |v: &f64| {
-                    let i = v.floor() as usize;
-                    if (v - v.floor() - 0.5).abs() < 1e-9 && i < y_ticks.len() {
-                        y_ticks[i].clone()
-                    } else {
-                        String::new()
-                    }
-                };
-                chart
-                    .configure_mesh()
-                    .disable_mesh()
-                    .x_labels(2 * nx + 1)
-                    .y_labels(2 * ny + 1)
-                    .x_label_formatter(&xf)
-                    .y_label_formatter(&yf)
-                    .x_desc(x_label.as_str())
-                    .y_desc(y_label.as_str())
-                    .draw()?;
-            }
-            let (lo, hi) = range(values.iter().flatten().copied(), 0.0);
-            let cells = values.iter().enumerate().flat_map(|(row, vals)| {
-                vals.iter().enumerate().map(move |(col, &v)| (row, col, v))
-            });
-            chart.draw_series(cells.map(|(row, col, v)| {
-                let fill = if v.is_finite() {
-                    heat((v - lo) / (hi - lo).max(1e-12))
-                } else {
-                    RGBColor(200, 200, 200)
-                };
-                Rectangle::new(
-                    [
-                        (col as f64, row as f64),
-                        (col as f64 + 1.0, row as f64 + 1.0),
-                    ],
-                    fill.filled(),
-                )
-            }))?;
-            if let Some((row, col)) = *mark {
-                chart.draw_series(std::iter::once(Rectangle::new(
-                    [
-                        (col as f64, row as f64),
-                        (col as f64 + 1.0, row as f64 + 1.0),
-                    ],
-                    RED.stroke_width(3),
-                )))?;
-            }
-            if text && nx * ny <= 120 {
-                let cells = values.iter().enumerate().flat_map(|(row, vals)| {
-                    vals.iter().enumerate().map(move |(col, &v)| (row, col, v))
-                });
-                chart.draw_series(cells.filter(|c| c.2.is_finite()).map(|(row, col, v)| {
-                    let t = (v - lo) / (hi - lo).max(1e-12);
-                    let c = if t > 0.6 { BLACK } else { WHITE };
-                    Text::new(
-                        fmt_tick(v),
-                        (col as f64 + 0.15, row as f64 + 0.6),
-                        ("sans-serif", 12).into_font().color(&c),
-                    )
-                }))?;
-            }
-        }
-        Plot::Lines {
-            title,
-            x_label,
-            y_label,
-            series,
-            log_x,
-            vlines,
-        } => {
-            let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
-            let xs = xs.chain(vlines.iter().map(|v| v.0));
-            let (x0, x1) = if *log_x {
-                let (lo, hi) = range(xs.filter(|x| *x > 0.0), 0.0);
-                (lo.max(1e-9) * 0.8, hi * 1.25)
-            } else {
-                range(xs, 0.03)
-            };
-            let (y0, y1) = range(
-                series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
-                0.05,
-            );
-            let mut b = ChartBuilder::on(area);
-            b.margin(20)
-                .x_label_area_size(label_area)
-                .y_label_area_size(label_area + 20);
-            if text {
-                b.caption(title, ("sans-serif", 22));
-            }
-            if *log_x {
-                let mut chart = b.build_cartesian_2d((x0..x1).log_scale(), y0..y1)?;
-                if text {
-                    chart
-                        .configure_mesh()
-                        .x_desc(x_label.as_str())
-                        .y_desc(y_label.as_str())
-                        .x_label_formatter(&|v| fmt_tick(*v))
-                        .y_label_formatter(&|v| fmt_tick(*v))
-                        .draw()?;
-                }
-                for (i, s) in series.iter().enumerate() {
-                    let c = colour(i);
-                    let pts: Vec<(f64, f64)> = s
-                        .points
-                        .iter()
-                        .copied()
-                        .filter(|p| p.0 > 0.0 && p.1.is_finite())
-                        .collect();
-                    let ls = chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?;
-                    if text {
-                        ls.label(s.name.as_str()).legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-                        });
-                    }
-                    chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
-                }
-                if text && !series.is_empty() {
-                    chart
-                        .configure_series_labels()
-                        .background_style(WHITE.mix(0.8))
-                        .border_style(BLACK)
-                        .draw()?;
-                }
-            } else {
-                let mut chart = b.build_cartesian_2d(x0..x1, y0..y1)?;
-                if text {
-                    chart
-                        .configure_mesh()
-                        .x_desc(x_label.as_str())
-                        .y_desc(y_label.as_str())
-                        .x_label_formatter(&|v| fmt_tick(*v))
-                        .y_label_formatter(&|v| fmt_tick(*v))
-                        .draw()?;
-                }
-                for (i, s) in series.iter().enumerate() {
-                    let c = colour(i);
-                    let pts: Vec<(f64, f64)> = s
-                        .points
-                        .iter()
-                        .copied()
-                        .filter(|p| p.0.is_finite() && p.1.is_finite())
-                        .collect();
-                    let ls = chart.draw_series(LineSeries::new(pts, c.stroke_width(2)))?;
-                    if text {
-                        ls.label(s.name.as_str()).legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-                        });
-                    }
-                }
-                for (j, (x, name)) in vlines.iter().enumerate() {
-                    let c = colour(series.len() + j);
-                    let ls = chart.draw_series(LineSeries::new(
-                        vec![(*x, y0), (*x, y1)],
-                        c.stroke_width(2),
-                    ))?;
-                    if text {
-                        let name = name.clone();
-                        ls.label(name).legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-                        });
-                    }
-                }
-                if text && !(series.is_empty() && vlines.is_empty()) {
-                    chart
-                        .configure_series_labels()
-                        .position(SeriesLabelPosition::LowerRight)
-                        .background_style(WHITE.mix(0.8))
-                        .border_style(BLACK)
-                        .draw()?;
-                }
-            }
-        }
-        Plot::Scatter {
-            title,
-            x_label,
-            y_label,
-            series,
-            diagonal,
-        } => {
-            let all = || series.iter().flat_map(|s| s.points.iter());
-            let (x0, x1) = range(all().map(|p| p.0), 0.03);
-            let (y0, y1) = range(all().map(|p| p.1), 0.03);
-            let (x0, x1, y0, y1) = if *diagonal {
-                let (lo, hi) = (x0.min(y0), x1.max(y1));
-                (lo, hi, lo, hi)
-            } else {
-                (x0, x1, y0, y1)
-            };
-            let mut b = ChartBuilder::on(area);
-            b.margin(20)
-                .x_label_area_size(label_area)
-                .y_label_area_size(label_area + 20);
-            if text {
-                b.caption(title, ("sans-serif", 22));
-            }
-            let mut chart = b.build_cartesian_2d(x0..x1, y0..y1)?;
-            if text {
-                chart
-                    .configure_mesh()
-                    .x_desc(x_label.as_str())
-                    .y_desc(y_label.as_str())
-                    .x_label_formatter(&|v| fmt_tick(*v))
-                    .y_label_formatter(&|v| fmt_tick(*v))
-                    .draw()?;
-            }
-            if *diagonal {
-                chart.draw_series(LineSeries::new(
-                    vec![(x0, x0), (x1, x1)],
-                    BLACK.mix(0.6).stroke_width(1),
-                ))?;
-            }
-            for (i, s) in series.iter().enumerate() {
-                let c = colour(i);
-                let ps = chart.draw_series(
-                    s.points
-                        .iter()
-                        .filter(|p| p.0.is_finite() && p.1.is_finite())
-                        .map(|&p| Circle::new(p, 2, c.mix(0.5).filled())),
-                )?;
-                if text {
-                    ps.label(s.name.as_str())
-                        .legend(move |(x, y)| Circle::new((x + 10, y), 4, c.filled()));
-                }
-            }
-            if text && !series.is_empty() {
-                chart
-                    .configure_series_labels()
-                    .position(SeriesLabelPosition::UpperLeft)
-                    .background_style(WHITE.mix(0.8))
-                    .border_style(BLACK)
-                    .draw()?;
-            }
-        }
-        Plot::Bars {
-            title,
-            y_label,
-            bars,
-        } => {
-            let n = bars.len().max(1);
-            let (_, hi) = range(bars.iter().map(|b| b.value).chain([0.0]), 0.0);
-            let mut b = ChartBuilder::on(area);
-            b.margin(20)
-                .x_label_area_size(label_area)
-                .y_label_area_size(label_area + 20);
-            if text {
-                b.caption(title, ("sans-serif", 22));
-            }
-            let mut chart = b.build_cartesian_2d(0f64..n as f64, 0f64..hi * 1.15)?;
-            if text {
-                let xf = |v: &f64| {
-                    let i = v.floor() as usize;
-                    if (v - v.floor() - 0.5).abs() < 1e-9 && i < bars.len() {
-                        bars[i].label.clone()
-                    } else {
-                        String::new()
-                    }
-                };
-                chart
-                    .configure_mesh()
-                    .disable_x_mesh()
-                    .x_labels(2 * n + 1)
-                    .x_label_formatter(&xf)
-                    .y_label_formatter(&|v| fmt_tick(*v))
-                    .y_desc(y_label.as_str())
-                    .draw()?;
-            }
-            chart.draw_series(bars.iter().enumerate().map(|(i, bar)| {
-                Rectangle::new(
-                    [
-                        (i as f64 + 0.15, 0.0),
-                        (i as f64 + 0.85, bar.value.max(0.0)),
-                    ],
-                    colour(i).filled(),
-                )
-            }))?;
-            if text {
-                chart.draw_series(bars.iter().enumerate().map(|(i, bar)| {
-                    Text::new(
-                        format!("{} | {}", fmt_tick(bar.value), bar.annotation),
-                        (i as f64 + 0.15, bar.value.max(0.0) + hi * 0.05),
-                        ("sans-serif", 14).into_font(),
-                    )
-                }))?;
-            }
-        }
-    }
-    area.present()?;
-    Ok(())
-}
-
-/// Draws `plot` into `dir/name.svg` and `dir/name.png`. Text is drawn only when a font is
-/// available (see the crate docs). Returns whether text was drawn.
-pub fn render(plot: &Plot, dir: &Path, name: &str) -> Result<bool, ReportError> {
+/// Draws `plot` into `dir/name.svg` and `dir/name.png` (both written atomically).
+pub fn render(plot: &Plot, dir: &Path, name: &str) -> Result<(), ReportError> {
+    font()?;
     std::fs::create_dir_all(dir).map_err(|e| ReportError::Write {
         path: dir.to_path_buf(),
         message: e.to_string(),
     })?;
-    let text = font().is_some();
     let err = |m: String| ReportError::Draw {
         name: name.to_string(),
         message: m,
     };
-    // SVG into a string, then written atomically.
     let mut svg = String::new();
     {
         let area = SVGBackend::with_string(&mut svg, FIGURE_SIZE).into_drawing_area();
-        draw(&area, plot, text).map_err(|e| err(e.to_string()))?;
+        draw::draw(&area, plot).map_err(|e| err(e.to_string()))?;
     }
     let svg_path = dir.join(format!("{name}.svg"));
     sy_cli::atomic_write(&svg_path, svg.as_bytes()).map_err(|e| ReportError::Write {
@@ -579,7 +173,7 @@ pub fn render(plot: &Plot, dir: &Path, name: &str) -> Result<bool, ReportError> 
     let tmp = dir.join(format!(".{name}.{}.tmp.png", std::process::id()));
     let drawn = {
         let area = BitMapBackend::new(&tmp, FIGURE_SIZE).into_drawing_area();
-        draw(&area, plot, text)
+        draw::draw(&area, plot)
     };
     if let Err(e) = drawn {
         let _ = std::fs::remove_file(&tmp);
@@ -591,8 +185,7 @@ pub fn render(plot: &Plot, dir: &Path, name: &str) -> Result<bool, ReportError> 
             path: png_path.clone(),
             message: e.to_string(),
         }
-    })?;
-    Ok(text)
+    })
 }
 
 /// Assembles `report.md`: markdown sections and figures (each figure as SVG with a link to its
@@ -602,25 +195,18 @@ pub struct Report {
     dir: PathBuf,
     md: String,
     figures: Vec<String>,
-    text: bool,
 }
 
 impl Report {
-    /// A report written into `dir` (the run directory), starting with a title.
-    pub fn new(dir: &Path, title: &str) -> Report {
-        let text = font().is_some();
-        let mut md = format!("# {title}\n\n");
-        if !text {
-            md.push_str(
-                "> No TrueType font was found (set `SY_REPORT_FONT=/path/to/font.ttf`): the figures are drawn without titles, tick labels and legends. Every number is in the tables.\n\n",
-            );
-        }
-        Report {
+    /// A report written into `dir` (the run directory), starting with a title; fails when no
+    /// usable font exists.
+    pub fn new(dir: &Path, title: &str) -> Result<Report, ReportError> {
+        font()?;
+        Ok(Report {
             dir: dir.to_path_buf(),
-            md,
+            md: format!("# {title}\n\n"),
             figures: Vec::new(),
-            text,
-        }
+        })
     }
 
     /// Appends markdown text (a blank line is added after it).
@@ -645,11 +231,6 @@ impl Report {
         &self.figures
     }
 
-    /// Whether figures carry text.
-    pub fn has_text(&self) -> bool {
-        self.text
-    }
-
     /// The markdown so far.
     pub fn text(&self) -> &str {
         &self.md
@@ -670,115 +251,135 @@ impl Report {
 mod tests {
     use super::*;
 
-    fn plots() -> Vec<(&'static str, Plot)> {
+    fn lines(name: &str, log_x: bool, step: bool) -> Plot {
+        Plot::Lines(Lines {
+            title: name.into(),
+            x_label: "prompt tokens N".into(),
+            y_label: "TTFT (ms)".into(),
+            series: vec![Series {
+                name: "f = 0".into(),
+                points: vec![(128.0, 10.0), (512.0, 12.0), (2048.0, 30.0)],
+            }],
+            log_x,
+            x_ticks: log_x.then(|| vec![128.0, 512.0, 2048.0]),
+            y_range: None,
+            step,
+            bands: vec![Band {
+                name: "IQR".into(),
+                colour: 0,
+                points: vec![
+                    (128.0, 9.0, 11.0),
+                    (512.0, 11.0, 13.0),
+                    (2048.0, 28.0, 33.0),
+                ],
+            }],
+            vlines: vec![VLine {
+                x: 300.0,
+                name: "delta".into(),
+                span: Some((250.0, 350.0)),
+            }],
+        })
+    }
+
+    pub(crate) fn plots() -> Vec<(&'static str, Plot)> {
         vec![
             (
                 "heat",
-                Plot::Heatmap {
+                Plot::Heatmap(Heatmap {
                     title: "Q".into(),
-                    x_label: "f".into(),
-                    y_label: "N".into(),
+                    x_label: "cached fraction f".into(),
+                    y_label: "prompt tokens N".into(),
+                    value_label: "TTFT (ms)".into(),
                     x_ticks: vec!["0".into(), "0.5".into()],
                     y_ticks: vec!["512".into(), "2048".into(), "8192".into()],
                     values: vec![vec![1.0, 2.0], vec![3.0, f64::NAN], vec![5.0, 6.0]],
+                    decimals: 1,
+                    counts: Some(vec![vec![2, 2], vec![2, 0], vec![2, 2]]),
                     mark: Some((1, 0)),
-                },
+                }),
             ),
-            (
-                "lines",
-                Plot::Lines {
-                    title: "lines".into(),
-                    x_label: "N".into(),
-                    y_label: "ms".into(),
-                    series: vec![Series {
-                        name: "f=0".into(),
-                        points: vec![(512.0, 10.0), (2048.0, 30.0)],
-                    }],
-                    log_x: true,
-                    vlines: vec![],
-                },
-            ),
-            (
-                "cdf",
-                Plot::Lines {
-                    title: "cdf".into(),
-                    x_label: "ms".into(),
-                    y_label: "F".into(),
-                    series: vec![Series {
-                        name: "blind".into(),
-                        points: vec![(0.0, 0.0), (1.0, 0.5), (2.0, 1.0)],
-                    }],
-                    log_x: false,
-                    vlines: vec![(1.5, "delta".into())],
-                },
-            ),
+            ("lines_log", lines("log", true, false)),
+            ("lines_step", lines("cdf", false, true)),
             (
                 "scatter",
-                Plot::Scatter {
+                Plot::Scatter(Scatter {
                     title: "s".into(),
-                    x_label: "measured".into(),
-                    y_label: "predicted".into(),
+                    x_label: "measured (ms)".into(),
+                    y_label: "predicted (ms)".into(),
                     series: vec![Series {
                         name: "a".into(),
                         points: vec![(1.0, 1.1), (2.0, 1.9)],
                     }],
                     diagonal: true,
-                },
+                }),
             ),
             (
                 "bars",
-                Plot::Bars {
+                Plot::Bars(Bars {
                     title: "b".into(),
+                    x_label: "variant".into(),
                     y_label: "ms".into(),
                     bars: vec![
                         Bar {
                             label: "stage".into(),
                             value: 100.0,
+                            interval: Some((90.0, 110.0)),
                             annotation: "0%".into(),
                         },
                         Bar {
                             label: "cache".into(),
                             value: 80.0,
-                            annotation: "12%".into(),
+                            interval: None,
+                            annotation: "12%\nline 2".into(),
                         },
                     ],
-                },
+                }),
             ),
             (
                 "empty",
-                Plot::Scatter {
+                Plot::Scatter(Scatter {
                     title: "nothing".into(),
                     x_label: "x".into(),
                     y_label: "y".into(),
                     series: vec![],
                     diagonal: false,
-                },
+                }),
             ),
         ]
     }
 
     #[test]
-    fn every_plot_kind_renders_svg_and_png() {
+    fn every_plot_kind_renders_svg_and_png_with_text() {
         let dir = tempfile::tempdir().unwrap();
         for (name, plot) in plots() {
             render(&plot, dir.path(), name).unwrap();
             let svg = std::fs::read_to_string(dir.path().join(format!("{name}.svg"))).unwrap();
             assert!(svg.starts_with("<svg"), "{name}");
+            assert!(svg.contains("<text"), "{name}: text drawn");
             let png = std::fs::read(dir.path().join(format!("{name}.png"))).unwrap();
             assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{name}");
-            if font().is_some() && name != "empty" {
-                assert!(
-                    svg.contains("<text"),
-                    "{name}: text drawn when a font exists"
-                );
-            }
+        }
+        let svg = std::fs::read_to_string(dir.path().join("heat.svg")).unwrap();
+        assert!(svg.contains("TTFT (ms)"), "the colour bar is labelled");
+        assert!(svg.contains("(n=2)"), "cells carry their sample counts");
+        let svg = std::fs::read_to_string(dir.path().join("lines_log.svg")).unwrap();
+        assert!(
+            !svg.contains("\n1000\n</text>"),
+            "no automatic tick beside the explicit ones"
+        );
+        let svg = std::fs::read_to_string(dir.path().join("lines_log.svg")).unwrap();
+        for tick in ["128", "512", "2048"] {
+            assert!(
+                svg.contains(&format!("\n{tick}\n</text>")),
+                "log axis labelled at {tick}"
+            );
         }
     }
 
     #[test]
     fn report_references_its_figures() {
         let dir = tempfile::tempdir().unwrap();
-        let mut r = Report::new(dir.path(), "Run");
+        let mut r = Report::new(dir.path(), "Run").unwrap();
         r.markdown("Some **text**.");
         let (name, plot) = plots().remove(0);
         r.figure(name, "A heat map", &plot).unwrap();
@@ -791,11 +392,27 @@ mod tests {
     }
 
     #[test]
-    fn heat_colours_span_the_map() {
-        assert_eq!(heat(0.0), RGBColor(68, 1, 84));
-        assert_eq!(heat(1.0), RGBColor(253, 231, 37));
-        assert_eq!(heat(f64::NAN), RGBColor(68, 1, 84));
-        assert_eq!(fmt_tick(1234.0), "1234");
-        assert_eq!(fmt_tick(0.5), "0.5");
+    fn legends_go_where_there_is_no_data() {
+        use plotters::prelude::SeriesLabelPosition as P;
+        // Data in the upper right: the legend goes to the upper left.
+        let pts = [(0.9, 0.9), (0.5, 0.5)];
+        assert!(matches!(
+            draw::legend_position(&pts, 0.3, 0.2),
+            Some(P::UpperLeft)
+        ));
+        // Data in every corner: no corner.
+        let pts = [(0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (1.0, 1.0)];
+        assert!(draw::legend_position(&pts, 0.3, 0.2).is_none());
+    }
+
+    #[test]
+    fn numbers_and_colours() {
+        assert_eq!(draw::heat(0.0), RGBColor(68, 1, 84));
+        assert_eq!(draw::heat(1.0), RGBColor(253, 231, 37));
+        assert_eq!(draw::heat(f64::NAN), RGBColor(68, 1, 84));
+        assert_eq!(draw::decimals_for(0.0, 1000.0), 0);
+        assert_eq!(draw::decimals_for(0.0, 1.0), 1);
+        assert_eq!(draw::fmt_num(-1.25, 1), "−1.2");
+        assert_eq!(draw::fmt_num(-0.01, 1), "0.0");
     }
 }

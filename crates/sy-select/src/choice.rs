@@ -59,7 +59,11 @@ pub fn choose(first: (Variant, &VariantStats), second: (Variant, &VariantStats))
     let better = "lower mean selected TTFT on the selection split".to_string();
     let fewer = "tie on mean selected TTFT; fewer overrides".to_string();
     let (variant, against, reason) = if diff.abs() > TIE_TOLERANCE_MS || diff.is_nan() {
-        if diff < 0.0 { (b, a, better) } else { (a, b, better) }
+        if diff < 0.0 {
+            (b, a, better)
+        } else {
+            (a, b, better)
+        }
     } else if sb.changed < sa.changed {
         (b, a, fewer)
     } else if sa.changed < sb.changed {

@@ -104,6 +104,10 @@ enum Cmd {
         /// Also write the replay as JSON to this file.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+        /// Write every decision of every variant on every pair (inputs, predictions, advantage,
+        /// reason, chosen and oracle TTFT): JSON Lines, or Parquet when FILE ends in .parquet.
+        #[arg(long, value_name = "FILE")]
+        decisions: Option<PathBuf>,
         /// Skip (count and report) invalid record rows instead of failing.
         #[arg(long)]
         skip_invalid: bool,
@@ -176,8 +180,11 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
         Some(path)
     };
     let s = &result.selection;
+    for w in &s.warnings {
+        tracing::warn!("{w}");
+    }
     if common.json {
-        let summary = serde_json::json!({
+        return sy_cli::print_json(&serde_json::json!({
             "selection": out.display().to_string(),
             "bundle": out_dir.join(sy_select::select::BUNDLE_FILE).display().to_string(),
             "bundle_variant": s.bundle_variant,
@@ -186,6 +193,14 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
             "thresholds": s.thresholds,
             "estimator": s.estimator.variant,
             "margins": s.margins,
+            "headline": s.headline,
+            "stability": s.stability.as_ref().map(|st| serde_json::json!({
+                "seeds": st.seeds,
+                "bundle_variant_counts": st.bundle_variant_counts,
+                "threshold_rule_counts": st.threshold_rule_counts,
+                "estimator_counts": st.estimator_counts,
+                "stable": st.stable,
+            })),
             "report": report.map(|p| p.display().to_string()),
             "variants": s.replay.variants.iter().map(|v| serde_json::json!({
                 "variant": v.variant,
@@ -194,17 +209,13 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
                 "regret_ms": v.all.regret_ms,
             })).collect::<Vec<_>>(),
             "warnings": s.warnings,
-        });
-        println!("{summary}");
-    } else if !common.quiet {
-        println!(
-            "threshold rule: {} (r = {:?}, p = {:?}); estimator: {}; bundle variant: {}",
-            s.threshold_rule.variant,
-            s.thresholds.r,
-            s.thresholds.p,
-            s.estimator.variant,
-            s.bundle_variant
-        );
+        }));
+    }
+    if !common.quiet {
+        for line in sy_select::report::headline_lines(s) {
+            println!("{line}");
+        }
+        println!();
         print_replay(&s.replay);
         println!(
             "wrote {} and {}",
@@ -219,8 +230,21 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
 }
 
 fn print_replay(r: &sy_select::evaluate::Replay) {
+    let name_w = r
+        .variants
+        .iter()
+        .flat_map(|v| {
+            std::iter::once(v.variant.as_str().len()).chain(
+                v.by_decode_length
+                    .keys()
+                    .map(move |k| v.variant.as_str().len() + k.len() + 3),
+            )
+        })
+        .max()
+        .unwrap_or(8)
+        .max(8);
     println!(
-        "{:<16} {:>8} {:>10} {:>9} {:>10} {:>12} {:>12} {:>11}",
+        "{:<name_w$} {:>7} {:>10} {:>8} {:>10} {:>10} {:>10} {:>10}",
         "variant", "probes", "could_act", "changed", "fell_back", "mean_ms", "p90_ms", "regret_ms"
     );
     for v in &r.variants {
@@ -231,7 +255,7 @@ fn print_replay(r: &sy_select::evaluate::Replay) {
         );
         for (name, s) in rows {
             println!(
-                "{:<16} {:>8} {:>10} {:>9} {:>10} {:>12.3} {:>12.3} {:>11.3}",
+                "{:<name_w$} {:>7} {:>10} {:>8} {:>10} {:>10.1} {:>10.1} {:>10.1}",
                 name,
                 s.probes,
                 s.could_act,
@@ -254,6 +278,7 @@ fn subcommand(common: &CommonArgs, cmd: &Cmd) -> Result<(), ToolError> {
             split,
             splits,
             out,
+            decisions,
             skip_invalid,
         } => {
             let split = match split {
@@ -274,22 +299,29 @@ fn subcommand(common: &CommonArgs, cmd: &Cmd) -> Result<(), ToolError> {
                 records: inputs::record_paths(records, run_dir)?,
                 split,
                 skip_invalid: *skip_invalid,
+                decisions: decisions.clone(),
             };
             let bar = sy_cli::spinner(common.show_progress());
             bar.set_message("replaying");
-            let (b, replay) = sy_select::replay::replay(&opts)?;
+            let result = sy_select::replay::replay(&opts)?;
             bar.finish_and_clear();
-            if let Some(path) = out {
-                sy_cli::atomic_write_json(path, &replay)?;
+            if result.in_sample {
+                tracing::warn!("{}", sy_select::replay::IN_SAMPLE_WARNING);
             }
+            if let Some(path) = out {
+                sy_cli::atomic_write_json(path, &result.replay)?;
+            }
+            let b = &result.bundle;
             if common.json {
-                let v = serde_json::json!({
+                sy_cli::print_json(&serde_json::json!({
                     "bundle": bundle.display().to_string(),
                     "content_hash": b.content_hash,
                     "bundle_variant": b.variant,
-                    "replay": replay,
-                });
-                println!("{v}");
+                    "in_sample": result.in_sample,
+                    "decisions": decisions.as_ref().map(|p| p.display().to_string()),
+                    "decisions_written": result.decisions_written,
+                    "replay": result.replay,
+                }))?;
             } else if !common.quiet {
                 println!(
                     "bundle {} (variant {}, hash {})",
@@ -297,7 +329,14 @@ fn subcommand(common: &CommonArgs, cmd: &Cmd) -> Result<(), ToolError> {
                     b.variant,
                     b.content_hash
                 );
-                print_replay(&replay);
+                print_replay(&result.replay);
+                if let Some(p) = decisions {
+                    println!(
+                        "wrote {} decisions to {}",
+                        result.decisions_written,
+                        p.display()
+                    );
+                }
             }
             Ok(())
         }
@@ -309,12 +348,11 @@ fn subcommand(common: &CommonArgs, cmd: &Cmd) -> Result<(), ToolError> {
             let b = sy_select::replay::load_bundle(bundle)?;
             let input = sy_select::replay::read_observations(observations)?;
             let d = sy_select::replay::decide_one(&b, *variant, &input);
-            let text = if common.json {
-                serde_json::to_string(&d)
-            } else {
-                serde_json::to_string_pretty(&d)
+            if common.json {
+                return sy_cli::print_json(&d);
             }
-            .map_err(|e| ToolError::Runtime(format!("cannot serialise the decision: {e}")))?;
+            let text = serde_json::to_string_pretty(&d)
+                .map_err(|e| ToolError::Runtime(format!("cannot serialise the decision: {e}")))?;
             println!("{text}");
             Ok(())
         }

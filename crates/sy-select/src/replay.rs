@@ -26,10 +26,27 @@ pub struct ReplayOptions {
     /// Restrict to one split of this table (`None` = every load-phase pair).
     pub split: Option<(PathBuf, Split)>,
     pub skip_invalid: bool,
+    /// Also write every decision (JSON Lines, or Parquet for a `.parquet` name).
+    pub decisions: Option<PathBuf>,
 }
 
+/// What a replay produced.
+#[derive(Debug)]
+pub struct ReplayResult {
+    pub bundle: Bundle,
+    pub replay: Replay,
+    /// The records include the bundle's own calibration records outside the selection split:
+    /// the numbers are (partly) in-sample.
+    pub in_sample: bool,
+    /// Decision rows written to `decisions`.
+    pub decisions_written: usize,
+}
+
+/// The in-sample warning.
+pub const IN_SAMPLE_WARNING: &str = "these records include the bundle's own calibration records (its fit split among them): the replay is in-sample and flatters the bundle; pass --split selection (with the run's splits.json) for an out-of-sample evaluation";
+
 /// Replays every variant with the bundle's parameters.
-pub fn replay(opts: &ReplayOptions) -> Result<(Bundle, Replay), ToolError> {
+pub fn replay(opts: &ReplayOptions) -> Result<ReplayResult, ToolError> {
     let bundle = load_bundle(&opts.bundle)?;
     let loaded = inputs::load_records(&opts.records, opts.skip_invalid)?;
     let table = match &opts.split {
@@ -56,10 +73,22 @@ pub fn replay(opts: &ReplayOptions) -> Result<(Bundle, Replay), ToolError> {
             }
         )));
     }
-    Ok((
-        bundle.clone(),
-        replay_all(&bundle.params, &eval, unmeasured),
-    ))
+    let files: Vec<PathBuf> = loaded.files.iter().map(|f| f.path.clone()).collect();
+    let out_of_sample = matches!(opts.split, Some((_, Split::Selection | Split::Uncertainty)));
+    let in_sample = !out_of_sample && shares_calibration_records(&bundle, &files)?;
+    let mut decisions_written = 0;
+    if let Some(path) = &opts.decisions {
+        let rows = decision_rows(&bundle, pairs.iter().filter(keep));
+        write_decisions(&rows, path)?;
+        decisions_written = rows.len();
+    }
+    let replay = replay_all(&bundle.params, &eval, unmeasured);
+    Ok(ReplayResult {
+        bundle,
+        replay,
+        in_sample,
+        decisions_written,
+    })
 }
 
 /// Parses the observation document of `sy-select decide` (a `sy_selector::DecisionInput`).
@@ -77,4 +106,115 @@ pub fn read_observations(path: &Path) -> Result<DecisionInput, ToolError> {
 /// One decision with the bundle's parameters and its variant (or `variant`).
 pub fn decide_one(bundle: &Bundle, variant: Option<Variant>, input: &DecisionInput) -> Decision {
     sy_selector::decide(&bundle.params, variant.unwrap_or(bundle.variant), input)
+}
+
+/// One decision of one variant on one paired probe: what `sy-select replay --decisions` writes.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct DecisionRow {
+    pub run_id: String,
+    pub condition_id: String,
+    pub repeat: u32,
+    /// Background generation length of the condition (`short`, `long`), if any.
+    pub decode_length: Option<&'static str>,
+    /// Inputs: both candidates' observations.
+    pub n_efficient: Option<f64>,
+    pub k_efficient: Option<f64>,
+    pub r_efficient: Option<f64>,
+    pub p_efficient: Option<f64>,
+    pub n_capable: Option<f64>,
+    pub k_capable: Option<f64>,
+    pub r_capable: Option<f64>,
+    pub p_capable: Option<f64>,
+    /// The decision (variant, choice, reason, predictions, advantage, margin, thresholds).
+    #[serde(flatten)]
+    pub decision: Decision,
+    /// Measured TTFTs.
+    pub ttft_efficient_ms: f64,
+    pub ttft_capable_ms: f64,
+    pub selected_ttft_ms: f64,
+    pub oracle_ttft_ms: f64,
+}
+
+/// Every variant's decision on every measured pair among `pairs`, with the bundle's parameters.
+pub fn decision_rows<'a, 'r: 'a>(
+    bundle: &Bundle,
+    pairs: impl IntoIterator<Item = &'a ProbePair<'r>>,
+) -> Vec<DecisionRow> {
+    let mut rows = Vec::new();
+    for p in pairs {
+        let Some(e) = crate::evaluate::EvalPair::from_pair(p) else {
+            continue;
+        };
+        let (oe, oc) = (&e.input.efficient, &e.input.capable);
+        for variant in Variant::ALL {
+            let d = sy_selector::decide(&bundle.params, variant, &e.input);
+            rows.push(DecisionRow {
+                run_id: p.run_id().to_string(),
+                condition_id: p.condition_id().to_string(),
+                repeat: p.efficient.repeat,
+                decode_length: e.decode_length.map(|l| l.as_str()),
+                n_efficient: oe.valid_n().ok(),
+                k_efficient: oe.k,
+                r_efficient: oe.valid_r().ok(),
+                p_efficient: oe.valid_p().ok(),
+                n_capable: oc.valid_n().ok(),
+                k_capable: oc.k,
+                r_capable: oc.valid_r().ok(),
+                p_capable: oc.valid_p().ok(),
+                decision: d,
+                ttft_efficient_ms: e.ttft_eff_ms,
+                ttft_capable_ms: e.ttft_cap_ms,
+                selected_ttft_ms: e.selected_ttft(d.choice),
+                oracle_ttft_ms: e.oracle_ttft(),
+            });
+        }
+    }
+    rows
+}
+
+/// Writes decision rows as JSON Lines, or as Parquet when `path` ends in `.parquet` (atomic).
+pub fn write_decisions(rows: &[DecisionRow], path: &Path) -> Result<(), ToolError> {
+    let mut jsonl = Vec::new();
+    for r in rows {
+        serde_json::to_writer(&mut jsonl, r)
+            .map_err(|e| ToolError::Runtime(format!("cannot serialise a decision: {e}")))?;
+        jsonl.push(b'\n');
+    }
+    let parquet = path
+        .extension()
+        .is_some_and(|x| x.eq_ignore_ascii_case("parquet"));
+    if !parquet {
+        return sy_cli::atomic_write(path, &jsonl);
+    }
+    use polars::prelude::*;
+    let err = |e: PolarsError| {
+        ToolError::Runtime(format!("cannot write {} as Parquet: {e}", path.display()))
+    };
+    let mut df = JsonReader::new(std::io::Cursor::new(jsonl))
+        .with_json_format(JsonFormat::JsonLines)
+        .infer_schema_len(None)
+        .finish()
+        .map_err(err)?;
+    let mut bytes = Vec::new();
+    ParquetWriter::new(&mut bytes)
+        .finish(&mut df)
+        .map_err(err)?;
+    sy_cli::atomic_write(path, &bytes)
+}
+
+/// Whether any of the record files is one the bundle was calibrated on (same SHA-256 as an input
+/// of its provenance).
+pub fn shares_calibration_records(bundle: &Bundle, files: &[PathBuf]) -> Result<bool, ToolError> {
+    for f in files {
+        let mine = inputs::input_file(f)?;
+        if bundle
+            .provenance
+            .input_files
+            .iter()
+            .any(|i| i.sha256 == mine.sha256)
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }

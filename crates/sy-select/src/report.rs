@@ -1,45 +1,552 @@
 //! The generated `report.md` and its figures (drawn by `sy-report`).
 //!
-//! Every number in the report's variant tables is formatted by [`fmt_ms`] from `selection.json`'s
-//! `replay`, which is exactly what `sy-select replay --bundle bundle.json --split selection`
-//! recomputes.
+//! The report leads with the answer ([`headline_lines`]: chosen rule and estimator, change
+//! versus Stage with its 95 % interval, stability over split seeds, caveats), then how often each
+//! variant could act / changed / fell back, where the choice fails (by background generation
+//! length and by prompt length), and only then the details: the r/p search, the margins, the Q
+//! tables, the estimators, the commands that reproduce it and the provenance. Each stage is one
+//! function below; [`write_report`] runs them in order.
+//!
+//! Every number in the variant tables is formatted from `selection.json`'s `replay`, which is
+//! exactly what `sy-select replay --split selection` recomputes.
 
 use std::path::{Path, PathBuf};
 
 use sy_cli::ToolError;
-use sy_report::{Bar, Plot, Report, Series};
-use sy_selector::{Estimator, ModelEstimators};
+use sy_report::{Bar, Bars, Heatmap, Lines, Plot, Report, Scatter, Series, VLine};
+use sy_selector::{Estimator, ModelEstimators, Variant};
+use sy_stats::{Interval, bootstrap_paired, mean};
 
-use crate::evaluate::{DecodeLength, VariantStats};
-use crate::select::SelectOutput;
+use crate::evaluate::{DecodeLength, EvalPair, VariantStats};
+use crate::select::{SelectOutput, SelectionFile};
+use crate::uncertainty::selected_ttfts;
 
-/// Milliseconds as the report prints them.
-pub fn fmt_ms(v: f64) -> String {
-    format!("{v:.3}")
+type R = Result<(), ToolError>;
+
+fn draw_err(e: sy_report::ReportError) -> ToolError {
+    ToolError::Runtime(e.to_string())
 }
 
-fn fmt_opt(v: Option<f64>) -> String {
+/// Milliseconds as the report's tables print them.
+pub fn fmt_ms(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+fn fmt_signed(v: f64) -> String {
+    format!("{v:+.1}").replacen('-', "−", 1)
+}
+
+/// "−14.5 ms (95 % CI −27.3 to −3.7)".
+pub fn fmt_interval(i: &Interval) -> String {
+    format!(
+        "{} ms (95 % CI {} to {})",
+        fmt_signed(i.estimate),
+        fmt_signed(i.lo),
+        fmt_signed(i.hi)
+    )
+}
+
+fn fmt_ci(i: Option<&Interval>) -> String {
+    i.map_or("—".into(), |i| {
+        format!(
+            "{} [{}, {}]",
+            fmt_ms(i.estimate),
+            fmt_ms(i.lo),
+            fmt_ms(i.hi)
+        )
+    })
+}
+
+fn fmt_change(i: Option<&Interval>) -> String {
+    i.map_or("—".into(), |i| {
+        format!(
+            "{} [{}, {}]",
+            fmt_signed(i.estimate),
+            fmt_signed(i.lo),
+            fmt_signed(i.hi)
+        )
+    })
+}
+
+fn fmt_threshold(v: Option<f64>) -> String {
     v.map_or_else(|| "disabled".to_string(), |x| format!("{x}"))
 }
 
-fn pct(v: f64) -> String {
-    format!("{:.1}%", 100.0 * v)
+/// One trigger term in words: "R ≥ 5", or "R term off".
+fn term(name: &str, op: &str, v: Option<f64>) -> String {
+    v.map_or_else(
+        || format!("{name} term off"),
+        |x| format!("{name} {op} {x}"),
+    )
 }
 
-/// At most `max` evenly spaced items (deterministic).
-fn thin<T: Clone>(items: &[T], max: usize) -> Vec<T> {
-    if items.len() <= max {
-        return items.to_vec();
+fn pct(v: f64) -> String {
+    format!("{:.1} %", 100.0 * v)
+}
+
+/// The chosen rule in words: "count_prefill (r disabled, p > 0.125)".
+pub fn rule_text(s: &SelectionFile) -> String {
+    let t = &s.thresholds;
+    match s.bundle_variant {
+        Variant::Count => format!("count ({})", term("R", "≥", t.r)),
+        Variant::CountPrefill => format!(
+            "count_prefill ({}, {})",
+            term("R", "≥", t.r),
+            term("P", ">", t.p)
+        ),
+        Variant::Blind => format!("blind (margin {} ms)", fmt_ms(s.margins.blind)),
+        Variant::Cache => format!("cache (margin {} ms)", fmt_ms(s.margins.cache)),
+        Variant::Stage => "stage".to_string(),
     }
-    let step = items.len() as f64 / max as f64;
-    (0..max)
-        .map(|i| items[(i as f64 * step) as usize].clone())
+}
+
+/// The answer in a few lines (the report's first screen and `sy-select`'s terminal summary).
+pub fn headline_lines(s: &SelectionFile) -> Vec<String> {
+    let h = &s.headline;
+    let mut out = vec![format!(
+        "Chosen: {} — threshold rule {}, estimator {}.",
+        rule_text(s),
+        h.threshold_rule,
+        h.estimator
+    )];
+    out.push(match &h.mean_change_vs_stage_ms {
+        Some(i) => format!(
+            "Change versus Stage (selection split, {} probes, {} conditions): mean selected TTFT {}; p90 {}.",
+            s.replay.pairs,
+            s.uncertainty.selection_conditions,
+            fmt_interval(i),
+            h.p90_change_vs_stage_ms
+                .as_ref()
+                .map_or("—".into(), fmt_interval)
+        ),
+        None => "Change versus Stage: no interval (too few selection-split conditions).".into(),
+    });
+    if let Some(st) = &s.stability {
+        let counts = st
+            .bundle_variant_counts
+            .iter()
+            .map(|(k, v)| format!("{k} {v}×"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        out.push(format!(
+            "Stability over {} split seeds ({}–{}): {counts}; {} chosen by {:.0} % — {}.",
+            st.runs.len(),
+            st.seeds.first().copied().unwrap_or(0),
+            st.seeds.last().copied().unwrap_or(0),
+            st.chosen,
+            100.0 * st.chosen_share,
+            if st.stable { "stable" } else { "UNSTABLE" }
+        ));
+    }
+    for c in &h.caveats {
+        out.push(format!("Caveat: {c}."));
+    }
+    out
+}
+
+fn answer(r: &mut Report, out: &SelectOutput) {
+    let s = &out.selection;
+    let mut md = String::from("## Answer\n\n");
+    for line in headline_lines(s) {
+        let line = match line.strip_prefix("Caveat: ") {
+            Some(c) => format!("> **Caveat:** {c}"),
+            None => line,
+        };
+        md.push_str(&format!("{line}\n\n"));
+    }
+    md.push_str(&format!(
+        "The proposal's selection rule chose it (lower mean selected TTFT on the selection split); intervals are grouped bootstrap intervals ({} resamples of whole conditions, seed {}); stability repeats split, fit, margins, search and choice with other split seeds. Bundle `bundle.json`, content hash `{}`.\n",
+        s.uncertainty.bootstrap.resamples, s.uncertainty.bootstrap.seed, out.bundle.content_hash
+    ));
+    r.markdown(&md);
+}
+
+const VARIANT_HEADER: &str = "| variant | probes | could act | changed | fell back | fallback reasons | mean selected TTFT (ms) [95 % CI] | change vs Stage (ms) [95 % CI] | p90 (ms) [95 % CI] | p90 change vs Stage (ms) [95 % CI] | regret vs oracle (ms) |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+
+fn variant_row(
+    name: &str,
+    s: &VariantStats,
+    u: Option<&crate::uncertainty::VariantUncertainty>,
+) -> String {
+    let reasons = if s.fallback_reasons.is_empty() {
+        "—".to_string()
+    } else {
+        s.fallback_reasons
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (m, mc, p, pc) = match u {
+        Some(u) => (
+            fmt_ci(u.mean_selected_ttft_ms.as_ref()),
+            fmt_change(u.mean_change_vs_stage_ms.as_ref()),
+            fmt_ci(u.p90_selected_ttft_ms.as_ref()),
+            fmt_change(u.p90_change_vs_stage_ms.as_ref()),
+        ),
+        None => (
+            fmt_ms(s.mean_selected_ttft_ms),
+            "—".into(),
+            fmt_ms(s.p90_selected_ttft_ms),
+            "—".into(),
+        ),
+    };
+    format!(
+        "| {name} | {} | {} ({}) | {} ({}) | {} ({}) | {reasons} | {m} | {mc} | {p} | {pc} | {} |\n",
+        s.probes,
+        s.could_act,
+        pct(s.could_act_rate),
+        s.changed,
+        pct(s.override_rate),
+        s.fell_back,
+        pct(s.fallback_rate),
+        fmt_ms(s.regret_ms),
+    )
+}
+
+fn variants(r: &mut Report, out: &SelectOutput) -> R {
+    let sel = &out.selection;
+    let mut t = String::from(
+        "## How often each variant could act, changed, fell back (selection split, frozen bundle parameters)\n\nEvery decision goes through `sy_selector::decide` with the parameters of `bundle.json`; Stage's proposal is taken as efficient for every pair. *Could act*: guard G held and the trigger was evaluated; *changed*: efficient → capable; *fell back*: a guard check or prediction failed and Stage's choice was kept. `sy-select replay … --split selection` reproduces this table (see *Reproduce*).\n\n",
+    );
+    t.push_str(VARIANT_HEADER);
+    for v in &sel.replay.variants {
+        t.push_str(&variant_row(
+            v.variant.as_str(),
+            &v.all,
+            sel.uncertainty.get(v.variant),
+        ));
+    }
+    r.markdown(&t);
+    let bars: Vec<Bar> = sel
+        .replay
+        .variants
+        .iter()
+        .map(|v| {
+            let u = sel
+                .uncertainty
+                .get(v.variant)
+                .and_then(|u| u.mean_selected_ttft_ms);
+            Bar {
+                label: v.variant.as_str().to_string(),
+                value: v.all.mean_selected_ttft_ms,
+                interval: u.map(|i| (i.lo, i.hi)),
+                annotation: format!(
+                    "{} ms\n{} overrides",
+                    fmt_ms(v.all.mean_selected_ttft_ms),
+                    pct(v.all.override_rate)
+                ),
+            }
+        })
+        .collect();
+    r.figure(
+        "variants",
+        "Mean selected TTFT per variant on the selection split with 95 % grouped-bootstrap intervals (error bars) and override rates",
+        &Plot::Bars(Bars {
+            title: format!(
+                "Mean selected TTFT per variant (n = {} probes, {} conditions)",
+                sel.replay.pairs, sel.uncertainty.selection_conditions
+            ),
+            x_label: "variant (frozen bundle parameters)".into(),
+            y_label: "mean selected TTFT (ms)".into(),
+            bars,
+        }),
+    )
+    .map_err(draw_err)?;
+    let mut t = String::from(
+        "### Each variant with its own searched thresholds\n\nThe comparison behind the choice of threshold rule (`count` with its own r; `count_prefill` with its own r and p).\n\n",
+    );
+    t.push_str(VARIANT_HEADER);
+    for v in &sel.candidates.variants {
+        t.push_str(&variant_row(v.variant.as_str(), &v.all, None));
+    }
+    r.markdown(&t);
+    Ok(())
+}
+
+/// Prompt-length bucket of a pair: the nearest power of two of the efficient candidate's N.
+fn prompt_bucket(p: &EvalPair) -> Option<u64> {
+    let n = p.input.efficient.valid_n().ok()?;
+    (n > 0.0).then(|| 2f64.powf(n.log2().round()) as u64)
+}
+
+/// One row of "where it fails": the chosen variant against Stage on a subset of pairs.
+fn subgroup_row(out: &SelectOutput, label: &str, pairs: &[EvalPair]) -> String {
+    let s = &out.selection;
+    let params = &out.bundle.params;
+    let chosen = selected_ttfts(params, s.bundle_variant, pairs);
+    let stage = selected_ttfts(params, Variant::Stage, pairs);
+    let oracle: Vec<f64> = pairs.iter().map(|p| p.oracle_ttft()).collect();
+    let ids: Vec<u64> = pairs.iter().map(|p| p.condition).collect();
+    let mut conds = ids.clone();
+    conds.sort_unstable();
+    conds.dedup();
+    let change = bootstrap_paired(&chosen, &stage, &ids, &s.uncertainty.bootstrap, |a, b| {
+        mean(a) - mean(b)
+    })
+    .ok();
+    let changed = chosen
+        .iter()
+        .zip(&stage)
+        .filter(|(a, b)| a.to_bits() != b.to_bits())
+        .count();
+    format!(
+        "| {label} | {} | {} | {} | {} | {} | {} |\n",
+        pairs.len(),
+        conds.len(),
+        fmt_ms(mean(&stage)),
+        fmt_change(change.as_ref()),
+        changed,
+        fmt_ms(mean(&chosen) - mean(&oracle)),
+    )
+}
+
+fn where_it_fails(r: &mut Report, out: &SelectOutput) {
+    let pairs = &out.selection_pairs;
+    let v = out.selection.bundle_variant;
+    let mut t = format!(
+        "## Where it fails\n\nThe chosen variant (`{v}`) against Stage on parts of the selection split. R and P cannot see the remaining generation work of the background requests, so equal request counts with short versus long background generations are the proposal's known blind spot. *Changed TTFT* counts probes whose selected TTFT differs from Stage's.\n\n| subset | probes | conditions | Stage mean (ms) | change vs Stage (ms) [95 % CI] | changed TTFT | regret vs oracle (ms) |\n|---|---|---|---|---|---|---|\n"
+    );
+    for (label, len) in [
+        ("background: short generations", Some(DecodeLength::Short)),
+        ("background: long generations", Some(DecodeLength::Long)),
+        ("background: other conditions", None),
+    ] {
+        let sub: Vec<EvalPair> = pairs
+            .iter()
+            .filter(|p| p.decode_length == len)
+            .cloned()
+            .collect();
+        if !sub.is_empty() {
+            t.push_str(&subgroup_row(out, label, &sub));
+        }
+    }
+    let mut buckets: Vec<u64> = pairs.iter().filter_map(prompt_bucket).collect();
+    buckets.sort_unstable();
+    buckets.dedup();
+    for b in buckets {
+        let sub: Vec<EvalPair> = pairs
+            .iter()
+            .filter(|p| prompt_bucket(p) == Some(b))
+            .cloned()
+            .collect();
+        t.push_str(&subgroup_row(out, &format!("prompt ≈ {b} tokens"), &sub));
+    }
+    r.markdown(&t);
+}
+
+fn stability(r: &mut Report, out: &SelectOutput) {
+    let Some(st) = &out.selection.stability else {
+        r.markdown("## Stability over split seeds\n\nNot run (`--stability-seeds 0`).");
+        return;
+    };
+    let counts = |m: &std::collections::BTreeMap<String, u64>| {
+        m.iter()
+            .map(|(k, v)| format!("{k} {v}×"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut t = format!(
+        "## Stability over split seeds\n\nThe whole calibration repeated on the same records with split seeds {}–{} (grouped split, fit, margins, r/p search, evaluation, choice). Bundle variant: {}. Threshold rule: {}. Estimator: {}. The run's own choice (`{}`) is made by {:.0} % of the seeds; at least {:.0} % is called stable.\n\n| seed | conditions fit / uncertainty / selection | threshold rule | r | p | estimator | bundle variant | change vs Stage (ms) |\n|---|---|---|---|---|---|---|---|\n",
+        st.seeds.first().copied().unwrap_or(0),
+        st.seeds.last().copied().unwrap_or(0),
+        counts(&st.bundle_variant_counts),
+        counts(&st.threshold_rule_counts),
+        counts(&st.estimator_counts),
+        st.chosen,
+        100.0 * st.chosen_share,
+        100.0 * crate::stability::STABLE_SHARE,
+    );
+    for run in &st.runs {
+        t.push_str(&format!(
+            "| {} | {} / {} / {} | {} | {} | {} | {} | {} | {} |\n",
+            run.seed,
+            run.conditions[0],
+            run.conditions[1],
+            run.conditions[2],
+            run.threshold_rule,
+            fmt_threshold(run.thresholds.r),
+            fmt_threshold(run.thresholds.p),
+            run.estimator,
+            run.bundle_variant,
+            fmt_signed(run.mean_change_vs_stage_ms)
+        ));
+    }
+    for (seed, why) in &st.failed {
+        t.push_str(&format!("| {seed} | failed: {why} | | | | | | |\n"));
+    }
+    r.markdown(&t);
+}
+
+fn search(r: &mut Report, out: &SelectOutput) -> R {
+    let sel = &out.selection;
+    let row = |name: &str, o: &crate::search::SearchOutcome| {
+        format!(
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            fmt_threshold(o.best.rule.r),
+            fmt_threshold(o.best.rule.p),
+            fmt_ms(o.best.mean_selected_ttft_ms),
+            o.best.overrides,
+            fmt_ms(o.stage_mean_ttft_ms),
+            fmt_ms(o.oracle_mean_ttft_ms),
+            o.rules_evaluated,
+            o.tied_rules
+        )
+    };
+    r.markdown(&format!(
+        "## r/p search (fit split)\n\nMinimises the mean selected TTFT over {} paired probes; ties (within 1e-9 ms) go to fewer overrides, fewer terms, the larger r, the larger p.\n\n\
+         | family | r | p | mean selected TTFT (ms) | overrides | Stage (ms) | oracle (ms) | rules evaluated | tied |\n|---|---|---|---|---|---|---|---|---|\n{}{}",
+        sel.search_pairs,
+        row("count", &sel.search_count),
+        row("count_prefill", &sel.search_count_prefill)
+    ));
+    let Some(l) = &sel.landscape else {
+        return Ok(());
+    };
+    let best = sel.search_count_prefill.best.rule;
+    let mark = l
+        .rows
+        .iter()
+        .position(|row| row.r == best.r)
+        .zip(l.p_columns.iter().position(|p| *p == best.p));
+    let chosen = if sel.threshold_rule.variant == Variant::CountPrefill {
+        "the chosen rule"
+    } else {
+        "count_prefill's best rule (not chosen: `count` was)"
+    };
+    let caption = format!(
+        "r/p objective landscape: mean selected TTFT (ms) on the fit split ({} probes); {chosen} is outlined in red. Columns are the observed p candidates in order (a categorical axis, not to scale){}",
+        sel.search_pairs,
+        if l.p_columns.len() as u64 <= sel.search_count_prefill.p_candidates {
+            ""
+        } else {
+            "; a sample when there are many"
+        }
+    );
+    r.figure(
+        "rp_landscape",
+        &caption,
+        &Plot::Heatmap(Heatmap {
+            title: format!(
+                "Mean selected TTFT by r and p (fit split, n = {})",
+                sel.search_pairs
+            ),
+            x_label: "p: trigger when P_eff > p (observed values, not to scale)".into(),
+            y_label: "r: trigger when R_eff ≥ r".into(),
+            value_label: "ms".into(),
+            x_ticks: l
+                .p_columns
+                .iter()
+                .map(|p| p.map_or("off".into(), |v| format!("{v:.3}")))
+                .collect(),
+            y_ticks: l
+                .rows
+                .iter()
+                .map(|row| row.r.map_or("off".into(), |v| format!("{v:.0}")))
+                .collect(),
+            values: l
+                .rows
+                .iter()
+                .map(|row| row.mean_selected_ttft_ms.clone())
+                .collect(),
+            decimals: 1,
+            counts: None,
+            mark,
+        }),
+    )
+    .map_err(draw_err)
+}
+
+fn ecdf(values: &mut [f64]) -> Vec<(f64, f64)> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len() as f64;
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| (x, (i + 1) as f64 / n))
         .collect()
 }
 
-fn q_plots(name: &str, est: &ModelEstimators) -> (Plot, Plot) {
+fn margins(r: &mut Report, out: &SelectOutput) -> R {
+    let m = &out.margins;
+    let u = &out.selection.uncertainty.margins;
+    let mut t = String::from(
+        "## Margins (uncertainty split)\n\n`delta` is the proposal's definition: each condition's largest absolute error of the predicted advantage across its repeats, then the 90th percentile across conditions; its interval resamples conditions. Because it takes a maximum, it grows with the number of repeats; the per-probe 90th percentile does not.\n\n\
+         | estimator | delta (ms) [95 % CI] | conformal bound (ms) | rank ⌈0.9(G+1)⌉ | G conditions | per-probe p90 (ms) | repeats min / median / max | pairs used | excluded | mean error (ms) |\n|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let mut series = Vec::new();
+    let mut vlines = Vec::new();
+    for (name, e) in [("blind", &m.blind), ("cache", &m.cache)] {
+        let e2 = &e.estimate;
+        let iv = u.get(name).copied().flatten();
+        let excluded = if e.excluded_by_reason.is_empty() {
+            "0".to_string()
+        } else {
+            format!("{} ({:?})", e2.pairs_excluded, e.excluded_by_reason)
+        };
+        t.push_str(&format!(
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {excluded} | {} |\n",
+            iv.as_ref().map_or_else(
+                || e2.delta_ms.map_or("—".into(), fmt_ms),
+                |i| fmt_ci(Some(i))
+            ),
+            e2.conformal_ms.map_or("∞".into(), fmt_ms),
+            e2.conformal_rank,
+            e2.conditions,
+            e2.per_probe_delta_ms.map_or("—".into(), fmt_ms),
+            e2.repeats.as_ref().map_or("—".into(), |r| format!(
+                "{} / {} / {}",
+                r.min, r.median, r.max
+            )),
+            e2.pairs_used,
+            e2.mean_error_ms.map_or("—".into(), fmt_ms),
+        ));
+        let mut scores: Vec<f64> = e2.condition_scores.iter().map(|c| c.score_ms).collect();
+        series.push(Series {
+            name: format!("{name}: G = {} conditions", scores.len()),
+            points: ecdf(&mut scores),
+        });
+        if let Some(d) = e2.delta_ms {
+            vlines.push(VLine {
+                x: d,
+                name: format!("delta_{name} = {} ms (shaded: 95 % CI)", fmt_ms(d)),
+                span: iv.map(|i| (i.lo, i.hi)),
+            });
+        }
+    }
+    r.markdown(&t);
+    r.figure(
+        "margin_cdf",
+        "Empirical CDF of the per-condition advantage error (uncertainty split), the margins delta (dashed) and their 95 % bootstrap intervals (shaded)",
+        &Plot::Lines(Lines {
+            title: "Per-condition maximum advantage error".into(),
+            x_label: "max |predicted − measured advantage| over a condition's repeats (ms)".into(),
+            y_label: "fraction of conditions".into(),
+            series,
+            log_x: false,
+            x_ticks: None,
+            y_range: Some((0.0, 1.0)),
+            step: true,
+            bands: vec![],
+            vlines,
+        }),
+    )
+    .map_err(draw_err)
+}
+
+fn q_plots(
+    name: &str,
+    est: &ModelEstimators,
+    report: Option<&sy_fit::qbuild::QTableReport>,
+) -> (Plot, Plot) {
     let q = &est.q;
     let (n_axis, f_axis) = (q.n_axis(), q.f_axis());
+    let cell = |i: usize, j: usize| {
+        report?
+            .cells
+            .iter()
+            .find(|c| c.n == n_axis[i] && c.f == f_axis[j])
+    };
     let values: Vec<Vec<f64>> = (0..n_axis.len())
         .map(|i| {
             (0..f_axis.len())
@@ -47,44 +554,104 @@ fn q_plots(name: &str, est: &ModelEstimators) -> (Plot, Plot) {
                 .collect()
         })
         .collect();
-    let heat = Plot::Heatmap {
-        title: format!("Q table of the {name} model: no-load TTFT (ms)"),
-        x_label: "cached fraction f".into(),
-        y_label: "prompt tokens N".into(),
-        x_ticks: f_axis.iter().map(|f| format!("{f}")).collect(),
-        y_ticks: n_axis.iter().map(|n| format!("{n}")).collect(),
+    let counts: Vec<Vec<u64>> = (0..n_axis.len())
+        .map(|i| {
+            (0..f_axis.len())
+                .map(|j| cell(i, j).map_or(0, |c| c.count as u64))
+                .collect()
+        })
+        .collect();
+    let heat = Plot::Heatmap(Heatmap {
+        title: format!("Q table, {name} model: median no-load TTFT"),
+        x_label: "cached fraction f (observed K/N)".into(),
+        y_label: "prompt tokens N (observed)".into(),
+        value_label: "TTFT (ms)".into(),
+        x_ticks: f_axis.iter().map(|f| format!("{f:.3}")).collect(),
+        y_ticks: n_axis.iter().map(|n| format!("{n:.0}")).collect(),
         values: values.clone(),
+        decimals: 1,
+        counts: report.map(|_| counts),
         mark: None,
-    };
-    let lines = Plot::Lines {
-        title: format!("{name}: no-load TTFT vs prompt length"),
-        x_label: "prompt tokens N".into(),
-        y_label: "TTFT (ms)".into(),
-        series: f_axis
-            .iter()
-            .enumerate()
-            .map(|(j, f)| Series {
-                name: format!("f = {f}"),
-                points: n_axis
-                    .iter()
-                    .zip(&values)
-                    .map(|(n, row)| (*n, row[j]))
-                    .filter(|p| p.1.is_finite())
-                    .collect(),
-            })
-            .collect(),
+    });
+    let mut series = Vec::new();
+    let mut bands = Vec::new();
+    for (j, f) in f_axis.iter().enumerate() {
+        series.push(Series {
+            name: format!("f = {f:.3}"),
+            points: n_axis
+                .iter()
+                .zip(&values)
+                .map(|(n, row)| (*n, row[j]))
+                .filter(|p| p.1.is_finite())
+                .collect(),
+        });
+        bands.push(sy_report::Band {
+            name: "interquartile range of the repeats".into(),
+            colour: j,
+            points: (0..n_axis.len())
+                .filter_map(|i| {
+                    let c = cell(i, j)?;
+                    Some((n_axis[i], c.p25_ms?, c.p75_ms?))
+                })
+                .collect(),
+        });
+    }
+    let lines = Plot::Lines(Lines {
+        title: match report {
+            Some(r) => format!(
+                "{name} model: no-load TTFT vs prompt length ({} records)",
+                r.records
+            ),
+            None => format!("{name} model: no-load TTFT vs prompt length"),
+        },
+        x_label: "prompt tokens N (log scale)".into(),
+        y_label: "median TTFT (ms)".into(),
+        series,
         log_x: true,
+        x_ticks: Some(n_axis.to_vec()),
+        y_range: None,
+        step: false,
+        bands,
         vlines: vec![],
-    };
+    });
     (heat, lines)
 }
 
-/// Predicted and measured TTFT of both candidates of every pair for one estimator (pairs whose
-/// prediction is unusable are left out).
-fn predictions(
-    out: &SelectOutput,
-    estimator: Estimator,
-) -> Vec<(bool, Option<DecodeLength>, f64, f64)> {
+fn q_tables(r: &mut Report, out: &SelectOutput) -> R {
+    r.markdown("## Q tables (no-load TTFT)\n\nEach cell is the median TTFT of its Q-grid records (n = records in the cell); the cached-fraction axis is the observed K/N of each column (block-rounded), the N axis the observed prompt length.");
+    for (name, est, rep) in [
+        (
+            "efficient",
+            &out.fit.efficient,
+            out.fit_file.as_ref().map(|f| &f.models.efficient.q_table),
+        ),
+        (
+            "capable",
+            &out.fit.capable,
+            out.fit_file.as_ref().map(|f| &f.models.capable.q_table),
+        ),
+    ] {
+        let (heat, lines) = q_plots(name, est, rep);
+        r.figure(
+            &format!("q_heatmap_{name}"),
+            &format!("Q table of the {name} model (cell: median TTFT in ms and record count)"),
+            &heat,
+        )
+        .map_err(draw_err)?;
+        r.figure(
+            &format!("q_lines_{name}"),
+            &format!("No-load TTFT vs N per cached fraction, {name} model; shaded: interquartile range of the cell's records"),
+            &lines,
+        )
+        .map_err(draw_err)?;
+    }
+    Ok(())
+}
+
+/// (efficient?, decode length, predicted, measured) of both candidates of every pair.
+type Prediction = (bool, Option<DecodeLength>, f64, f64);
+
+fn predictions(out: &SelectOutput, estimator: Estimator) -> Vec<Prediction> {
     let mut v = Vec::new();
     for p in &out.selection_pairs {
         for (efficient, est, obs, measured) in [
@@ -99,267 +666,93 @@ fn predictions(
     v
 }
 
-fn ecdf(values: &mut [f64]) -> Vec<(f64, f64)> {
-    values.sort_by(f64::total_cmp);
-    let n = values.len() as f64;
-    let pts: Vec<(f64, f64)> = values
-        .iter()
-        .enumerate()
-        .map(|(i, &x)| (x, (i + 1) as f64 / n))
-        .collect();
-    thin(&pts, 2000)
+/// R² of predictions against measurements (`None` for a constant measurement).
+fn r_squared(points: &[&Prediction]) -> Option<f64> {
+    let m = mean(&points.iter().map(|p| p.3).collect::<Vec<_>>());
+    let tss: f64 = points.iter().map(|p| (p.3 - m).powi(2)).sum();
+    let sse: f64 = points.iter().map(|p| (p.3 - p.2).powi(2)).sum();
+    (tss > 0.0).then(|| 1.0 - sse / tss)
 }
 
-fn variant_row(name: &str, s: &VariantStats) -> String {
-    let reasons = if s.fallback_reasons.is_empty() {
-        "—".to_string()
-    } else {
-        s.fallback_reasons
-            .iter()
-            .map(|(k, v)| format!("{k}: {v}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    format!(
-        "| {name} | {} | {} ({}) | {} ({}) | {} ({}) | {} | {} | {} | {} |\n",
-        s.probes,
-        s.could_act,
-        pct(s.could_act_rate),
-        s.changed,
-        pct(s.override_rate),
-        s.fell_back,
-        pct(s.fallback_rate),
-        fmt_ms(s.mean_selected_ttft_ms),
-        fmt_ms(s.p90_selected_ttft_ms),
-        fmt_ms(s.regret_ms),
-        reasons
-    )
-}
-
-const VARIANT_HEADER: &str = "| variant | probes | could act | changed | fell back | mean selected TTFT (ms) | p90 (ms) | regret vs oracle (ms) | fallback reasons |\n|---|---|---|---|---|---|---|---|---|\n";
-
-/// Writes `report.md` and `plots/` into `dir`.
-pub fn write_report(out: &SelectOutput, dir: &Path) -> Result<PathBuf, ToolError> {
-    let draw_err = |e: sy_report::ReportError| ToolError::Runtime(e.to_string());
-    let sel = &out.selection;
-    let m = &out.margins;
-    let mut r = Report::new(dir, "Calibration report");
-
-    // Summary.
-    r.markdown(&format!(
-        "## Summary\n\n\
-         | | |\n|---|---|\n\
-         | bundle | `bundle.json` — variant **{}**, content hash `{}` |\n\
-         | threshold rule | **{}** (r = {}, p = {}) — {} |\n\
-         | estimator | **{}** (delta_blind = {} ms, delta_cache = {} ms) — {} |\n\
-         | guard limits | max age {} ms, destination limit {}, local limit {} |\n\
-         | split seed | {} |\n\
-         | pairs | search (fit split): {}; selection split: {} ({} unmeasured) |\n",
-        out.bundle.variant,
-        out.bundle.content_hash,
-        sel.threshold_rule.variant,
-        fmt_opt(sel.thresholds.r),
-        fmt_opt(sel.thresholds.p),
-        sel.threshold_rule.reason,
-        sel.estimator.variant,
-        fmt_ms(sel.margins.blind),
-        fmt_ms(sel.margins.cache),
-        sel.estimator.reason,
-        sel.limits.max_age_ms,
-        sel.limits.destination_limit,
-        sel.limits.local_limit,
-        sel.split_seed,
-        sel.search_pairs,
-        sel.replay.pairs,
-        sel.replay.pairs_unmeasured,
-    ));
-    if !sel.warnings.is_empty() {
-        let mut w = String::from("**Warnings**\n\n");
-        for x in &sel.warnings {
-            w.push_str(&format!("- {x}\n"));
-        }
-        r.markdown(&w);
-    }
-
-    // Variants (the numbers `replay` reproduces).
-    let mut t = String::from(
-        "## Variants on the selection split (frozen bundle parameters)\n\nEvery decision goes through `sy_selector::decide` with the parameters of `bundle.json`; Stage's proposal is taken as efficient for every pair. `sy-select replay --bundle bundle.json --records RUN_DIR --splits RUN_DIR/splits.json --split selection` reproduces this table.\n\n",
-    );
-    t.push_str(VARIANT_HEADER);
-    for v in &sel.replay.variants {
-        t.push_str(&variant_row(v.variant.as_str(), &v.all));
-    }
-    r.markdown(&t);
-    let mut t = String::from(
-        "### By background generation length\n\nEqual request counts with short versus long background generations: R and P cannot see the remaining generation work, so a gap between these rows is the proposal's known limitation.\n\n",
-    );
-    t.push_str(VARIANT_HEADER);
-    for v in &sel.replay.variants {
-        for (len, s) in &v.by_decode_length {
-            t.push_str(&variant_row(&format!("{} / {len}", v.variant), s));
-        }
-    }
-    r.markdown(&t);
-    let bars: Vec<Bar> = sel
-        .replay
-        .variants
+fn estimator_figures(r: &mut Report, estimator: Estimator, preds: &[Prediction]) -> R {
+    let e = estimator.as_str();
+    let series: Vec<Series> = [(true, "efficient"), (false, "capable")]
         .iter()
-        .map(|v| Bar {
-            label: v.variant.as_str().to_string(),
-            value: v.all.mean_selected_ttft_ms,
-            annotation: format!("{} overrides", pct(v.all.override_rate)),
+        .map(|&(efficient, model)| {
+            let mine: Vec<&Prediction> = preds.iter().filter(|p| p.0 == efficient).collect();
+            Series {
+                name: format!(
+                    "{model}: n = {}, R² = {}",
+                    mine.len(),
+                    r_squared(&mine).map_or("—".into(), |v| format!("{v:.3}"))
+                ),
+                points: mine.iter().map(|p| (p.3, p.2)).collect(),
+            }
         })
         .collect();
     r.figure(
-        "variants",
-        "Mean selected TTFT per variant (selection split), with override rates",
-        &Plot::Bars {
-            title: "Mean selected TTFT per variant".into(),
-            y_label: "mean selected TTFT (ms)".into(),
-            bars,
-        },
+        &format!("predicted_vs_measured_{e}"),
+        &format!(
+            "Predicted vs measured TTFT, {e} estimator (selection split); R² on the measured TTFT"
+        ),
+        &Plot::Scatter(Scatter {
+            title: format!("T_{e}: predicted vs measured TTFT (selection split)"),
+            x_label: "measured TTFT (ms)".into(),
+            y_label: "predicted TTFT (ms)".into(),
+            series,
+            diagonal: true,
+        }),
     )
     .map_err(draw_err)?;
-    let mut t = String::from(
-        "### Each variant with its own searched thresholds\n\nThe comparison behind the choice of threshold rule (`count` with its own r; `count_prefill` with its own r and p).\n\n",
-    );
-    t.push_str(VARIANT_HEADER);
-    for v in &sel.candidates.variants {
-        t.push_str(&variant_row(v.variant.as_str(), &v.all));
-    }
-    r.markdown(&t);
-
-    // Search.
-    let s = |o: &crate::search::SearchOutcome| {
-        format!(
-            "| {:?} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            o.family,
-            fmt_opt(o.best.rule.r),
-            fmt_opt(o.best.rule.p),
-            fmt_ms(o.best.mean_selected_ttft_ms),
-            o.best.overrides,
-            fmt_ms(o.stage_mean_ttft_ms),
-            fmt_ms(o.oracle_mean_ttft_ms),
-            o.rules_evaluated,
-            o.tied_rules
-        )
-    };
-    r.markdown(&format!(
-        "## r/p search (fit split)\n\nMinimises the mean selected TTFT over {} paired probes; ties (within 1e-9 ms) go to fewer overrides, fewer terms, the larger r, the larger p.\n\n\
-         | family | r | p | mean selected TTFT (ms) | overrides | Stage (ms) | oracle (ms) | rules evaluated | tied |\n|---|---|---|---|---|---|---|---|---|\n{}{}",
-        sel.search_pairs,
-        s(&sel.search_count),
-        s(&sel.search_count_prefill)
-    ));
-    if let Some(l) = &sel.landscape {
-        let best = sel.search_count_prefill.best.rule;
-        let mark = l
-            .rows
-            .iter()
-            .position(|row| row.r == best.r)
-            .zip(l.p_columns.iter().position(|p| *p == best.p));
-        r.figure(
-            "rp_landscape",
-            "r/p objective landscape: mean selected TTFT (ms) on the fit split; the chosen count_prefill rule is outlined (columns are a sample of the p candidates)",
-            &Plot::Heatmap {
-                title: "mean selected TTFT (ms) by r and p".into(),
-                x_label: "p (P_eff > p)".into(),
-                y_label: "r (R_eff >= r)".into(),
-                x_ticks: l.p_columns.iter().map(|p| p.map_or("off".into(), |v| format!("{v:.3}"))).collect(),
-                y_ticks: l.rows.iter().map(|row| row.r.map_or("off".into(), |v| format!("{v}"))).collect(),
-                values: l.rows.iter().map(|row| row.mean_selected_ttft_ms.clone()).collect(),
-                mark,
-            },
-        )
-        .map_err(draw_err)?;
-    }
-
-    // Margins.
-    let mut t = String::from(
-        "## Margins (uncertainty split)\n\n`delta` is the proposal's definition: each condition's largest absolute error of the predicted advantage across its repeats, then the 90th percentile across conditions. Because it takes a maximum, it grows with the number of repeats; the per-probe 90th percentile does not. Both are shown so the effect is visible.\n\n\
-         | estimator | delta (ms) | conformal bound (ms) | rank ⌈0.9(G+1)⌉ | G conditions | per-probe p90 (ms) | repeats min / median / max | pairs used | excluded | mean error (ms) |\n|---|---|---|---|---|---|---|---|---|---|\n",
-    );
-    for (name, e) in [("blind", &m.blind), ("cache", &m.cache)] {
-        let e2 = &e.estimate;
-        t.push_str(&format!(
-            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} {:?} | {} |\n",
-            e2.delta_ms.map_or("—".into(), fmt_ms),
-            e2.conformal_ms.map_or("∞".into(), fmt_ms),
-            e2.conformal_rank,
-            e2.conditions,
-            e2.per_probe_delta_ms.map_or("—".into(), fmt_ms),
-            e2.repeats.as_ref().map_or("—".into(), |r| format!(
-                "{} / {} / {}",
-                r.min, r.median, r.max
-            )),
-            e2.pairs_used,
-            e2.pairs_excluded,
-            e.excluded_by_reason,
-            e2.mean_error_ms.map_or("—".into(), fmt_ms),
-        ));
-    }
-    r.markdown(&t);
     let mut series = Vec::new();
-    let mut vlines = Vec::new();
-    for (name, e) in [("blind", &m.blind.estimate), ("cache", &m.cache.estimate)] {
-        let mut scores: Vec<f64> = e.condition_scores.iter().map(|c| c.score_ms).collect();
-        series.push(Series {
-            name: format!("{name}: per-condition max error"),
-            points: ecdf(&mut scores),
-        });
-        if let Some(d) = e.delta_ms {
-            vlines.push((d, format!("delta_{name} = {} ms", fmt_ms(d))));
-        }
-        if let Some(d) = e.per_probe_delta_ms {
-            vlines.push((d, format!("{name} per-probe p90 = {} ms", fmt_ms(d))));
+    for (efficient, model) in [(true, "efficient"), (false, "capable")] {
+        for len in [DecodeLength::Short, DecodeLength::Long] {
+            let mut v: Vec<f64> = preds
+                .iter()
+                .filter(|p| p.0 == efficient && p.1 == Some(len))
+                .map(|p| p.3 - p.2)
+                .collect();
+            if !v.is_empty() {
+                series.push(Series {
+                    name: format!("{model}, {} background (n = {})", len.as_str(), v.len()),
+                    points: ecdf(&mut v),
+                });
+            }
         }
     }
     r.figure(
-        "margin_cdf",
-        "CDF of per-condition advantage errors with the margins marked",
-        &Plot::Lines {
-            title: "per-condition absolute advantage error".into(),
-            x_label: "max |predicted − measured advantage| (ms)".into(),
-            y_label: "fraction of conditions".into(),
+        &format!("residuals_by_decode_length_{e}"),
+        &format!("Empirical CDF of the residuals (measured − predicted) by background generation length, {e} estimator"),
+        &Plot::Lines(Lines {
+            title: format!("T_{e} residuals: short vs long background generations"),
+            x_label: "measured − predicted TTFT (ms)".into(),
+            y_label: "fraction of probes".into(),
             series,
             log_x: false,
-            vlines,
-        },
+            x_ticks: None,
+            y_range: Some((0.0, 1.0)),
+            step: true,
+            bands: vec![],
+            vlines: vec![VLine {
+                x: 0.0,
+                name: "zero error".into(),
+                span: None,
+            }],
+        }),
     )
-    .map_err(draw_err)?;
+    .map_err(draw_err)
+}
 
-    // Q tables.
-    r.markdown("## Q tables (no-load TTFT)");
-    for (name, est) in [
-        ("efficient", &out.fit.efficient),
-        ("capable", &out.fit.capable),
-    ] {
-        let (heat, lines) = q_plots(name, est);
-        r.figure(
-            &format!("q_heatmap_{name}"),
-            &format!("Q table of the {name} model"),
-            &heat,
-        )
-        .map_err(draw_err)?;
-        r.figure(
-            &format!("q_lines_{name}"),
-            &format!("No-load TTFT vs N per cached fraction, {name} model"),
-            &lines,
-        )
-        .map_err(draw_err)?;
-    }
-
-    // Estimators.
+fn estimators(r: &mut Report, out: &SelectOutput) -> R {
     let mut t = String::from(
-        "## Estimators on the selection split\n\n| estimator | model | points | mean error (ms) | mean |error| (ms) | mean residual short (ms) | mean residual long (ms) |\n|---|---|---|---|---|---|---|\n",
+        "## Estimators on the selection split\n\n| estimator | model | points | R² (TTFT) | mean error (ms) | mean abs. error (ms) | mean residual, short background (ms) | mean residual, long background (ms) |\n|---|---|---|---|---|---|---|---|\n",
     );
     for estimator in Estimator::ALL {
         let preds = predictions(out, estimator);
         for (efficient, model) in [(true, "efficient"), (false, "capable")] {
-            let mine: Vec<_> = preds.iter().filter(|p| p.0 == efficient).collect();
-            let n = mine.len().max(1) as f64;
-            let bias = mine.iter().map(|p| p.2 - p.3).sum::<f64>() / n;
-            let mae = mine.iter().map(|p| (p.2 - p.3).abs()).sum::<f64>() / n;
+            let mine: Vec<&Prediction> = preds.iter().filter(|p| p.0 == efficient).collect();
+            let errs: Vec<f64> = mine.iter().map(|p| p.2 - p.3).collect();
+            let abs: Vec<f64> = errs.iter().map(|e| e.abs()).collect();
             let resid = |len: DecodeLength| {
                 let v: Vec<f64> = mine
                     .iter()
@@ -369,92 +762,103 @@ pub fn write_report(out: &SelectOutput, dir: &Path) -> Result<PathBuf, ToolError
                 if v.is_empty() {
                     "—".to_string()
                 } else {
-                    fmt_ms(v.iter().sum::<f64>() / v.len() as f64)
+                    fmt_ms(mean(&v))
                 }
             };
             t.push_str(&format!(
-                "| {} | {model} | {} | {} | {} | {} | {} |\n",
+                "| {} | {model} | {} | {} | {} | {} | {} | {} |\n",
                 estimator.as_str(),
                 mine.len(),
-                fmt_ms(bias),
-                fmt_ms(mae),
+                r_squared(&mine).map_or("—".into(), |v| format!("{v:.3}")),
+                fmt_ms(mean(&errs)),
+                fmt_ms(mean(&abs)),
                 resid(DecodeLength::Short),
                 resid(DecodeLength::Long)
             ));
         }
-        let series: Vec<Series> = [(true, "efficient"), (false, "capable")]
-            .iter()
-            .map(|&(efficient, model)| {
-                let pts: Vec<(f64, f64)> = preds
-                    .iter()
-                    .filter(|p| p.0 == efficient)
-                    .map(|p| (p.3, p.2))
-                    .collect();
-                Series {
-                    name: model.to_string(),
-                    points: thin(&pts, 3000),
-                }
-            })
-            .collect();
-        r.figure(
-            &format!("predicted_vs_measured_{}", estimator.as_str()),
-            &format!(
-                "Predicted vs measured TTFT, {} estimator (selection split)",
-                estimator.as_str()
-            ),
-            &Plot::Scatter {
-                title: format!("T_{} predicted vs measured", estimator.as_str()),
-                x_label: "measured TTFT (ms)".into(),
-                y_label: "predicted TTFT (ms)".into(),
-                series,
-                diagonal: true,
-            },
-        )
-        .map_err(draw_err)?;
-        let mut series = Vec::new();
-        for (efficient, model) in [(true, "efficient"), (false, "capable")] {
-            for len in [DecodeLength::Short, DecodeLength::Long] {
-                let mut v: Vec<f64> = preds
-                    .iter()
-                    .filter(|p| p.0 == efficient && p.1 == Some(len))
-                    .map(|p| p.3 - p.2)
-                    .collect();
-                if !v.is_empty() {
-                    series.push(Series {
-                        name: format!("{model}, {} background", len.as_str()),
-                        points: ecdf(&mut v),
-                    });
-                }
-            }
-        }
-        r.figure(
-            &format!("residuals_by_decode_length_{}", estimator.as_str()),
-            &format!(
-                "Residuals (measured − predicted) by background generation length, {} estimator",
-                estimator.as_str()
-            ),
-            &Plot::Lines {
-                title: format!(
-                    "T_{} residuals: short vs long background generations",
-                    estimator.as_str()
-                ),
-                x_label: "measured − predicted TTFT (ms)".into(),
-                y_label: "fraction of probes".into(),
-                series,
-                log_x: false,
-                vlines: vec![(0.0, "zero".into())],
-            },
-        )
-        .map_err(draw_err)?;
+        estimator_figures(r, estimator, &preds)?;
     }
     r.markdown(&t);
+    Ok(())
+}
+
+/// A path as a shell word (quoted when it needs it).
+fn sh(p: &Path) -> String {
+    let s = p.display().to_string();
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,".contains(c))
+    {
+        s
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The commands that reproduce the report's tables, as run from the directory `sy-select` ran in.
+pub fn reproduce_commands(out: &SelectOutput) -> Vec<String> {
+    let o = &out.options;
+    let records: Vec<String> = o.records.iter().map(|p| sh(p)).collect();
+    let records = records.join(" ");
+    let bundle = sh(&o.out_dir.join(crate::select::BUNDLE_FILE));
+    vec![
+        format!(
+            "sy-select replay --bundle {bundle} --records {records} --splits {} --split selection",
+            sh(&o.splits)
+        ),
+        format!(
+            "sy-select replay --bundle {bundle} --records {records} --splits {} --split selection --decisions {}",
+            sh(&o.splits),
+            sh(&o.out_dir.join("decisions.parquet"))
+        ),
+    ]
+}
+
+fn reproduce(r: &mut Report, out: &SelectOutput) {
+    let cmds = reproduce_commands(out).join("\n");
     r.markdown(&format!(
-        "## Provenance\n\nInputs:\n\n{}\nTools: {:?}",
-        sel.input_files
-            .iter()
-            .map(|f| format!("- `{}` sha256 `{}`\n", f.path, f.sha256))
-            .collect::<String>(),
-        sel.tool_versions
+        "## Reproduce\n\nFrom the directory `sy-select` ran in: the first command recomputes the variant table above from the frozen bundle; the second also writes every decision (inputs, predictions, advantage, reason, chosen and oracle TTFT) to Parquet.\n\n```sh\n{cmds}\n```"
     ));
+}
+
+fn provenance(r: &mut Report, out: &SelectOutput) {
+    let sel = &out.selection;
+    let mut md = String::from("## Provenance\n\n| input | SHA-256 |\n|---|---|\n");
+    for f in &sel.input_files {
+        md.push_str(&format!("| `{}` | `{}` |\n", f.path, f.sha256));
+    }
+    md.push_str(&format!(
+        "\nSplit seed {}; guard limits: max age {} ms, destination limit {}, local limit {}. Tools: {}.\n",
+        sel.split_seed,
+        sel.limits.max_age_ms,
+        sel.limits.destination_limit,
+        sel.limits.local_limit,
+        sel.tool_versions
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    if !sel.warnings.is_empty() {
+        md.push_str("\n**All warnings**\n\n");
+        for w in &sel.warnings {
+            md.push_str(&format!("- {w}\n"));
+        }
+    }
+    r.markdown(&md);
+}
+
+/// Writes `report.md` and `plots/` into `dir`.
+pub fn write_report(out: &SelectOutput, dir: &Path) -> Result<PathBuf, ToolError> {
+    let mut r = Report::new(dir, "Calibration report").map_err(draw_err)?;
+    answer(&mut r, out);
+    variants(&mut r, out)?;
+    where_it_fails(&mut r, out);
+    stability(&mut r, out);
+    search(&mut r, out)?;
+    margins(&mut r, out)?;
+    q_tables(&mut r, out)?;
+    estimators(&mut r, out)?;
+    reproduce(&mut r, out);
+    provenance(&mut r, out);
     r.write().map_err(draw_err)
 }

@@ -132,17 +132,18 @@ pub struct SelectOutput {
     pub bundle: Bundle,
     pub fit: FitEstimators,
     pub margins: MarginsFile,
+    /// fit.json as written by sy-fit (Q-table cells, R², coefficient intervals); `None` for a
+    /// minimal fit file holding only the estimators.
+    pub fit_file: Option<sy_fit::FitFile>,
     /// Selection-split pairs (for the report's plots).
     pub selection_pairs: Vec<EvalPair>,
+    /// The options the run was made with (for the report's reproduce commands).
+    pub options: SelectOptions,
 }
 
 /// What the bundle's provenance records about how sure the choice is: the headline intervals,
 /// the margins' intervals and the stability counts.
-fn bundle_evidence(
-    h: &Headline,
-    u: &Uncertainty,
-    s: Option<&Stability>,
-) -> serde_json::Value {
+fn bundle_evidence(h: &Headline, u: &Uncertainty, s: Option<&Stability>) -> serde_json::Value {
     serde_json::json!({
         "bootstrap": u.bootstrap,
         "selection_conditions": u.selection_conditions,
@@ -170,6 +171,9 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
     let bar = sy_cli::spinner(opts.show_progress);
     bar.set_message("loading inputs");
     let fit = inputs::read_fit(&opts.fit)?;
+    // The full fit.json (Q-table cells, CV settings) when sy-fit wrote it; a minimal file with
+    // only the estimators (as tests write) is enough to select.
+    let fit_file = sy_fit::FitFile::read(&opts.fit).ok();
     let margins_file = MarginsFile::read(&opts.margins)?;
     let splits = inputs::read_splits(&opts.splits)?;
     let loaded = inputs::load_records(&opts.records, opts.skip_invalid)?;
@@ -249,7 +253,13 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
         bundle_choice,
         thresholds,
         params,
-    } = search_and_choose(&base, &fit_pairs, &sel_pairs, sel_unmeasured, LANDSCAPE_P_COLUMNS)?;
+    } = search_and_choose(
+        &base,
+        &fit_pairs,
+        &sel_pairs,
+        sel_unmeasured,
+        LANDSCAPE_P_COLUMNS,
+    )?;
     drop(fit_pairs);
     let replay = replay_all(&params, &sel_pairs, sel_unmeasured);
 
@@ -263,20 +273,32 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
             "repeating the calibration over {} split seeds",
             opts.stability_seeds.len()
         ));
-        let fit_file = sy_fit::FitFile::read(&opts.fit)
-            .map_err(|e| ToolError::BadInput(format!("{}: {e}", opts.fit.display())))?;
         let settings = StabilitySettings {
             seeds: opts.stability_seeds.clone(),
             fractions: splits.fractions,
-            folds: fit_file.settings.folds,
-            alpha_grid: fit_file.settings.alpha_grid.clone(),
+            folds: fit_file
+                .as_ref()
+                .map_or(sy_fit::FitConfig::default().folds, |f| f.settings.folds),
+            alpha_grid: fit_file
+                .as_ref()
+                .map_or_else(sy_fit::fit::default_alpha_grid, |f| {
+                    f.settings.alpha_grid.clone()
+                }),
             margin_level: margins_file.level,
             limits: opts.limits,
         };
-        Some(stability(&loaded.records, &settings, bundle_choice.variant)?)
+        Some(stability(
+            &loaded.records,
+            &settings,
+            bundle_choice.variant,
+        )?)
     };
     let headline = headline(
-        (bundle_choice.variant, threshold_rule.variant, estimator.variant),
+        (
+            bundle_choice.variant,
+            threshold_rule.variant,
+            estimator.variant,
+        ),
         &uncertainty,
         stability.as_ref(),
     );
@@ -367,6 +389,8 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
         bundle,
         fit,
         margins: margins_file,
+        fit_file,
         selection_pairs: sel_pairs,
+        options: opts.clone(),
     })
 }

@@ -89,8 +89,14 @@ fn one_seed(
     let uncertainty: Vec<&ProbePair> = of(Split::Uncertainty).collect();
     let (blind, cache, _) = sy_margin::compute_margins(&fit, &uncertainty, s.margin_level);
     let margins = Margins {
-        blind: blind.estimate.delta_ms.ok_or("no uncertainty-split pair (blind)")?,
-        cache: cache.estimate.delta_ms.ok_or("no uncertainty-split pair (cache)")?,
+        blind: blind
+            .estimate
+            .delta_ms
+            .ok_or("no uncertainty-split pair (blind)")?,
+        cache: cache
+            .estimate
+            .delta_ms
+            .ok_or("no uncertainty-split pair (cache)")?,
     };
     let base = RuleParams {
         efficient: fit.efficient,
@@ -116,7 +122,8 @@ fn one_seed(
         estimator: c.estimator.variant,
         bundle_variant: c.bundle_choice.variant,
         mean_change_vs_stage_ms: sy_stats::mean(&chosen) - sy_stats::mean(&stage),
-        conditions: [Split::Fit, Split::Uncertainty, Split::Selection].map(|x| splits.counts.get(x) as u64),
+        conditions: [Split::Fit, Split::Uncertainty, Split::Selection]
+            .map(|x| splits.counts.get(x) as u64),
     })
 }
 

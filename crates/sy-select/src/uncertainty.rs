@@ -55,7 +55,8 @@ pub fn selected_ttfts(params: &RuleParams, variant: Variant, pairs: &[EvalPair])
 }
 
 fn log_err<T>(what: &str, r: Result<T, sy_stats::BootstrapError>) -> Option<T> {
-    r.map_err(|e| tracing::warn!("no interval for {what}: {e}")).ok()
+    r.map_err(|e| tracing::warn!("no interval for {what}: {e}"))
+        .ok()
 }
 
 /// Intervals of every variant (with `params`) over `pairs` and of both margins.
@@ -102,10 +103,7 @@ pub fn uncertainty(
         let level = margins.level;
         (
             name.to_string(),
-            log_err(
-                name,
-                bootstrap(&scores, &ids, cfg, |v| quantile(v, level)),
-            ),
+            log_err(name, bootstrap(&scores, &ids, cfg, |v| quantile(v, level))),
         )
     };
     Uncertainty {

@@ -345,7 +345,9 @@ mod tests {
 
     #[test]
     fn resampling_is_deterministic_and_seed_dependent() {
-        let v: Vec<f64> = (0..60).map(|i| f64::from(i % 7) * 3.0 + f64::from(i)).collect();
+        let v: Vec<f64> = (0..60)
+            .map(|i| f64::from(i % 7) * 3.0 + f64::from(i))
+            .collect();
         let ids: Vec<u32> = (0..60).map(|i| i / 3).collect();
         let cfg = BootstrapConfig::default();
         let a = bootstrap(&v, &ids, &cfg, mean).unwrap();
