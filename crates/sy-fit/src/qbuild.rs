@@ -2,9 +2,11 @@
 //!
 //! Axes: the prompt-length axis is the observed N of each planned prompt length (the median over
 //! that plan point's records, so a chat template adding a few tokens moves the grid point to
-//! where the runtime will look it up); the cached-fraction axis is the planned fractions of the
-//! Q-grid (the controlled variable: it always contains the f = 0 column that the cache-blind
-//! estimator reads, which the router's block-rounded K / N would not hit exactly). A cell is the
+//! where the runtime will look it up); the cached-fraction axis is, likewise, the observed K / N of
+//! each planned fraction (the median over that column's records: the router reports K after block
+//! rounding, so a planned 0.9 is observed as 0.875–0.898), with the f = 0 column kept at exactly
+//! 0 for the cache-blind estimator. A rectilinear grid holds one f per column; each cell's own
+//! median K / N is reported beside it (`observed_f_median`). A cell is the
 //! median TTFT of its ok records; its count, quartiles, range and median observed K / N are
 //! reported. An empty cell stays missing (a lookup in a cell with a missing corner is invalid,
 //! never extrapolated) and is warned about, as is a table whose medians are not monotone in the
@@ -24,7 +26,7 @@ use crate::stats::{median, quantile_sorted};
 pub struct QCell {
     /// The N axis value (median observed N of the planned prompt length).
     pub n: f64,
-    /// The f axis value (planned cached fraction).
+    /// The f axis value (the column's median observed K / N; 0 for the f = 0 column).
     pub f: f64,
     pub planned_n: u64,
     /// Ok records in the cell.
@@ -139,6 +141,7 @@ pub fn build_q_table(
     if fs.first().copied() != Some(0.0) {
         return Err(QBuildError::NoZeroF(name));
     }
+    let f_axis = observed_f_axis(&fs, &cells);
     // N axis: median observed N per planned N, in planned order.
     let planned: Vec<u64> = ns.keys().copied().collect();
     let n_axis: Vec<f64> = ns
@@ -149,8 +152,8 @@ pub fn build_q_table(
     let mut report_cells = Vec::with_capacity(values.len());
     let mut empty = Vec::new();
     for (i, (&pn, &n)) in planned.iter().zip(&n_axis).enumerate() {
-        for (j, &f) in fs.iter().enumerate() {
-            let cell = cells.get_mut(&(pn, f.to_bits()));
+        for (j, (&planned_f, &f)) in fs.iter().zip(&f_axis).enumerate() {
+            let cell = cells.get_mut(&(pn, planned_f.to_bits()));
             let (count, med, p25, p75, min, max, of) = match cell {
                 Some((ttfts, ofs)) if !ttfts.is_empty() => {
                     ttfts.sort_by(f64::total_cmp);
@@ -186,7 +189,7 @@ pub fn build_q_table(
             });
         }
     }
-    let table = QTable::new(n_axis, fs, values).map_err(|e| QBuildError::Table {
+    let table = QTable::new(n_axis, f_axis, values).map_err(|e| QBuildError::Table {
         model: name,
         message: e.to_string(),
     })?;
@@ -202,6 +205,32 @@ pub fn build_q_table(
             monotone_violations: violations,
         },
     ))
+}
+
+/// The cached-fraction axis: per planned fraction, the median observed K / N of its records over
+/// every prompt length (the fraction the router will report, after block rounding: e.g. 0.875–0.898
+/// where 0.9 was planned), as the N axis is the observed N. The f = 0 column stays exactly 0 (the
+/// cache-blind estimator reads it). When a column has no observed K / N, or the medians would not
+/// increase strictly, the planned fractions are used (the axis must stay strictly increasing).
+fn observed_f_axis(planned: &[f64], cells: &BTreeMap<(u64, u64), (Vec<f64>, Vec<f64>)>) -> Vec<f64> {
+    let observed: Option<Vec<f64>> = planned
+        .iter()
+        .map(|&f| {
+            if f == 0.0 {
+                return Some(0.0);
+            }
+            let mut all: Vec<f64> = cells
+                .iter()
+                .filter(|((_, fb), _)| *fb == f.to_bits())
+                .flat_map(|(_, (_, ofs))| ofs.iter().copied())
+                .collect();
+            median(&mut all)
+        })
+        .collect();
+    match observed {
+        Some(axis) if axis.windows(2).all(|w| w[0] < w[1]) => axis,
+        _ => planned.to_vec(),
+    }
 }
 
 /// Pairs of cells where more uncached tokens give a smaller median by more than the larger half

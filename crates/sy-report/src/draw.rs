@@ -478,7 +478,7 @@ where
 fn category(labels: &[String], every: usize, v: f64) -> String {
     let i = v.floor() as usize;
     let centre = (v - v.floor() - 0.5).abs() < 1e-9;
-    if centre && i < labels.len() && i % every.max(1) == 0 {
+    if centre && i < labels.len() && i.is_multiple_of(every.max(1)) {
         labels[i].clone()
     } else {
         String::new()

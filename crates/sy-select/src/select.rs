@@ -141,6 +141,31 @@ pub struct SelectOutput {
     pub options: SelectOptions,
 }
 
+/// The calibration repeated over `opts.stability_seeds` (`None` when there are none).
+fn stability_check(
+    opts: &SelectOptions,
+    fit_file: Option<&sy_fit::FitFile>,
+    splits: &sy_records::SplitTable,
+    margin_level: f64,
+    records: &[sy_records::Record],
+    chosen: Variant,
+) -> Result<Option<Stability>, ToolError> {
+    if opts.stability_seeds.is_empty() {
+        return Ok(None);
+    }
+    let settings = StabilitySettings {
+        seeds: opts.stability_seeds.clone(),
+        fractions: splits.fractions,
+        folds: fit_file.map_or(sy_fit::FitConfig::default().folds, |f| f.settings.folds),
+        alpha_grid: fit_file.map_or_else(sy_fit::fit::default_alpha_grid, |f| {
+            f.settings.alpha_grid.clone()
+        }),
+        margin_level,
+        limits: opts.limits,
+    };
+    stability(records, &settings, chosen).map(Some)
+}
+
 /// What the bundle's provenance records about how sure the choice is: the headline intervals,
 /// the margins' intervals and the stability counts.
 fn bundle_evidence(h: &Headline, u: &Uncertainty, s: Option<&Stability>) -> serde_json::Value {
@@ -264,35 +289,16 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
     let replay = replay_all(&params, &sel_pairs, sel_unmeasured);
 
     // How sure: bootstrap intervals, and the choice over other split seeds.
-    bar.set_message("bootstrapping intervals");
+    bar.set_message("bootstrapping intervals, repeating the calibration over split seeds");
     let uncertainty = uncertainty(&params, &sel_pairs, &margins_file, &opts.bootstrap);
-    let stability = if opts.stability_seeds.is_empty() {
-        None
-    } else {
-        bar.set_message(format!(
-            "repeating the calibration over {} split seeds",
-            opts.stability_seeds.len()
-        ));
-        let settings = StabilitySettings {
-            seeds: opts.stability_seeds.clone(),
-            fractions: splits.fractions,
-            folds: fit_file
-                .as_ref()
-                .map_or(sy_fit::FitConfig::default().folds, |f| f.settings.folds),
-            alpha_grid: fit_file
-                .as_ref()
-                .map_or_else(sy_fit::fit::default_alpha_grid, |f| {
-                    f.settings.alpha_grid.clone()
-                }),
-            margin_level: margins_file.level,
-            limits: opts.limits,
-        };
-        Some(stability(
-            &loaded.records,
-            &settings,
-            bundle_choice.variant,
-        )?)
-    };
+    let stability = stability_check(
+        opts,
+        fit_file.as_ref(),
+        &splits,
+        margins_file.level,
+        &loaded.records,
+        bundle_choice.variant,
+    )?;
     let headline = headline(
         (
             bundle_choice.variant,
