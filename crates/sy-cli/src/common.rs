@@ -65,15 +65,6 @@ pub fn init_tracing(common: &CommonArgs) {
         .try_init();
 }
 
-/// Prints `value` as the `--json` output of every tool: one compact JSON document on one line of
-/// stdout (so it pipes into `jq` and into JSON Lines logs alike).
-pub fn print_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<(), crate::ToolError> {
-    let text = serde_json::to_string(value)
-        .map_err(|e| crate::ToolError::Runtime(format!("cannot print the JSON output: {e}")))?;
-    println!("{text}");
-    Ok(())
-}
-
 /// Writes the completion script of `cmd` for `shell` on stdout.
 pub fn print_completions(shell: Shell, cmd: &mut Command) {
     let name = cmd.get_name().to_string();

@@ -11,6 +11,6 @@ mod error;
 mod progress;
 
 pub use atomic::{atomic_write, atomic_write_json, file_sha256};
-pub use common::{CommonArgs, init_tracing, print_completions, print_json};
+pub use common::{CommonArgs, init_tracing, print_completions};
 pub use error::{ExitStatus, ToolError, run_main};
 pub use progress::{progress_bar, spinner};

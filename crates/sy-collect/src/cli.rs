@@ -61,7 +61,8 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
     if args.dry_run {
         let d = dry_run(&plan.plan);
         if args.common.json {
-            sy_cli::print_json(&d)?;
+            let text = serde_json::to_string(&d).map_err(|e| ToolError::Runtime(e.to_string()))?;
+            println!("{text}");
         } else {
             println!("plan {}", plan_path.display());
             println!(
@@ -113,7 +114,8 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
     let summary = rt.block_on(run(plan, opts))?;
     let m = &summary.manifest;
     if args.common.json {
-        sy_cli::print_json(m)?;
+        let text = serde_json::to_string(m).map_err(|e| ToolError::Runtime(e.to_string()))?;
+        println!("{text}");
     } else if !args.common.quiet {
         eprintln!(
             "{}: {}/{} units, {} records ({} ok, {} error), {} retried attempts, loads zero at end: {}",

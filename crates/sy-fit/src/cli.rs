@@ -360,7 +360,11 @@ fn print_summary(
             warnings: &file.warnings,
             seconds,
         };
-        return sy_cli::print_json(&s);
+        // One compact line, as every tool's --json output.
+        let text = serde_json::to_string(&s)
+            .map_err(|e| ToolError::Runtime(format!("cannot print the summary: {e}")))?;
+        println!("{text}");
+        return Ok(());
     }
     if common.quiet {
         return Ok(());

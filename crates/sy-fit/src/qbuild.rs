@@ -212,7 +212,10 @@ pub fn build_q_table(
 /// where 0.9 was planned), as the N axis is the observed N. The f = 0 column stays exactly 0 (the
 /// cache-blind estimator reads it). When a column has no observed K / N, or the medians would not
 /// increase strictly, the planned fractions are used (the axis must stay strictly increasing).
-fn observed_f_axis(planned: &[f64], cells: &BTreeMap<(u64, u64), (Vec<f64>, Vec<f64>)>) -> Vec<f64> {
+fn observed_f_axis(
+    planned: &[f64],
+    cells: &BTreeMap<(u64, u64), (Vec<f64>, Vec<f64>)>,
+) -> Vec<f64> {
     let observed: Option<Vec<f64>> = planned
         .iter()
         .map(|&f| {

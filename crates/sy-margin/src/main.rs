@@ -74,7 +74,7 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
             "pairs_unmeasured": m.pairs_unmeasured,
             "warnings": m.warnings,
         });
-        sy_cli::print_json(&summary)?;
+        println!("{summary}");
     } else if !cli.common.quiet {
         for (name, e) in [("blind", &m.blind.estimate), ("cache", &m.cache.estimate)] {
             println!(

@@ -184,7 +184,7 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
         tracing::warn!("{w}");
     }
     if common.json {
-        return sy_cli::print_json(&serde_json::json!({
+        return print_json(&serde_json::json!({
             "selection": out.display().to_string(),
             "bundle": out_dir.join(sy_select::select::BUNDLE_FILE).display().to_string(),
             "bundle_variant": s.bundle_variant,
@@ -226,6 +226,14 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
             println!("report: {}", p.display());
         }
     }
+    Ok(())
+}
+
+/// The `--json` output of every tool: one compact JSON document on one line of stdout.
+fn print_json<T: serde::Serialize>(value: &T) -> Result<(), ToolError> {
+    let text = serde_json::to_string(value)
+        .map_err(|e| ToolError::Runtime(format!("cannot print the JSON output: {e}")))?;
+    println!("{text}");
     Ok(())
 }
 
@@ -313,7 +321,7 @@ fn subcommand(common: &CommonArgs, cmd: &Cmd) -> Result<(), ToolError> {
             }
             let b = &result.bundle;
             if common.json {
-                sy_cli::print_json(&serde_json::json!({
+                print_json(&serde_json::json!({
                     "bundle": bundle.display().to_string(),
                     "content_hash": b.content_hash,
                     "bundle_variant": b.variant,
@@ -349,7 +357,7 @@ fn subcommand(common: &CommonArgs, cmd: &Cmd) -> Result<(), ToolError> {
             let input = sy_select::replay::read_observations(observations)?;
             let d = sy_select::replay::decide_one(&b, *variant, &input);
             if common.json {
-                return sy_cli::print_json(&d);
+                return print_json(&d);
             }
             let text = serde_json::to_string_pretty(&d)
                 .map_err(|e| ToolError::Runtime(format!("cannot serialise the decision: {e}")))?;
