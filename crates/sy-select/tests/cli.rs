@@ -315,3 +315,161 @@ fn bad_inputs_exit_2_with_a_clear_message() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("none.json"));
 }
+
+/// The report leads with the answer, and the reproduce commands it prints run as printed (from
+/// the directory sy-select ran in, with relative paths) and recompute its numbers.
+#[test]
+fn report_leads_with_the_answer_and_its_commands_run_as_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    prepare(&run);
+    let in_dir = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_sy-select"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = in_dir(&[
+        "--run-dir",
+        "run",
+        "--records",
+        "run/records.jsonl",
+        "--no-progress",
+        "--stability-seeds",
+        "3",
+        "--bootstrap-resamples",
+        "200",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("Chosen: "), "{stdout}");
+    assert!(!stdout.contains("Some("), "no debug text: {stdout}");
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    let first_screen: String = report.lines().take(12).collect::<Vec<_>>().join("\n");
+    assert!(first_screen.contains("## Answer"), "{first_screen}");
+    assert!(first_screen.contains("Chosen: "), "{first_screen}");
+    assert!(first_screen.contains("95 % CI"), "{first_screen}");
+    assert!(
+        first_screen.contains("Stability over 3 split seeds"),
+        "{first_screen}"
+    );
+    // Every table header is a table: the line after it is its separator.
+    let lines: Vec<&str> = report.lines().collect();
+    for (i, l) in lines.iter().enumerate() {
+        if l.starts_with("| ") && (i == 0 || !lines[i - 1].starts_with('|')) {
+            assert!(
+                lines[i + 1].starts_with("|---"),
+                "broken table at line {i}: {l}"
+            );
+        }
+    }
+    let block = report
+        .split("## Reproduce")
+        .nth(1)
+        .and_then(|s| s.split("```sh\n").nth(1))
+        .and_then(|s| s.split("```").next())
+        .unwrap();
+    let selection = json(&run.join("selection.json"));
+    let commands: Vec<&str> = block.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(commands.len(), 2, "{block}");
+    for cmd in commands {
+        let words: Vec<&str> = cmd.split_whitespace().collect();
+        assert_eq!(words[0], "sy-select");
+        let mut args: Vec<&str> = words[1..].to_vec();
+        args.push("--json");
+        let out = in_dir(&args);
+        assert!(
+            out.status.success(),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            v["replay"], selection["replay"],
+            "{cmd} recomputes the report's table"
+        );
+        assert_eq!(v["in_sample"], false);
+    }
+    let decisions = dir.path().join("run/decisions.parquet");
+    let bytes = std::fs::read(&decisions).unwrap();
+    assert_eq!(&bytes[..4], b"PAR1");
+}
+
+/// `replay --decisions` writes one row per pair and variant; replaying the calibration records
+/// without `--split selection` is flagged in-sample.
+#[test]
+fn replay_exports_every_decision_and_warns_in_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    prepare(dir.path());
+    let d = dir.path().to_str().unwrap();
+    let out = sy_select(&[
+        "--run-dir",
+        d,
+        "--no-progress",
+        "--no-report",
+        "--stability-seeds",
+        "0",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bundle = dir.path().join("bundle.json");
+    let jsonl = dir.path().join("decisions.jsonl");
+    let out = sy_select(&[
+        "replay",
+        "--bundle",
+        bundle.to_str().unwrap(),
+        "--records",
+        d,
+        "--decisions",
+        jsonl.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("in-sample"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["in_sample"], true);
+    let pairs = v["replay"]["pairs"].as_u64().unwrap();
+    let text = std::fs::read_to_string(&jsonl).unwrap();
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len() as u64, pairs * 5, "one row per pair and variant");
+    for key in [
+        "n_efficient",
+        "predicted_efficient_ms",
+        "advantage_ms",
+        "reason",
+        "choice",
+        "selected_ttft_ms",
+        "oracle_ttft_ms",
+    ] {
+        assert!(rows[0].get(key).is_some(), "column {key}");
+    }
+    // The selected TTFT of each row is the measured TTFT of its choice.
+    for r in &rows {
+        let want = if r["choice"] == "capable" {
+            &r["ttft_capable_ms"]
+        } else {
+            &r["ttft_efficient_ms"]
+        };
+        assert_eq!(&r["selected_ttft_ms"], want);
+    }
+}
