@@ -87,6 +87,9 @@ pub enum QBuildError {
 
 const MAX_LISTED_VIOLATIONS: usize = 10;
 
+/// (planned N, planned f bits) → (TTFTs, observed K / N) of a Q-grid cell's records.
+type CellSamples = BTreeMap<(u64, u64), (Vec<f64>, Vec<f64>)>;
+
 /// Builds the Q table of `role` from the Q-grid records among `records`.
 pub fn build_q_table(
     records: &[Record],
@@ -97,7 +100,7 @@ pub fn build_q_table(
     // planned_n → observed Ns; (planned_n, planned_f bits) → (ttfts, observed fs)
     let mut ns: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
     let mut fs: Vec<f64> = Vec::new();
-    let mut cells: BTreeMap<(u64, u64), (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    let mut cells: CellSamples = BTreeMap::new();
     let mut used = 0usize;
     for r in records {
         if r.phase != Phase::Qgrid || r.role != role {
@@ -212,10 +215,7 @@ pub fn build_q_table(
 /// where 0.9 was planned), as the N axis is the observed N. The f = 0 column stays exactly 0 (the
 /// cache-blind estimator reads it). When a column has no observed K / N, or the medians would not
 /// increase strictly, the planned fractions are used (the axis must stay strictly increasing).
-fn observed_f_axis(
-    planned: &[f64],
-    cells: &BTreeMap<(u64, u64), (Vec<f64>, Vec<f64>)>,
-) -> Vec<f64> {
+fn observed_f_axis(planned: &[f64], cells: &CellSamples) -> Vec<f64> {
     let observed: Option<Vec<f64>> = planned
         .iter()
         .map(|&f| {
