@@ -110,9 +110,10 @@ fn simulator_to_bundle_end_to_end() {
     for v in variants {
         let mean = v["all"]["mean_selected_ttft_ms"].as_f64().unwrap();
         assert!(mean > 0.0);
-        let shown = format!("{mean:.3}");
+        // report.md prints milliseconds with one decimal (sy_select::report::fmt_ms).
+        let shown = format!("{mean:.1}");
         assert!(report.contains(&shown), "report.md lacks {shown}");
     }
-    let chosen = format!("variant **{}**", bundle.variant.as_str());
+    let chosen = format!("Chosen: {}", bundle.variant.as_str());
     assert!(report.contains(&chosen), "report.md lacks {chosen}");
 }
