@@ -31,12 +31,56 @@ pub struct Stats {
     pub background_requests: AtomicU64,
     /// Reservations whose delete failed even after retries (left in the ledger).
     pub release_failures: AtomicU64,
+    /// Every ended background request, kept only after [`Stats::keep_background_outcomes`]
+    /// (`sy-eval` measures how routing affects competing traffic; `sy-collect` keeps none).
+    pub background_outcomes: Mutex<Option<Vec<BackgroundOutcome>>>,
+}
+
+/// One ended background request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackgroundOutcome {
+    pub model: String,
+    pub ttft_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+    /// Reserved and streamed without error.
+    pub ok: bool,
 }
 
 impl Stats {
     pub fn count_background_error(&self, kind: &str) {
         if let Ok(mut m) = self.background_errors.lock() {
             *m.entry(kind.to_string()).or_default() += 1;
+        }
+    }
+
+    /// From now on, keep every ended background request's outcome.
+    pub fn keep_background_outcomes(&self) {
+        if let Ok(mut o) = self.background_outcomes.lock() {
+            o.get_or_insert_with(Vec::new);
+        }
+    }
+
+    /// The outcomes kept so far (emptied).
+    pub fn take_background_outcomes(&self) -> Vec<BackgroundOutcome> {
+        self.background_outcomes
+            .lock()
+            .ok()
+            .and_then(|mut o| o.as_mut().map(std::mem::take))
+            .unwrap_or_default()
+    }
+
+    /// Keeps one background request's outcome, when outcomes are kept.
+    pub fn record_background(&self, model: &str, a: &Accounted) {
+        if let Ok(mut o) = self.background_outcomes.lock()
+            && let Some(v) = o.as_mut()
+        {
+            let stream = a.stream.as_ref();
+            v.push(BackgroundOutcome {
+                model: model.to_string(),
+                ttft_ms: stream.and_then(|s| s.ttft_ms),
+                e2e_ms: stream.and_then(|s| s.e2e_ms),
+                ok: a.failure().is_none(),
+            });
         }
     }
 

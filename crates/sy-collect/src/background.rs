@@ -160,6 +160,12 @@ impl BackgroundLoad {
                             .background_requests
                             .fetch_add(1, Ordering::Relaxed);
                         let first = a.stream.as_ref().is_some_and(|s| s.ttft_ms.is_some());
+                        if !a
+                            .failure()
+                            .is_some_and(|(_, e)| e.kind == FailureKind::Cancelled)
+                        {
+                            driver.stats.record_background(&spec.model, &a);
+                        }
                         match a.failure() {
                             Some((_, e)) if e.kind == FailureKind::Cancelled => {}
                             Some((reserve, e)) => {

@@ -13,7 +13,9 @@
 //!   [`LoadCorrection`];
 //! - the estimators `T_blind` / `T_cache` ([`predict`], [`q_baseline`]);
 //! - guard G, the five triggers and [`decide`];
-//! - the frozen [`Bundle`] with its SHA-256 content hash.
+//! - the frozen [`Bundle`] with its SHA-256 content hash;
+//! - the live path a host links ([`LiveRule::route`] over an [`Observer`] the host implements):
+//!   observe both candidates, decide, keep Stage's choice on any failure.
 //!
 //! ## Why a separate crate
 //!
@@ -45,6 +47,7 @@
 
 mod bundle;
 mod estimator;
+mod live;
 mod model;
 mod observation;
 mod qtable;
@@ -56,6 +59,7 @@ pub use estimator::{
     StandardiserError, log1p, predict, predict_from_inputs, q_baseline, raw_features,
     regression_target,
 };
+pub use live::{Candidates, LiveRule, Observer, RouteFailure, Routed};
 pub use model::{Estimator, Model, Variant};
 pub use observation::{
     Field, InvalidInput, Needs, Observation, PREFILL_CAPACITY_SENTINEL, Problem,

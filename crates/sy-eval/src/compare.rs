@@ -1,0 +1,393 @@
+//! The comparison: per variant, session completion time and per-turn TTFT (mean, p50, p90)
+//! with grouped bootstrap intervals over sessions, override and fallback rates, routing
+//! overhead and competing traffic; per non-baseline variant, the paired difference to the
+//! baseline (the plan's first variant) over the same session shapes.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sy_selector::{Model, Variant};
+
+use crate::records::{BlockResult, SessionRecord, TurnRecord};
+use crate::stats::{Distribution, Estimate, Summary, distribution, paired_mean_difference, summarise};
+
+/// The comparison layout version of `comparison.json`.
+pub const COMPARISON_SCHEMA_VERSION: u32 = 1;
+
+/// Mean think-time overshoot per think (ms) above which the client is said to lag its schedule.
+pub const LAG_LIMIT_MS: f64 = 10.0;
+
+/// The smallest relative change of mean session time called a gain or a loss: a difference
+/// whose interval excludes zero but whose size is below 1% of the baseline's mean is reported as
+/// `no material difference` (timing jitter of a few milliseconds on identical decisions is
+/// statistically detectable with enough sessions, and is not an effect of the rule).
+pub const MIN_MATERIAL_EFFECT: f64 = 0.01;
+
+/// One variant's results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariantSummary {
+    pub variant: Variant,
+    pub blocks: usize,
+    pub sessions: usize,
+    /// Sessions with a failed turn (excluded from the session-time statistics).
+    pub sessions_failed: usize,
+    pub turns: usize,
+    pub turns_failed: usize,
+    pub session_completion_ms: Option<Summary>,
+    pub turn_ttft_ms: Option<Summary>,
+    pub turn_e2e_ms: Option<Summary>,
+    /// Turns Stage proposed efficient for (the only ones the rule may change).
+    pub efficient_proposals: usize,
+    pub overrides: usize,
+    /// Overrides / efficient proposals.
+    pub override_rate: f64,
+    /// Fallbacks (a failed guard check, an unusable prediction, a failed observation) / turns.
+    pub fallbacks: usize,
+    pub fallback_rate: f64,
+    /// Turn count per reason code.
+    pub reasons: BTreeMap<String, usize>,
+    /// Turns executed on the capable model / turns.
+    pub capable_share: f64,
+    pub mean_uncached_input_tokens: Option<f64>,
+    /// Observe + decide, per turn (ms).
+    pub routing_overhead_ms: Option<Distribution>,
+    /// The observation's query time alone (ms).
+    pub observe_ms: Option<Distribution>,
+    /// Competing (background) requests that ended while the sessions ran.
+    pub background_requests: usize,
+    pub background_failed: usize,
+    pub background_ttft_ms: Option<Distribution>,
+    pub background_e2e_ms: Option<Distribution>,
+}
+
+/// A variant against the baseline, paired by session shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Difference {
+    pub variant: Variant,
+    pub baseline: Variant,
+    /// Session shapes completed in both variants.
+    pub pairs: usize,
+    /// mean(variant − baseline) session completion time, ms (negative = faster).
+    pub session_time_ms: Option<Estimate>,
+    /// The same relative to the baseline's mean over the pairs.
+    pub session_time_relative: Option<f64>,
+    /// mean(variant − baseline) of each session's mean turn TTFT, ms.
+    pub session_mean_ttft_ms: Option<Estimate>,
+    /// `gain` / `loss` (the 95% interval of the session-time difference excludes zero and the
+    /// mean changed by at least [`MIN_MATERIAL_EFFECT`]), `no material difference` (excludes
+    /// zero, smaller change) or `no significant difference` (the interval includes zero).
+    pub verdict: String,
+}
+
+/// The whole comparison.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub schema_version: u32,
+    pub baseline: Variant,
+    pub variants: Vec<VariantSummary>,
+    pub differences: Vec<Difference>,
+    /// Anything that weakens the figures (few tail samples, client lag, leaked reservations).
+    pub warnings: Vec<String>,
+}
+
+fn by_session(turns: &[&TurnRecord], value: impl Fn(&TurnRecord) -> Option<f64>) -> Vec<Vec<f64>> {
+    let mut groups: BTreeMap<(u32, u32), Vec<f64>> = BTreeMap::new();
+    for t in turns {
+        if let Some(v) = value(t).filter(|v| v.is_finite()) {
+            groups.entry((t.round, t.session)).or_default().push(v);
+        }
+    }
+    groups.into_values().collect()
+}
+
+fn rate(num: usize, den: usize) -> f64 {
+    if den == 0 { 0.0 } else { num as f64 / den as f64 }
+}
+
+/// Summarises one variant's blocks.
+pub fn summarise_variant(variant: Variant, blocks: &[&BlockResult], seed: u64) -> VariantSummary {
+    let turns: Vec<&TurnRecord> = blocks.iter().flat_map(|b| &b.turns).collect();
+    let sessions: Vec<&SessionRecord> = blocks.iter().flat_map(|b| &b.sessions).collect();
+    let ok_sessions: Vec<Vec<f64>> = sessions
+        .iter()
+        .filter(|s| s.ok)
+        .map(|s| vec![s.completion_ms])
+        .collect();
+    let ok_turns: Vec<&TurnRecord> = turns.iter().copied().filter(|t| t.error.is_none()).collect();
+    let efficient_proposals = turns.iter().filter(|t| t.proposal == Model::Efficient).count();
+    let overrides = turns.iter().filter(|t| t.choice != t.proposal).count();
+    let fallbacks = turns.iter().filter(|t| t.fallback).count();
+    let mut reasons = BTreeMap::new();
+    for t in &turns {
+        *reasons.entry(t.reason.clone()).or_insert(0) += 1;
+    }
+    let uncached: Vec<f64> = ok_turns
+        .iter()
+        .filter_map(|t| t.uncached_input_tokens.map(|u| u as f64))
+        .collect();
+    let background: Vec<_> = blocks.iter().flat_map(|b| &b.background).collect();
+    let bg_values = |f: fn(&crate::records::BackgroundSample) -> Option<f64>| -> Vec<f64> {
+        background.iter().filter(|b| b.ok).filter_map(|b| f(b)).collect()
+    };
+    let overhead: Vec<f64> = turns.iter().map(|t| t.routing_overhead_ms).collect();
+    let observe: Vec<f64> = turns.iter().filter_map(|t| t.observe_ms).collect();
+    VariantSummary {
+        variant,
+        blocks: blocks.len(),
+        sessions: sessions.len(),
+        sessions_failed: sessions.iter().filter(|s| !s.ok).count(),
+        turns: turns.len(),
+        turns_failed: turns.len() - ok_turns.len(),
+        session_completion_ms: summarise(&ok_sessions, seed),
+        turn_ttft_ms: summarise(&by_session(&ok_turns, |t| t.ttft_ms), seed.wrapping_add(10)),
+        turn_e2e_ms: summarise(&by_session(&ok_turns, |t| t.e2e_ms), seed.wrapping_add(20)),
+        efficient_proposals,
+        overrides,
+        override_rate: rate(overrides, efficient_proposals),
+        fallbacks,
+        fallback_rate: rate(fallbacks, turns.len()),
+        reasons,
+        capable_share: rate(
+            turns.iter().filter(|t| t.choice == Model::Capable).count(),
+            turns.len(),
+        ),
+        mean_uncached_input_tokens: (!uncached.is_empty())
+            .then(|| uncached.iter().sum::<f64>() / uncached.len() as f64),
+        routing_overhead_ms: distribution(&overhead),
+        observe_ms: distribution(&observe),
+        background_requests: background.len(),
+        background_failed: background.iter().filter(|b| !b.ok).count(),
+        background_ttft_ms: distribution(&bg_values(|b| b.ttft_ms)),
+        background_e2e_ms: distribution(&bg_values(|b| b.e2e_ms)),
+    }
+}
+
+/// Per (round, session): completion time and mean turn TTFT of the ok sessions of a variant.
+fn session_outcomes(blocks: &[&BlockResult]) -> BTreeMap<(u32, u32), (f64, Option<f64>)> {
+    let mut out = BTreeMap::new();
+    for b in blocks {
+        for s in b.sessions.iter().filter(|s| s.ok) {
+            let ttfts: Vec<f64> = b
+                .turns
+                .iter()
+                .filter(|t| t.session == s.session)
+                .filter_map(|t| t.ttft_ms)
+                .collect();
+            let mean_ttft = (!ttfts.is_empty()).then(|| ttfts.iter().sum::<f64>() / ttfts.len() as f64);
+            out.insert((s.round, s.session), (s.completion_ms, mean_ttft));
+        }
+    }
+    out
+}
+
+/// The paired difference of `variant` against `baseline`.
+pub fn difference(
+    variant: Variant,
+    baseline: Variant,
+    var_blocks: &[&BlockResult],
+    base_blocks: &[&BlockResult],
+    seed: u64,
+) -> Difference {
+    let a = session_outcomes(base_blocks);
+    let b = session_outcomes(var_blocks);
+    let mut time_pairs = Vec::new();
+    let mut ttft_pairs = Vec::new();
+    for (key, (base_time, base_ttft)) in &a {
+        if let Some((var_time, var_ttft)) = b.get(key) {
+            time_pairs.push((*base_time, *var_time));
+            if let (Some(x), Some(y)) = (base_ttft, var_ttft) {
+                ttft_pairs.push((*x, *y));
+            }
+        }
+    }
+    let session_time_ms = paired_mean_difference(&time_pairs, seed);
+    let base_mean = if time_pairs.is_empty() {
+        None
+    } else {
+        Some(time_pairs.iter().map(|p| p.0).sum::<f64>() / time_pairs.len() as f64)
+    };
+    let relative = match (session_time_ms, base_mean) {
+        (Some(d), Some(m)) if m > 0.0 => Some(d.value / m),
+        _ => None,
+    };
+    let material = relative.is_some_and(|r| r.abs() >= MIN_MATERIAL_EFFECT);
+    let verdict = match session_time_ms.and_then(|e| e.ci95) {
+        Some(ci) if ci.excludes_zero() && !material => "no material difference",
+        Some(ci) if ci.high < 0.0 => "gain",
+        Some(ci) if ci.low > 0.0 => "loss",
+        _ => "no significant difference",
+    };
+    Difference {
+        variant,
+        baseline,
+        pairs: time_pairs.len(),
+        session_time_relative: relative,
+        session_time_ms,
+        session_mean_ttft_ms: paired_mean_difference(&ttft_pairs, seed.wrapping_add(1)),
+        verdict: verdict.into(),
+    }
+}
+
+/// Compares every variant of `blocks`; `variants[0]` is the baseline.
+pub fn compare(variants: &[Variant], blocks: &[BlockResult], seed: u64) -> Comparison {
+    let of = |v: Variant| -> Vec<&BlockResult> { blocks.iter().filter(|b| b.variant == v).collect() };
+    let baseline = variants.first().copied().unwrap_or(Variant::Stage);
+    let summaries: Vec<VariantSummary> = variants
+        .iter()
+        .map(|&v| summarise_variant(v, &of(v), seed))
+        .collect();
+    let differences = variants
+        .iter()
+        .skip(1)
+        .map(|&v| difference(v, baseline, &of(v), &of(baseline), seed.wrapping_add(100)))
+        .collect();
+    Comparison {
+        schema_version: COMPARISON_SCHEMA_VERSION,
+        baseline,
+        warnings: warnings(&summaries, blocks),
+        variants: summaries,
+        differences,
+    }
+}
+
+fn warnings(summaries: &[VariantSummary], blocks: &[BlockResult]) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in summaries {
+        for (what, summary) in [
+            ("session completion time", &s.session_completion_ms),
+            ("turn TTFT", &s.turn_ttft_ms),
+        ] {
+            if let Some(w) = summary.as_ref().and_then(|x| x.tail_warning.as_ref()) {
+                out.push(format!("{}: {what}: {w}", s.variant));
+            }
+        }
+        if s.sessions_failed > 0 {
+            out.push(format!(
+                "{}: {} of {} sessions had a failed turn and are left out of the session times",
+                s.variant, s.sessions_failed, s.sessions
+            ));
+        }
+    }
+    let thinks: Vec<&SessionRecord> = blocks
+        .iter()
+        .flat_map(|b| &b.sessions)
+        .filter(|s| s.think_planned_ms > 0.0)
+        .collect();
+    let turns_with_think: f64 = thinks.iter().map(|s| f64::from(s.turns.saturating_sub(1))).sum();
+    let overshoot: f64 = thinks.iter().map(|s| s.think_overshoot_ms).sum();
+    if turns_with_think > 0.0 && overshoot / turns_with_think > LAG_LIMIT_MS {
+        out.push(format!(
+            "the client lagged its schedule: think times overshot by {:.1} ms on average (limit {LAG_LIMIT_MS} ms); the machine running sy-eval was too busy for these figures to be trusted",
+            overshoot / turns_with_think
+        ));
+    }
+    for b in blocks {
+        if !b.outstanding_reservations.is_empty() || b.loads_zero_at_end == Some(false) {
+            out.push(format!(
+                "block r{}-{}: load was still booked after the block ({} reservations left)",
+                b.round,
+                b.variant,
+                b.outstanding_reservations.len()
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::BLOCK_SCHEMA_VERSION;
+
+    fn turn(variant: Variant, round: u32, session: u32, ttft: f64, changed: bool) -> TurnRecord {
+        TurnRecord {
+            round,
+            variant,
+            session,
+            session_id: format!("g{session}"),
+            turn: 0,
+            proposal: Model::Efficient,
+            choice: if changed { Model::Capable } else { Model::Efficient },
+            reason: if changed { "override".into() } else { "trigger_false".into() },
+            fallback: false,
+            decision: None,
+            efficient: None,
+            capable: None,
+            route_failure: None,
+            routing_overhead_ms: 1.5,
+            observe_ms: Some(1.2),
+            prompt_tokens: 100,
+            max_tokens: 8,
+            reserved_worker: Some(1),
+            served_worker: Some(1),
+            ttft_ms: Some(ttft),
+            e2e_ms: Some(ttft * 2.0),
+            server_ttft_ms: None,
+            output_tokens: Some(8),
+            cached_tokens: Some(0),
+            uncached_input_tokens: Some(100),
+            started_at_unix_ms: 0.0,
+            error: None,
+        }
+    }
+
+    fn block(variant: Variant, round: u32, times: &[f64], changed: bool) -> BlockResult {
+        BlockResult {
+            schema_version: BLOCK_SCHEMA_VERSION,
+            run_id: "t".into(),
+            round,
+            position: 0,
+            variant,
+            started_at: String::new(),
+            ended_at: String::new(),
+            start_state: String::new(),
+            turns: times
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| turn(variant, round, i as u32, t / 2.0, changed))
+                .collect(),
+            sessions: times
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| SessionRecord {
+                    round,
+                    variant,
+                    session: i as u32,
+                    session_id: format!("g{i}"),
+                    turns: 1,
+                    completion_ms: t,
+                    ok: true,
+                    think_planned_ms: 0.0,
+                    think_overshoot_ms: 0.0,
+                })
+                .collect(),
+            background: vec![],
+            outstanding_reservations: vec![],
+            loads_zero_at_end: Some(true),
+        }
+    }
+
+    #[test]
+    fn a_faster_variant_is_a_gain_and_an_equal_one_is_not() {
+        let base: Vec<f64> = (0..12).map(|i| 1000.0 + 40.0 * f64::from(i)).collect();
+        let fast: Vec<f64> = base.iter().enumerate().map(|(i, t)| t - 200.0 + (i % 3) as f64 * 5.0).collect();
+        let blocks = vec![
+            block(Variant::Stage, 0, &base, false),
+            block(Variant::Cache, 0, &fast, true),
+            block(Variant::Count, 0, &base, false),
+        ];
+        let c = compare(&[Variant::Stage, Variant::Cache, Variant::Count], &blocks, 5);
+        assert_eq!(c.baseline, Variant::Stage);
+        let cache = &c.differences[0];
+        assert_eq!((cache.variant, cache.pairs), (Variant::Cache, 12));
+        assert_eq!(cache.verdict, "gain");
+        assert!(cache.session_time_ms.unwrap().ci95.unwrap().high < 0.0);
+        assert_eq!(c.differences[1].verdict, "no significant difference");
+        assert_eq!(c.variants[1].override_rate, 1.0);
+        assert_eq!(c.variants[0].override_rate, 0.0);
+        assert_eq!(c.variants[1].reasons.get("override"), Some(&12));
+        assert_eq!(c.variants[0].routing_overhead_ms.unwrap().p50, 1.5);
+        // 12 sessions: the p90 rests on 1.2 values beyond it.
+        assert!(c.warnings.iter().any(|w| w.contains("p90")), "{:?}", c.warnings);
+    }
+}

@@ -1,0 +1,427 @@
+//! The evaluation plan (TOML): which variants, how many rounds in which order, the sessions
+//! (generated or from a trace), the background contention, the models and the target settings.
+//!
+//! ```toml
+//! name = "helps"
+//! seed = 7
+//! variants = ["stage", "cache"]
+//! rounds = 2
+//! order = "random"          # or "abba" (two variants)
+//! concurrency = 4           # sessions in flight at once
+//! [sessions]
+//! count = 8
+//! turns = [3, 5]            # inclusive ranges, drawn uniformly per session / turn
+//! initial_tokens = [600, 1000]
+//! append_tokens = [100, 300]
+//! output_tokens = [16, 48]
+//! efficient_share = 0.8
+//! think_ms = [0, 20]
+//! [background]              # the contention shapes of sy-collect's load phase
+//! target = "efficient"
+//! prefill_requests = 3
+//! prefill_prompt_tokens = 2048
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sy_selector::Variant;
+
+/// A plan that cannot be used; the message names the file and field.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("cannot read plan {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("plan {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("plan {path}: field `{field}`: {message}")]
+    Invalid {
+        path: PathBuf,
+        field: String,
+        message: String,
+    },
+}
+
+/// The order of the variants within each round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Order {
+    /// A seeded random permutation per round.
+    #[default]
+    Random,
+    /// A B, then B A, alternating per round (exactly two variants).
+    Abba,
+}
+
+/// The whole plan file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvalPlan {
+    #[serde(default)]
+    pub name: Option<String>,
+    pub seed: u64,
+    /// The variants compared (the first is the baseline of every difference).
+    #[serde(default = "default_variants")]
+    pub variants: Vec<Variant>,
+    /// Rounds: each runs every variant once, on fresh sessions of the same shapes.
+    #[serde(default = "default_rounds")]
+    pub rounds: u32,
+    #[serde(default)]
+    pub order: Order,
+    /// Sessions in flight at once within a block.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    #[serde(default)]
+    pub models: Models,
+    pub sessions: SessionsSpec,
+    #[serde(default)]
+    pub background: BackgroundSpec,
+    #[serde(default)]
+    pub target: TargetSpec,
+    #[serde(default)]
+    pub prompt: PromptSpec,
+}
+
+fn default_variants() -> Vec<Variant> {
+    vec![Variant::Stage, Variant::Cache]
+}
+fn default_rounds() -> u32 {
+    2
+}
+fn default_concurrency() -> usize {
+    4
+}
+
+/// The served names of the two candidate models.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Models {
+    pub efficient: String,
+    pub capable: String,
+}
+
+impl Default for Models {
+    fn default() -> Self {
+        Self {
+            efficient: "efficient".into(),
+            capable: "capable".into(),
+        }
+    }
+}
+
+/// Token ids of generated prompts are drawn from `[vocab_min, vocab_max)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PromptSpec {
+    pub vocab_min: u32,
+    pub vocab_max: u32,
+}
+
+impl Default for PromptSpec {
+    fn default() -> Self {
+        Self {
+            vocab_min: 1_000,
+            vocab_max: 2_000,
+        }
+    }
+}
+
+/// Sessions: from a generator (the ranges below) or from a trace file of recorded sessions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsSpec {
+    /// A JSONL trace (schemas/eval-trace.schema.json); relative to the plan file. When given,
+    /// the generator fields are ignored.
+    #[serde(default)]
+    pub trace: Option<PathBuf>,
+    /// Sessions per block (generator), or the first `count` sessions of the trace (0 = all).
+    #[serde(default)]
+    pub count: u32,
+    /// Turns per session, inclusive range.
+    #[serde(default = "r_turns")]
+    pub turns: [u64; 2],
+    /// The first turn's prompt (system prompt, task, repository context), tokens.
+    #[serde(default = "r_initial")]
+    pub initial_tokens: [u64; 2],
+    /// Tokens appended before each later turn (tool results, user follow-ups).
+    #[serde(default = "r_append")]
+    pub append_tokens: [u64; 2],
+    /// Output tokens of each turn (appended to the conversation afterwards).
+    #[serde(default = "r_output")]
+    pub output_tokens: [u64; 2],
+    /// Share of turns Stage proposes `efficient` for.
+    #[serde(default = "d_share")]
+    pub efficient_share: f64,
+    /// Pause before each later turn (tool execution), milliseconds.
+    #[serde(default)]
+    pub think_ms: [u64; 2],
+}
+
+fn r_turns() -> [u64; 2] {
+    [3, 5]
+}
+fn r_initial() -> [u64; 2] {
+    [600, 1000]
+}
+fn r_append() -> [u64; 2] {
+    [100, 300]
+}
+fn r_output() -> [u64; 2] {
+    [16, 48]
+}
+fn d_share() -> f64 {
+    0.8
+}
+
+/// Background traffic on the same accounting path, in the contention shapes of sy-collect's
+/// load phase: prefill contention (large uncached prompts, one output token), decode contention
+/// (short prompts with `decode_output_tokens` generations), a busy capable destination.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BackgroundSpec {
+    /// `efficient`, `capable` or `both`: where prefill and decode slots go.
+    pub target: String,
+    /// Closed-loop prefill slots per targeted model.
+    pub prefill_requests: u32,
+    pub prefill_prompt_tokens: u64,
+    /// Closed-loop decode slots per targeted model.
+    pub decode_requests: u32,
+    pub decode_prompt_tokens: u64,
+    pub decode_output_tokens: u64,
+    /// Closed-loop long generations on the capable model.
+    pub busy_capable_requests: u32,
+    pub busy_capable_output_tokens: u64,
+    /// Wait after every slot streamed its first token, before the sessions start.
+    pub warmup_ms: u64,
+}
+
+impl Default for BackgroundSpec {
+    fn default() -> Self {
+        Self {
+            target: "efficient".into(),
+            prefill_requests: 0,
+            prefill_prompt_tokens: 2048,
+            decode_requests: 0,
+            decode_prompt_tokens: 64,
+            decode_output_tokens: 256,
+            busy_capable_requests: 0,
+            busy_capable_output_tokens: 256,
+            warmup_ms: 100,
+        }
+    }
+}
+
+/// Target settings: URLs (a Dynamo target), the simulator configuration (`--target sim`) and
+/// timeouts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TargetSpec {
+    pub frontend_url: Option<String>,
+    pub selection_url: Option<String>,
+    /// Simulator configuration (TOML) for `--target sim`, relative to the plan file.
+    pub sim_config: Option<PathBuf>,
+    pub first_token_timeout_ms: u64,
+    pub request_timeout_ms: u64,
+    pub selection_timeout_ms: u64,
+}
+
+impl Default for TargetSpec {
+    fn default() -> Self {
+        Self {
+            frontend_url: None,
+            selection_url: None,
+            sim_config: None,
+            first_token_timeout_ms: 60_000,
+            request_timeout_ms: 300_000,
+            selection_timeout_ms: 5_000,
+        }
+    }
+}
+
+/// A plan and where it came from.
+#[derive(Debug, Clone)]
+pub struct LoadedPlan {
+    pub plan: EvalPlan,
+    pub path: PathBuf,
+    pub sha256: String,
+}
+
+impl LoadedPlan {
+    /// Reads, parses and validates a plan file.
+    pub fn from_path(path: &Path) -> Result<LoadedPlan, PlanError> {
+        let bytes = std::fs::read(path).map_err(|source| PlanError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let text = String::from_utf8_lossy(&bytes);
+        let plan = EvalPlan::from_toml_str(&text, path)?;
+        use sha2::Digest;
+        Ok(LoadedPlan {
+            plan,
+            path: path.to_path_buf(),
+            sha256: hex::encode(sha2::Sha256::digest(&bytes)),
+        })
+    }
+
+    /// A path named in the plan, resolved against the plan file's directory.
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            return p.to_path_buf();
+        }
+        self.path.parent().map_or(p.to_path_buf(), |d| d.join(p))
+    }
+}
+
+impl EvalPlan {
+    /// Parses and validates a plan.
+    pub fn from_toml_str(text: &str, path: &Path) -> Result<EvalPlan, PlanError> {
+        let plan: EvalPlan = toml::from_str(text).map_err(|e| PlanError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        plan.validate(path)?;
+        Ok(plan)
+    }
+
+    /// Checks every field; the error names the first bad one.
+    pub fn validate(&self, path: &Path) -> Result<(), PlanError> {
+        let bad = |field: &str, message: String| PlanError::Invalid {
+            path: path.to_path_buf(),
+            field: field.into(),
+            message,
+        };
+        if self.variants.is_empty() {
+            return Err(bad("variants", "at least one variant is needed".into()));
+        }
+        for (i, v) in self.variants.iter().enumerate() {
+            if self.variants[..i].contains(v) {
+                return Err(bad("variants", format!("`{v}` is listed twice")));
+            }
+        }
+        if self.order == Order::Abba && self.variants.len() != 2 {
+            return Err(bad(
+                "order",
+                format!("`abba` needs exactly two variants, got {}", self.variants.len()),
+            ));
+        }
+        if self.rounds == 0 {
+            return Err(bad("rounds", "must be at least 1".into()));
+        }
+        if self.concurrency == 0 {
+            return Err(bad("concurrency", "must be at least 1".into()));
+        }
+        let s = &self.sessions;
+        if s.trace.is_none() && s.count == 0 {
+            return Err(bad(
+                "sessions.count",
+                "must be at least 1 when no `sessions.trace` is given".into(),
+            ));
+        }
+        for (field, r, min) in [
+            ("sessions.turns", s.turns, 1),
+            ("sessions.initial_tokens", s.initial_tokens, 1),
+            ("sessions.append_tokens", s.append_tokens, 0),
+            ("sessions.output_tokens", s.output_tokens, 1),
+            ("sessions.think_ms", s.think_ms, 0),
+        ] {
+            if r[0] > r[1] || r[0] < min {
+                return Err(bad(
+                    field,
+                    format!(
+                        "[{}, {}] must be an inclusive range [low, high] with {min} ≤ low ≤ high",
+                        r[0], r[1]
+                    ),
+                ));
+            }
+        }
+        if !(0.0..=1.0).contains(&s.efficient_share) {
+            return Err(bad(
+                "sessions.efficient_share",
+                format!("{} must be within [0, 1]", s.efficient_share),
+            ));
+        }
+        if !["efficient", "capable", "both"].contains(&self.background.target.as_str()) {
+            return Err(bad(
+                "background.target",
+                format!(
+                    "`{}`: expected efficient, capable or both",
+                    self.background.target
+                ),
+            ));
+        }
+        if self.prompt.vocab_min >= self.prompt.vocab_max {
+            return Err(bad(
+                "prompt.vocab_min",
+                "must be below prompt.vocab_max".into(),
+            ));
+        }
+        if self.models.efficient == self.models.capable {
+            return Err(bad(
+                "models",
+                "the efficient and capable models must differ".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The plan's label (its `name`, else the file stem).
+    pub fn label(&self, path: &Path) -> String {
+        self.name.clone().unwrap_or_else(|| {
+            path.file_stem()
+                .map_or("eval".into(), |s| s.to_string_lossy().into_owned())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<EvalPlan, PlanError> {
+        EvalPlan::from_toml_str(text, Path::new("p.toml"))
+    }
+
+    #[test]
+    fn defaults_fill_a_minimal_plan() {
+        let p = parse("seed = 1\n[sessions]\ncount = 3\n").unwrap();
+        assert_eq!(p.variants, vec![Variant::Stage, Variant::Cache]);
+        assert_eq!(p.rounds, 2);
+        assert_eq!(p.sessions.turns, [3, 5]);
+        assert_eq!(p.background.prefill_requests, 0);
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        for (text, field) in [
+            ("seed=1\nrounds=0\n[sessions]\ncount=1\n", "rounds"),
+            ("seed=1\n[sessions]\ncount=0\n", "sessions.count"),
+            ("seed=1\n[sessions]\ncount=1\nturns=[4,2]\n", "sessions.turns"),
+            (
+                "seed=1\n[sessions]\ncount=1\nefficient_share=1.5\n",
+                "sessions.efficient_share",
+            ),
+            (
+                "seed=1\nvariants=[\"stage\",\"count\",\"cache\"]\norder=\"abba\"\n[sessions]\ncount=1\n",
+                "order",
+            ),
+            (
+                "seed=1\nvariants=[\"cache\",\"cache\"]\n[sessions]\ncount=1\n",
+                "variants",
+            ),
+            (
+                "seed=1\n[sessions]\ncount=1\n[background]\ntarget=\"x\"\n",
+                "background.target",
+            ),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.contains(&format!("`{field}`")), "{text}: {e}");
+            assert!(e.contains("p.toml"), "{e}");
+        }
+        let e = parse("seed=1\n[sessions]\ncount=1\nbogus=2\n").unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+    }
+}

@@ -1,0 +1,450 @@
+//! The run: load and validate the bundle, build the sessions, order the blocks, run every
+//! pending block in a matched starting state, and write the comparison, the records, the
+//! report and the manifest.
+//!
+//! Matched starting conditions: with `--target sim` every block gets a freshly started
+//! simulator (same configuration and seed: empty caches, no booked load). With `--target
+//! dynamo` the deployment is shared, so every block uses fresh prompts (keyed by invocation,
+//! round and variant: no block can hit another block's cache), starts only once `/loads` shows
+//! nothing booked, and the variants run in a seeded random (or ABBA) order per round so that
+//! whatever warmth the caches keep is spread over the variants, not given to one.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use sy_collect::TargetKind;
+use sy_dynamo::{Cancel, ClientConfig, SelectionClient};
+use sy_selector::{Bundle, Variant};
+
+use crate::block::{BlockId, BlockInputs, loads_zero, run_block};
+use crate::compare::{Comparison, compare};
+use crate::error::EvalError;
+use crate::plan::{LoadedPlan, Order};
+use crate::records::BlockResult;
+use crate::sessions::{SessionSpec, generate, read_trace};
+
+/// The manifest file of a run directory.
+pub const MANIFEST_FILE: &str = "eval-manifest.json";
+/// Where finished blocks go.
+pub const BLOCKS_DIR: &str = "blocks";
+/// The comparison.
+pub const COMPARISON_FILE: &str = "comparison.json";
+/// Every turn of every block, one JSON object per line.
+pub const TURNS_FILE: &str = "turns.jsonl";
+/// Every session of every block.
+pub const SESSIONS_FILE: &str = "sessions.jsonl";
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub run_dir: PathBuf,
+    pub bundle: PathBuf,
+    pub target: TargetKind,
+    pub frontend_url: Option<String>,
+    pub selection_url: Option<String>,
+    pub sim_config: Option<PathBuf>,
+    pub resume: bool,
+    pub show_progress: bool,
+    pub seed: Option<u64>,
+}
+
+/// What a run is, for `--resume` to check and a reader to trust.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalManifest {
+    pub schema_version: u32,
+    pub tool: String,
+    pub tool_version: String,
+    pub run_id: String,
+    pub plan_path: String,
+    pub plan_sha256: String,
+    pub bundle_path: String,
+    pub bundle_content_hash: String,
+    /// The bundle's own variant (the evaluation runs the plan's variants with its parameters).
+    pub bundle_variant: Variant,
+    pub seed: u64,
+    pub target: String,
+    pub frontend_url: Option<String>,
+    pub selection_url: Option<String>,
+    /// The block order: (round, variant) in the order they run.
+    pub blocks: Vec<(u32, Variant)>,
+    pub sessions_per_block: usize,
+    pub invocation_ids: Vec<String>,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub complete: bool,
+}
+
+/// What a finished run reports.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub manifest: EvalManifest,
+    pub comparison: Comparison,
+    pub blocks_run: usize,
+    pub report: PathBuf,
+}
+
+/// The order of the blocks: per round, every variant once — a seeded random permutation, or
+/// A B / B A alternating (`abba`).
+pub fn block_order(variants: &[Variant], rounds: u32, order: Order, seed: u64) -> Vec<(u32, Variant)> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0bde_0bde);
+    let mut out = Vec::new();
+    for round in 0..rounds {
+        let mut vs = variants.to_vec();
+        match order {
+            Order::Random => vs.shuffle(&mut rng),
+            Order::Abba => {
+                if round % 2 == 1 {
+                    vs.reverse();
+                }
+            }
+        }
+        out.extend(vs.into_iter().map(|v| (round, v)));
+    }
+    out
+}
+
+fn sessions_of(plan: &LoadedPlan) -> Result<Vec<SessionSpec>, EvalError> {
+    let spec = &plan.plan.sessions;
+    match &spec.trace {
+        Some(trace) => {
+            let mut s = read_trace(&plan.resolve(trace))?;
+            if spec.count > 0 {
+                s.truncate(spec.count as usize);
+            }
+            Ok(s)
+        }
+        None => Ok(generate(spec, spec.count, plan.plan.seed)),
+    }
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, EvalError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| EvalError::Runtime(format!("cannot read {}: {e}", path.display())))?;
+    serde_json::from_str(&text)
+        .map_err(|e| EvalError::BadInput(format!("{}: not a valid file of this run: {e}", path.display())))
+}
+
+/// Checks the run directory: a new run needs it free of an earlier evaluation; `--resume`
+/// needs the same plan, bundle and seed.
+fn check_run_dir(opts: &RunOptions, fresh: &EvalManifest) -> Result<Option<EvalManifest>, EvalError> {
+    let path = opts.run_dir.join(MANIFEST_FILE);
+    if !path.exists() {
+        return Ok(None);
+    }
+    if !opts.resume {
+        return Err(EvalError::BadInput(format!(
+            "{} already holds an evaluation ({MANIFEST_FILE}); rerun with --resume to continue it, or choose another --run-dir",
+            opts.run_dir.display()
+        )));
+    }
+    let prev: EvalManifest = read_json(&path)?;
+    for (what, a, b) in [
+        ("plan (sha256)", &prev.plan_sha256, &fresh.plan_sha256),
+        ("bundle (content hash)", &prev.bundle_content_hash, &fresh.bundle_content_hash),
+        ("target", &prev.target, &fresh.target),
+    ] {
+        if a != b {
+            return Err(EvalError::BadInput(format!(
+                "--resume: the {what} differs from the run's ({a} vs {b})"
+            )));
+        }
+    }
+    if prev.seed != fresh.seed {
+        return Err(EvalError::BadInput(format!(
+            "--resume: --seed {} differs from the run's seed {}",
+            fresh.seed, prev.seed
+        )));
+    }
+    Ok(Some(prev))
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), EvalError> {
+    sy_cli::atomic_write_json(path, value).map_err(|e| EvalError::Runtime(e.to_string()))
+}
+
+fn load_bundle(path: &Path) -> Result<Bundle, EvalError> {
+    // Validated at load (version, structure, hash, every parameter): a bad bundle is refused
+    // before the first request.
+    Bundle::from_path(path).map_err(|e| match e {
+        sy_selector::BundleError::Io { .. } => EvalError::BadInput(e.to_string()),
+        other => EvalError::BadInput(format!("bundle {}: {other}", path.display())),
+    })
+}
+
+/// Runs (or resumes) an evaluation. Must be called inside a tokio runtime.
+pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalError> {
+    let mut plan = plan;
+    if let Some(seed) = opts.seed {
+        plan.plan.seed = seed;
+    }
+    let bundle = load_bundle(&opts.bundle)?;
+    let sessions = sessions_of(&plan)?;
+    let order = block_order(&plan.plan.variants, plan.plan.rounds, plan.plan.order, plan.plan.seed);
+    let invocation_id = sy_collect::prompt::new_invocation_id();
+    let fresh = EvalManifest {
+        schema_version: 1,
+        tool: "sy-eval".into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        run_id: format!("{}-{}", plan.plan.label(&plan.path), &invocation_id[..8]),
+        plan_path: plan.path.display().to_string(),
+        plan_sha256: plan.sha256.clone(),
+        bundle_path: opts.bundle.display().to_string(),
+        bundle_content_hash: bundle.content_hash.clone(),
+        bundle_variant: bundle.variant,
+        seed: plan.plan.seed,
+        target: opts.target.as_str().into(),
+        frontend_url: None,
+        selection_url: None,
+        blocks: order.clone(),
+        sessions_per_block: sessions.len(),
+        invocation_ids: vec![],
+        started_at: sy_collect::manifest::now_rfc3339(),
+        ended_at: None,
+        complete: false,
+    };
+    let mut manifest = check_run_dir(&opts, &fresh)?.unwrap_or(fresh);
+    manifest.invocation_ids.push(invocation_id.clone());
+    manifest.ended_at = None;
+    let blocks_dir = opts.run_dir.join(BLOCKS_DIR);
+    std::fs::create_dir_all(&blocks_dir)
+        .map_err(|e| EvalError::Runtime(format!("cannot create {}: {e}", blocks_dir.display())))?;
+    write_json(&opts.run_dir.join(MANIFEST_FILE), &manifest)?;
+
+    let cancel = Cancel::new();
+    let ctrl_c = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                tracing::warn!("Ctrl-C: cancelling; in-flight requests release their reservations");
+                cancel.cancel();
+            }
+        })
+    };
+    let total_turns: u64 = sessions.iter().map(|s| s.turns.len() as u64).sum::<u64>() * order.len() as u64;
+    let progress = sy_cli::progress_bar(total_turns, opts.show_progress);
+    progress.set_prefix("sy-eval");
+    let ctx = RunContext {
+        plan: &plan,
+        opts: &opts,
+        bundle: Arc::new(bundle),
+        sessions: Arc::new(sessions),
+        invocation_id,
+        cancel,
+        progress: progress.clone(),
+    };
+    let result = run_blocks(&ctx, &mut manifest, &order).await;
+    ctrl_c.abort();
+    progress.finish_and_clear();
+    let blocks_run = result?;
+    finish(&plan, &opts, manifest, &order, blocks_run)
+}
+
+struct RunContext<'a> {
+    plan: &'a LoadedPlan,
+    opts: &'a RunOptions,
+    bundle: Arc<Bundle>,
+    sessions: Arc<Vec<SessionSpec>>,
+    invocation_id: String,
+    cancel: Cancel,
+    progress: indicatif::ProgressBar,
+}
+
+/// Runs every block without a file yet; returns how many ran.
+async fn run_blocks(
+    ctx: &RunContext<'_>,
+    manifest: &mut EvalManifest,
+    order: &[(u32, Variant)],
+) -> Result<usize, EvalError> {
+    let mut ran = 0;
+    for (position, &(round, variant)) in order.iter().enumerate() {
+        let file = ctx.opts.run_dir.join(BLOCKS_DIR).join(BlockResult::file_name(round, variant));
+        let turns: u64 = ctx.sessions.iter().map(|s| s.turns.len() as u64).sum();
+        if file.exists() {
+            ctx.progress.inc(turns);
+            continue;
+        }
+        if ctx.cancel.is_cancelled() {
+            return Err(EvalError::Interrupted);
+        }
+        ctx.progress.set_message(format!("round {round} {variant}"));
+        let result = run_one(ctx, manifest, round, position as u32, variant).await?;
+        if !result.outstanding_reservations.is_empty() {
+            return Err(EvalError::Runtime(format!(
+                "block r{round}-{variant}: {} reservations could not be deleted: {:?}",
+                result.outstanding_reservations.len(),
+                result.outstanding_reservations
+            )));
+        }
+        write_json(&file, &result)?;
+        ran += 1;
+    }
+    Ok(ran)
+}
+
+/// One block on a target in its matched starting state.
+async fn run_one(
+    ctx: &RunContext<'_>,
+    manifest: &mut EvalManifest,
+    round: u32,
+    position: u32,
+    variant: Variant,
+) -> Result<BlockResult, EvalError> {
+    let plan = &ctx.plan.plan;
+    let (sim, frontend_url, selection_url, start_state) = match ctx.opts.target {
+        TargetKind::Sim => {
+            let config = match ctx.opts.sim_config.clone().or_else(|| plan.target.sim_config.as_ref().map(|p| ctx.plan.resolve(p))) {
+                Some(p) => sy_sim::SimConfig::from_toml_path(&p).map_err(|e| EvalError::BadInput(e.to_string()))?,
+                None => sy_sim::SimConfig::default(),
+            };
+            let handle = sy_sim::spawn(config)
+                .await
+                .map_err(|e| EvalError::Runtime(format!("cannot start the simulator: {e}")))?;
+            let (f, s) = (handle.frontend_url(), handle.selection_url());
+            (Some(handle), f, s, "fresh simulator: same configuration and seed, empty caches, nothing booked".to_string())
+        }
+        TargetKind::Dynamo => {
+            let f = ctx.opts.frontend_url.clone().or_else(|| plan.target.frontend_url.clone()).unwrap_or_else(|| sy_collect::plan::DEFAULT_FRONTEND_URL.into());
+            let s = ctx.opts.selection_url.clone().or_else(|| plan.target.selection_url.clone()).unwrap_or_else(|| sy_collect::plan::DEFAULT_SELECTION_URL.into());
+            let zero = quiescent(&f, &s).await?;
+            (None, f, s, format!("shared deployment: fresh prompts for this block (no cross-block cache hits), caches not reset; nothing booked at start: {zero}"))
+        }
+    };
+    manifest.frontend_url = Some(frontend_url.clone());
+    manifest.selection_url = Some(selection_url.clone());
+    let inputs = BlockInputs {
+        plan: Arc::new(plan.clone()),
+        bundle: ctx.bundle.clone(),
+        sessions: ctx.sessions.clone(),
+        run_id: manifest.run_id.clone(),
+        invocation_id: ctx.invocation_id.clone(),
+        frontend_url,
+        selection_url,
+        cancel: ctx.cancel.clone(),
+        progress: ctx.progress.clone(),
+    };
+    let id = BlockId {
+        round,
+        position,
+        variant,
+        start_state,
+    };
+    let result = run_block(&inputs, &id).await;
+    if let Some(h) = sim {
+        h.shutdown().await;
+    }
+    result
+}
+
+/// Waits (up to 30 s) until a Dynamo deployment shows nothing booked; fails when it is
+/// unreachable.
+async fn quiescent(frontend: &str, selection: &str) -> Result<bool, EvalError> {
+    let config = ClientConfig::new(frontend, selection);
+    let http = config
+        .http_client()
+        .map_err(|e| EvalError::Runtime(format!("cannot build the HTTP client: {e}")))?;
+    let sel = SelectionClient::new(&config, http);
+    let workers = sel.workers().await.map_err(|e| {
+        EvalError::Runtime(format!(
+            "target unreachable: the selection service at {selection} did not answer GET /workers: {e}"
+        ))
+    })?;
+    if workers.is_empty() {
+        return Err(EvalError::Runtime(format!(
+            "the selection service at {selection} has no registered worker"
+        )));
+    }
+    for _ in 0..15 {
+        if loads_zero(&sel).await == Some(true) {
+            return Ok(true);
+        }
+    }
+    tracing::warn!("the deployment still shows booked load before the block (another client?)");
+    Ok(false)
+}
+
+/// Reads every block file, compares, writes the outputs and the final manifest.
+fn finish(
+    plan: &LoadedPlan,
+    opts: &RunOptions,
+    mut manifest: EvalManifest,
+    order: &[(u32, Variant)],
+    blocks_run: usize,
+) -> Result<RunOutcome, EvalError> {
+    let mut blocks = Vec::with_capacity(order.len());
+    for &(round, variant) in order {
+        let path = opts.run_dir.join(BLOCKS_DIR).join(BlockResult::file_name(round, variant));
+        blocks.push(read_json::<BlockResult>(&path)?);
+    }
+    let comparison = compare(&plan.plan.variants, &blocks, plan.plan.seed);
+    write_json(&opts.run_dir.join(COMPARISON_FILE), &comparison)?;
+    let mut turns = String::new();
+    let mut sessions = String::new();
+    for b in &blocks {
+        for t in &b.turns {
+            turns.push_str(&serde_json::to_string(t).map_err(|e| EvalError::Runtime(e.to_string()))?);
+            turns.push('\n');
+        }
+        for s in &b.sessions {
+            sessions.push_str(&serde_json::to_string(s).map_err(|e| EvalError::Runtime(e.to_string()))?);
+            sessions.push('\n');
+        }
+    }
+    for (name, text) in [(TURNS_FILE, &turns), (SESSIONS_FILE, &sessions)] {
+        sy_cli::atomic_write(&opts.run_dir.join(name), text.as_bytes())
+            .map_err(|e| EvalError::Runtime(e.to_string()))?;
+    }
+    let preamble = format!(
+        "Plan `{}` (sha256 {}), bundle `{}` (hash {}, frozen variant `{}`), target `{}`, seed {}. {} rounds × {} variants = {} blocks of {} sessions; block order {:?}.\n\nStarting state of the blocks: {}.",
+        manifest.plan_path,
+        &manifest.plan_sha256[..12.min(manifest.plan_sha256.len())],
+        manifest.bundle_path,
+        &manifest.bundle_content_hash[..12.min(manifest.bundle_content_hash.len())],
+        manifest.bundle_variant,
+        manifest.target,
+        manifest.seed,
+        plan.plan.rounds,
+        plan.plan.variants.len(),
+        order.len(),
+        manifest.sessions_per_block,
+        order.iter().map(|(r, v)| format!("r{r}-{v}")).collect::<Vec<_>>(),
+        blocks.first().map_or("", |b| b.start_state.as_str()),
+    );
+    let report = crate::report::write_report(&opts.run_dir, "sy-eval: the rule, live, on agent sessions", &preamble, &comparison, &blocks)
+        .map_err(|e| EvalError::Runtime(e.to_string()))?;
+    manifest.ended_at = Some(sy_collect::manifest::now_rfc3339());
+    manifest.complete = true;
+    write_json(&opts.run_dir.join(MANIFEST_FILE), &manifest)?;
+    Ok(RunOutcome {
+        manifest,
+        comparison,
+        blocks_run,
+        report,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_round_runs_every_variant_once() {
+        let vs = [Variant::Stage, Variant::Count, Variant::Cache];
+        let o = block_order(&vs, 4, Order::Random, 9);
+        assert_eq!(o.len(), 12);
+        for r in 0..4 {
+            let mut got: Vec<Variant> = o.iter().filter(|(x, _)| *x == r).map(|(_, v)| *v).collect();
+            got.sort();
+            assert_eq!(got, vec![Variant::Stage, Variant::Count, Variant::Cache]);
+        }
+        assert_eq!(o, block_order(&vs, 4, Order::Random, 9));
+        let abba = block_order(&[Variant::Stage, Variant::Cache], 2, Order::Abba, 1);
+        assert_eq!(
+            abba,
+            vec![(0, Variant::Stage), (0, Variant::Cache), (1, Variant::Cache), (1, Variant::Stage)]
+        );
+    }
+}

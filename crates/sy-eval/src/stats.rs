@@ -1,0 +1,218 @@
+//! Summary statistics with grouped (session-level) bootstrap intervals.
+//!
+//! Turns of one session are dependent (they share the conversation, the cache and the worker),
+//! so intervals resample whole *sessions*, never turns: a per-turn statistic is computed on all
+//! turns of the resampled sessions. A difference between variants pairs the same session shape
+//! (same round, same index) across the two variants and resamples the pairs, so the interval is
+//! on the *difference*, not two overlapping intervals. Percentiles use the one linear-interpolation
+//! definition of `sy-margin`.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use sy_margin::stats::percentile_linear;
+
+/// Resamples per interval.
+pub const BOOTSTRAP_RESAMPLES: usize = 2000;
+/// A tail percentile needs at least this many samples beyond it to be reported without a
+/// warning (`n · (1 − q) ≥ 5`).
+pub const TAIL_MIN_BEYOND: f64 = 5.0;
+
+/// The central 95% of the bootstrap distribution.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    pub low: f64,
+    pub high: f64,
+}
+
+impl Interval {
+    /// Whether zero lies outside the interval.
+    pub fn excludes_zero(&self) -> bool {
+        self.low > 0.0 || self.high < 0.0
+    }
+}
+
+/// A statistic with its grouped bootstrap interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub value: f64,
+    pub ci95: Option<Interval>,
+}
+
+/// Mean, p50 and p90 of a sample, each with a grouped bootstrap interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Values summarised.
+    pub n: usize,
+    /// Groups (sessions) they came from.
+    pub groups: usize,
+    pub mean: Estimate,
+    pub p50: Estimate,
+    pub p90: Estimate,
+    /// Set when p90 rests on fewer than [`TAIL_MIN_BEYOND`] samples beyond it.
+    pub tail_warning: Option<String>,
+}
+
+/// Which statistic of a sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stat {
+    Mean,
+    Quantile(u32),
+}
+
+/// The statistic of `values` (unsorted), `None` when empty.
+pub fn stat(values: &mut [f64], s: Stat) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    match s {
+        Stat::Mean => Some(values.iter().sum::<f64>() / values.len() as f64),
+        Stat::Quantile(pct) => {
+            values.sort_by(f64::total_cmp);
+            percentile_linear(values, f64::from(pct) / 100.0)
+        }
+    }
+}
+
+/// The statistic of the groups' pooled values, with a bootstrap interval from resampling
+/// whole groups (`None` with fewer than two groups). Deterministic in `seed`.
+pub fn grouped(groups: &[Vec<f64>], s: Stat, seed: u64) -> Option<Estimate> {
+    let mut pooled: Vec<f64> = groups.iter().flatten().copied().collect();
+    let value = stat(&mut pooled, s)?;
+    let g = groups.len();
+    if g < 2 {
+        return Some(Estimate { value, ci95: None });
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut stats = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
+    let mut buf = Vec::with_capacity(pooled.len() * 2);
+    for _ in 0..BOOTSTRAP_RESAMPLES {
+        buf.clear();
+        for _ in 0..g {
+            buf.extend_from_slice(&groups[rng.random_range(0..g)]);
+        }
+        if let Some(v) = stat(&mut buf, s) {
+            stats.push(v);
+        }
+    }
+    stats.sort_by(f64::total_cmp);
+    let ci95 = match (
+        percentile_linear(&stats, 0.025),
+        percentile_linear(&stats, 0.975),
+    ) {
+        (Some(low), Some(high)) => Some(Interval { low, high }),
+        _ => None,
+    };
+    Some(Estimate { value, ci95 })
+}
+
+/// Mean, p50 and p90 of grouped values with grouped bootstrap intervals; `None` when empty.
+pub fn summarise(groups: &[Vec<f64>], seed: u64) -> Option<Summary> {
+    let n: usize = groups.iter().map(Vec::len).sum();
+    let beyond = n as f64 * 0.1;
+    Some(Summary {
+        n,
+        groups: groups.len(),
+        mean: grouped(groups, Stat::Mean, seed)?,
+        p50: grouped(groups, Stat::Quantile(50), seed.wrapping_add(1))?,
+        p90: grouped(groups, Stat::Quantile(90), seed.wrapping_add(2))?,
+        tail_warning: (beyond < TAIL_MIN_BEYOND).then(|| {
+            format!(
+                "p90 of {n} values rests on {beyond:.1} values beyond it (fewer than {TAIL_MIN_BEYOND}): treat it as indicative"
+            )
+        }),
+    })
+}
+
+/// The paired difference `mean(b − a)` over pairs, with an interval from resampling pairs.
+pub fn paired_mean_difference(pairs: &[(f64, f64)], seed: u64) -> Option<Estimate> {
+    let diffs: Vec<Vec<f64>> = pairs.iter().map(|(a, b)| vec![b - a]).collect();
+    grouped(&diffs, Stat::Mean, seed)
+}
+
+/// Distribution of a plain sample (routing overhead): mean, p50, p90, p99, max.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Distribution {
+    pub n: usize,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// The distribution of `values`, `None` when empty.
+pub fn distribution(values: &[f64]) -> Option<Distribution> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| percentile_linear(&v, p).unwrap_or(f64::NAN);
+    Some(Distribution {
+        n: v.len(),
+        mean: v.iter().sum::<f64>() / v.len() as f64,
+        p50: q(0.5),
+        p90: q(0.9),
+        p99: q(0.99),
+        max: v[v.len() - 1],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_clear_paired_difference_excludes_zero_and_noise_does_not() {
+        // 16 sessions, b faster by 100 ± 10.
+        let pairs: Vec<(f64, f64)> = (0..16)
+            .map(|i| (1000.0 + 50.0 * f64::from(i % 4), 900.0 + 50.0 * f64::from(i % 4) + f64::from(i % 3) * 10.0))
+            .collect();
+        let d = paired_mean_difference(&pairs, 1).unwrap();
+        assert!(d.value < -80.0 && d.value > -100.0, "{d:?}");
+        assert!(d.ci95.unwrap().excludes_zero(), "{d:?}");
+        // Differences symmetric around zero.
+        let pairs: Vec<(f64, f64)> = (0..16)
+            .map(|i| (1000.0, 1000.0 + if i % 2 == 0 { 30.0 } else { -30.0 }))
+            .collect();
+        let d = paired_mean_difference(&pairs, 1).unwrap();
+        assert!(!d.ci95.unwrap().excludes_zero(), "{d:?}");
+    }
+
+    #[test]
+    fn groups_not_values_are_resampled() {
+        // One group of 100 identical values and one of a single other value: resampling groups
+        // gives bootstrap means of either group alone half the time, so the interval spans both.
+        let groups = vec![vec![0.0; 100], vec![10.0]];
+        let e = grouped(&groups, Stat::Mean, 3).unwrap();
+        let ci = e.ci95.unwrap();
+        assert!(ci.low <= 0.0 + 1e-12 && ci.high >= 10.0 - 1e-12, "{e:?}");
+        assert!(summarise(&groups, 3).unwrap().tail_warning.is_none());
+        assert!(summarise(&[vec![1.0, 2.0]], 3).unwrap().tail_warning.is_some());
+    }
+
+    #[test]
+    fn distribution_of_known_values() {
+        let d = distribution(&[1.0, 2.0, 3.0, 4.0, f64::NAN]).unwrap();
+        assert_eq!((d.n, d.mean, d.p50, d.max), (4, 2.5, 2.5, 4.0));
+        assert!(distribution(&[]).is_none());
+    }
+
+    proptest! {
+        #[test]
+        fn the_interval_brackets_the_estimate_for_means(
+            groups in proptest::collection::vec(proptest::collection::vec(0.0f64..1e4, 1..5), 2..12),
+            seed in any::<u64>(),
+        ) {
+            let e = grouped(&groups, Stat::Mean, seed).unwrap();
+            let ci = e.ci95.unwrap();
+            let lo = groups.iter().flatten().copied().fold(f64::INFINITY, f64::min);
+            let hi = groups.iter().flatten().copied().fold(f64::NEG_INFINITY, f64::max);
+            prop_assert!(ci.low <= ci.high);
+            prop_assert!(ci.low >= lo - 1e-9 && ci.high <= hi + 1e-9);
+            prop_assert_eq!(grouped(&groups, Stat::Mean, seed), Some(e));
+        }
+    }
+}
