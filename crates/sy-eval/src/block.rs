@@ -23,7 +23,9 @@ use tokio::task::JoinSet;
 use crate::error::EvalError;
 use crate::observer::{DynamoObserver, unix_ms_now};
 use crate::plan::{BackgroundSpec, EvalPlan, Models};
-use crate::records::{BLOCK_SCHEMA_VERSION, BackgroundSample, BlockResult, SessionRecord, TurnRecord};
+use crate::records::{
+    BLOCK_SCHEMA_VERSION, BackgroundSample, BlockResult, SessionRecord, TurnRecord,
+};
 use crate::sessions::{SessionSpec, TurnSpec};
 
 /// Everything a block needs besides its variant and round.
@@ -125,7 +127,7 @@ pub async fn run_block(inputs: &BlockInputs, id: &BlockId) -> Result<BlockResult
         .http_client()
         .map_err(|e| EvalError::Runtime(format!("cannot build the HTTP client: {e}")))?;
     let selection = SelectionClient::new(&config, http.clone());
-    let block_key = format!("r{}-{}", id.round, id.variant);
+    let block_key = format!("r{}-{}-p{}", id.round, id.variant, id.position);
     let driver = Arc::new(Driver::new(
         CompletionClient::new(&config, http),
         selection.clone(),
@@ -156,7 +158,10 @@ pub async fn run_block(inputs: &BlockInputs, id: &BlockId) -> Result<BlockResult
             Duration::from_millis(100),
         );
         let warm = Duration::from_millis(plan.background.warmup_ms);
-        if !bg.warm_up(Duration::from_secs(60), warm, &inputs.cancel).await {
+        if !bg
+            .warm_up(Duration::from_secs(60), warm, &inputs.cancel)
+            .await
+        {
             tracing::warn!("block {block_key}: not every background slot started within 60 s");
         }
         Some(bg)
@@ -187,7 +192,10 @@ pub async fn run_block(inputs: &BlockInputs, id: &BlockId) -> Result<BlockResult
     }
     let stragglers = selection.release_all().await;
     if !stragglers.is_empty() {
-        tracing::warn!("block {block_key}: {} reservations could not be deleted", stragglers.len());
+        tracing::warn!(
+            "block {block_key}: {} reservations could not be deleted",
+            stragglers.len()
+        );
     }
     let loads_zero_at_end = loads_zero(&selection).await;
     if inputs.cancel.is_cancelled() {

@@ -70,12 +70,17 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
         if let Some(u) = url
             && !u.starts_with("http://")
         {
-            return Err(ToolError::BadInput(format!("{flag} {u}: expected an http:// URL")));
+            return Err(ToolError::BadInput(format!(
+                "{flag} {u}: expected an http:// URL"
+            )));
         }
     }
     let plan = LoadedPlan::from_path(&plan_path).map_err(crate::EvalError::from)?;
     let opts = RunOptions {
-        bundle: args.bundle.clone().unwrap_or_else(|| run_dir.join("bundle.json")),
+        bundle: args
+            .bundle
+            .clone()
+            .unwrap_or_else(|| run_dir.join("bundle.json")),
         run_dir,
         target: args.target,
         frontend_url: args.frontend_url.clone(),

@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use sy_selector::{Model, Variant};
 
 use crate::records::{BlockResult, SessionRecord, TurnRecord};
-use crate::stats::{Distribution, Estimate, Summary, distribution, paired_mean_difference, summarise};
+use crate::stats::{
+    Distribution, Estimate, Summary, distribution, paired_mean_difference, summarise,
+};
 
 /// The comparison layout version of `comparison.json`.
 pub const COMPARISON_SCHEMA_VERSION: u32 = 1;
@@ -90,31 +92,57 @@ pub struct Comparison {
     pub warnings: Vec<String>,
 }
 
-fn by_session(turns: &[&TurnRecord], value: impl Fn(&TurnRecord) -> Option<f64>) -> Vec<Vec<f64>> {
-    let mut groups: BTreeMap<(u32, u32), Vec<f64>> = BTreeMap::new();
+/// Values per round, per session (the two levels of the bootstrap).
+fn by_session(
+    turns: &[&TurnRecord],
+    value: impl Fn(&TurnRecord) -> Option<f64>,
+) -> Vec<Vec<Vec<f64>>> {
+    let mut groups: BTreeMap<u32, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
     for t in turns {
         if let Some(v) = value(t).filter(|v| v.is_finite()) {
-            groups.entry((t.round, t.session)).or_default().push(v);
+            groups
+                .entry(t.round)
+                .or_default()
+                .entry(t.session)
+                .or_default()
+                .push(v);
         }
     }
-    groups.into_values().collect()
+    groups
+        .into_values()
+        .map(|r| r.into_values().collect())
+        .collect()
 }
 
 fn rate(num: usize, den: usize) -> f64 {
-    if den == 0 { 0.0 } else { num as f64 / den as f64 }
+    if den == 0 {
+        0.0
+    } else {
+        num as f64 / den as f64
+    }
 }
 
 /// Summarises one variant's blocks.
 pub fn summarise_variant(variant: Variant, blocks: &[&BlockResult], seed: u64) -> VariantSummary {
     let turns: Vec<&TurnRecord> = blocks.iter().flat_map(|b| &b.turns).collect();
     let sessions: Vec<&SessionRecord> = blocks.iter().flat_map(|b| &b.sessions).collect();
-    let ok_sessions: Vec<Vec<f64>> = sessions
+    let mut ok_sessions: BTreeMap<u32, Vec<Vec<f64>>> = BTreeMap::new();
+    for s in sessions.iter().filter(|s| s.ok) {
+        ok_sessions
+            .entry(s.round)
+            .or_default()
+            .push(vec![s.completion_ms]);
+    }
+    let ok_sessions: Vec<Vec<Vec<f64>>> = ok_sessions.into_values().collect();
+    let ok_turns: Vec<&TurnRecord> = turns
         .iter()
-        .filter(|s| s.ok)
-        .map(|s| vec![s.completion_ms])
+        .copied()
+        .filter(|t| t.error.is_none())
         .collect();
-    let ok_turns: Vec<&TurnRecord> = turns.iter().copied().filter(|t| t.error.is_none()).collect();
-    let efficient_proposals = turns.iter().filter(|t| t.proposal == Model::Efficient).count();
+    let efficient_proposals = turns
+        .iter()
+        .filter(|t| t.proposal == Model::Efficient)
+        .count();
     let overrides = turns.iter().filter(|t| t.choice != t.proposal).count();
     let fallbacks = turns.iter().filter(|t| t.fallback).count();
     let mut reasons = BTreeMap::new();
@@ -127,7 +155,11 @@ pub fn summarise_variant(variant: Variant, blocks: &[&BlockResult], seed: u64) -
         .collect();
     let background: Vec<_> = blocks.iter().flat_map(|b| &b.background).collect();
     let bg_values = |f: fn(&crate::records::BackgroundSample) -> Option<f64>| -> Vec<f64> {
-        background.iter().filter(|b| b.ok).filter_map(|b| f(b)).collect()
+        background
+            .iter()
+            .filter(|b| b.ok)
+            .filter_map(|b| f(b))
+            .collect()
     };
     let overhead: Vec<f64> = turns.iter().map(|t| t.routing_overhead_ms).collect();
     let observe: Vec<f64> = turns.iter().filter_map(|t| t.observe_ms).collect();
@@ -173,7 +205,8 @@ fn session_outcomes(blocks: &[&BlockResult]) -> BTreeMap<(u32, u32), (f64, Optio
                 .filter(|t| t.session == s.session)
                 .filter_map(|t| t.ttft_ms)
                 .collect();
-            let mean_ttft = (!ttfts.is_empty()).then(|| ttfts.iter().sum::<f64>() / ttfts.len() as f64);
+            let mean_ttft =
+                (!ttfts.is_empty()).then(|| ttfts.iter().sum::<f64>() / ttfts.len() as f64);
             out.insert((s.round, s.session), (s.completion_ms, mean_ttft));
         }
     }
@@ -190,21 +223,27 @@ pub fn difference(
 ) -> Difference {
     let a = session_outcomes(base_blocks);
     let b = session_outcomes(var_blocks);
-    let mut time_pairs = Vec::new();
-    let mut ttft_pairs = Vec::new();
+    let mut time_pairs: BTreeMap<u32, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut ttft_pairs: BTreeMap<u32, Vec<(f64, f64)>> = BTreeMap::new();
     for (key, (base_time, base_ttft)) in &a {
         if let Some((var_time, var_ttft)) = b.get(key) {
-            time_pairs.push((*base_time, *var_time));
+            time_pairs
+                .entry(key.0)
+                .or_default()
+                .push((*base_time, *var_time));
             if let (Some(x), Some(y)) = (base_ttft, var_ttft) {
-                ttft_pairs.push((*x, *y));
+                ttft_pairs.entry(key.0).or_default().push((*x, *y));
             }
         }
     }
+    let time_pairs: Vec<Vec<(f64, f64)>> = time_pairs.into_values().collect();
+    let ttft_pairs: Vec<Vec<(f64, f64)>> = ttft_pairs.into_values().collect();
     let session_time_ms = paired_mean_difference(&time_pairs, seed);
-    let base_mean = if time_pairs.is_empty() {
+    let all_pairs: Vec<(f64, f64)> = time_pairs.concat();
+    let base_mean = if all_pairs.is_empty() {
         None
     } else {
-        Some(time_pairs.iter().map(|p| p.0).sum::<f64>() / time_pairs.len() as f64)
+        Some(all_pairs.iter().map(|p| p.0).sum::<f64>() / all_pairs.len() as f64)
     };
     let relative = match (session_time_ms, base_mean) {
         (Some(d), Some(m)) if m > 0.0 => Some(d.value / m),
@@ -220,7 +259,7 @@ pub fn difference(
     Difference {
         variant,
         baseline,
-        pairs: time_pairs.len(),
+        pairs: all_pairs.len(),
         session_time_relative: relative,
         session_time_ms,
         session_mean_ttft_ms: paired_mean_difference(&ttft_pairs, seed.wrapping_add(1)),
@@ -230,7 +269,8 @@ pub fn difference(
 
 /// Compares every variant of `blocks`; `variants[0]` is the baseline.
 pub fn compare(variants: &[Variant], blocks: &[BlockResult], seed: u64) -> Comparison {
-    let of = |v: Variant| -> Vec<&BlockResult> { blocks.iter().filter(|b| b.variant == v).collect() };
+    let of =
+        |v: Variant| -> Vec<&BlockResult> { blocks.iter().filter(|b| b.variant == v).collect() };
     let baseline = variants.first().copied().unwrap_or(Variant::Stage);
     let summaries: Vec<VariantSummary> = variants
         .iter()
@@ -273,7 +313,10 @@ fn warnings(summaries: &[VariantSummary], blocks: &[BlockResult]) -> Vec<String>
         .flat_map(|b| &b.sessions)
         .filter(|s| s.think_planned_ms > 0.0)
         .collect();
-    let turns_with_think: f64 = thinks.iter().map(|s| f64::from(s.turns.saturating_sub(1))).sum();
+    let turns_with_think: f64 = thinks
+        .iter()
+        .map(|s| f64::from(s.turns.saturating_sub(1)))
+        .sum();
     let overshoot: f64 = thinks.iter().map(|s| s.think_overshoot_ms).sum();
     if turns_with_think > 0.0 && overshoot / turns_with_think > LAG_LIMIT_MS {
         out.push(format!(
@@ -307,8 +350,16 @@ mod tests {
             session_id: format!("g{session}"),
             turn: 0,
             proposal: Model::Efficient,
-            choice: if changed { Model::Capable } else { Model::Efficient },
-            reason: if changed { "override".into() } else { "trigger_false".into() },
+            choice: if changed {
+                Model::Capable
+            } else {
+                Model::Efficient
+            },
+            reason: if changed {
+                "override".into()
+            } else {
+                "trigger_false".into()
+            },
             fallback: false,
             decision: None,
             efficient: None,
@@ -370,13 +421,21 @@ mod tests {
     #[test]
     fn a_faster_variant_is_a_gain_and_an_equal_one_is_not() {
         let base: Vec<f64> = (0..12).map(|i| 1000.0 + 40.0 * f64::from(i)).collect();
-        let fast: Vec<f64> = base.iter().enumerate().map(|(i, t)| t - 200.0 + (i % 3) as f64 * 5.0).collect();
+        let fast: Vec<f64> = base
+            .iter()
+            .enumerate()
+            .map(|(i, t)| t - 200.0 + (i % 3) as f64 * 5.0)
+            .collect();
         let blocks = vec![
             block(Variant::Stage, 0, &base, false),
             block(Variant::Cache, 0, &fast, true),
             block(Variant::Count, 0, &base, false),
         ];
-        let c = compare(&[Variant::Stage, Variant::Cache, Variant::Count], &blocks, 5);
+        let c = compare(
+            &[Variant::Stage, Variant::Cache, Variant::Count],
+            &blocks,
+            5,
+        );
         assert_eq!(c.baseline, Variant::Stage);
         let cache = &c.differences[0];
         assert_eq!((cache.variant, cache.pairs), (Variant::Cache, 12));
@@ -388,6 +447,10 @@ mod tests {
         assert_eq!(c.variants[1].reasons.get("override"), Some(&12));
         assert_eq!(c.variants[0].routing_overhead_ms.unwrap().p50, 1.5);
         // 12 sessions: the p90 rests on 1.2 values beyond it.
-        assert!(c.warnings.iter().any(|w| w.contains("p90")), "{:?}", c.warnings);
+        assert!(
+            c.warnings.iter().any(|w| w.contains("p90")),
+            "{:?}",
+            c.warnings
+        );
     }
 }

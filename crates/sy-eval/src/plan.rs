@@ -305,7 +305,10 @@ impl EvalPlan {
         if self.order == Order::Abba && self.variants.len() != 2 {
             return Err(bad(
                 "order",
-                format!("`abba` needs exactly two variants, got {}", self.variants.len()),
+                format!(
+                    "`abba` needs exactly two variants, got {}",
+                    self.variants.len()
+                ),
             ));
         }
         if self.rounds == 0 {
@@ -399,7 +402,10 @@ mod tests {
         for (text, field) in [
             ("seed=1\nrounds=0\n[sessions]\ncount=1\n", "rounds"),
             ("seed=1\n[sessions]\ncount=0\n", "sessions.count"),
-            ("seed=1\n[sessions]\ncount=1\nturns=[4,2]\n", "sessions.turns"),
+            (
+                "seed=1\n[sessions]\ncount=1\nturns=[4,2]\n",
+                "sessions.turns",
+            ),
             (
                 "seed=1\n[sessions]\ncount=1\nefficient_share=1.5\n",
                 "sessions.efficient_share",

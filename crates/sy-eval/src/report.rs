@@ -139,7 +139,13 @@ fn cdf(values: &mut [f64]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-fn cdf_plot(title: &str, x_label: &str, blocks: &[BlockResult], c: &Comparison, pick: &dyn Fn(&BlockResult) -> Vec<f64>) -> Plot {
+fn cdf_plot(
+    title: &str,
+    x_label: &str,
+    blocks: &[BlockResult],
+    c: &Comparison,
+    pick: &dyn Fn(&BlockResult) -> Vec<f64>,
+) -> Plot {
     let series = c
         .variants
         .iter()
@@ -174,7 +180,10 @@ fn bars(variants: &[VariantSummary]) -> Plot {
             .iter()
             .map(|v| Bar {
                 label: v.variant.to_string(),
-                value: v.session_completion_ms.as_ref().map_or(0.0, |s| s.mean.value),
+                value: v
+                    .session_completion_ms
+                    .as_ref()
+                    .map_or(0.0, |s| s.mean.value),
                 annotation: format!("overrides {:.0}%", v.override_rate * 100.0),
             })
             .collect(),
@@ -198,7 +207,11 @@ pub fn write_report(
         "session_time_cdf",
         "Session completion time, distribution per variant",
         &cdf_plot("Session completion time", "ms", blocks, c, &|b| {
-            b.sessions.iter().filter(|s| s.ok).map(|s| s.completion_ms).collect()
+            b.sessions
+                .iter()
+                .filter(|s| s.ok)
+                .map(|s| s.completion_ms)
+                .collect()
         }),
     )?;
     r.figure(

@@ -89,7 +89,12 @@ pub struct RunOutcome {
 
 /// The order of the blocks: per round, every variant once — a seeded random permutation, or
 /// A B / B A alternating (`abba`).
-pub fn block_order(variants: &[Variant], rounds: u32, order: Order, seed: u64) -> Vec<(u32, Variant)> {
+pub fn block_order(
+    variants: &[Variant],
+    rounds: u32,
+    order: Order,
+    seed: u64,
+) -> Vec<(u32, Variant)> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0bde_0bde);
     let mut out = Vec::new();
     for round in 0..rounds {
@@ -124,13 +129,20 @@ fn sessions_of(plan: &LoadedPlan) -> Result<Vec<SessionSpec>, EvalError> {
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, EvalError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| EvalError::Runtime(format!("cannot read {}: {e}", path.display())))?;
-    serde_json::from_str(&text)
-        .map_err(|e| EvalError::BadInput(format!("{}: not a valid file of this run: {e}", path.display())))
+    serde_json::from_str(&text).map_err(|e| {
+        EvalError::BadInput(format!(
+            "{}: not a valid file of this run: {e}",
+            path.display()
+        ))
+    })
 }
 
 /// Checks the run directory: a new run needs it free of an earlier evaluation; `--resume`
 /// needs the same plan, bundle and seed.
-fn check_run_dir(opts: &RunOptions, fresh: &EvalManifest) -> Result<Option<EvalManifest>, EvalError> {
+fn check_run_dir(
+    opts: &RunOptions,
+    fresh: &EvalManifest,
+) -> Result<Option<EvalManifest>, EvalError> {
     let path = opts.run_dir.join(MANIFEST_FILE);
     if !path.exists() {
         return Ok(None);
@@ -144,7 +156,11 @@ fn check_run_dir(opts: &RunOptions, fresh: &EvalManifest) -> Result<Option<EvalM
     let prev: EvalManifest = read_json(&path)?;
     for (what, a, b) in [
         ("plan (sha256)", &prev.plan_sha256, &fresh.plan_sha256),
-        ("bundle (content hash)", &prev.bundle_content_hash, &fresh.bundle_content_hash),
+        (
+            "bundle (content hash)",
+            &prev.bundle_content_hash,
+            &fresh.bundle_content_hash,
+        ),
         ("target", &prev.target, &fresh.target),
     ] {
         if a != b {
@@ -183,7 +199,12 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalE
     }
     let bundle = load_bundle(&opts.bundle)?;
     let sessions = sessions_of(&plan)?;
-    let order = block_order(&plan.plan.variants, plan.plan.rounds, plan.plan.order, plan.plan.seed);
+    let order = block_order(
+        &plan.plan.variants,
+        plan.plan.rounds,
+        plan.plan.order,
+        plan.plan.seed,
+    );
     let invocation_id = sy_collect::prompt::new_invocation_id();
     let fresh = EvalManifest {
         schema_version: 1,
@@ -224,7 +245,8 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalE
             }
         })
     };
-    let total_turns: u64 = sessions.iter().map(|s| s.turns.len() as u64).sum::<u64>() * order.len() as u64;
+    let total_turns: u64 =
+        sessions.iter().map(|s| s.turns.len() as u64).sum::<u64>() * order.len() as u64;
     let progress = sy_cli::progress_bar(total_turns, opts.show_progress);
     progress.set_prefix("sy-eval");
     let ctx = RunContext {
@@ -260,8 +282,13 @@ async fn run_blocks(
     order: &[(u32, Variant)],
 ) -> Result<usize, EvalError> {
     let mut ran = 0;
+    let mut warmed = false;
     for (position, &(round, variant)) in order.iter().enumerate() {
-        let file = ctx.opts.run_dir.join(BLOCKS_DIR).join(BlockResult::file_name(round, variant));
+        let file = ctx
+            .opts
+            .run_dir
+            .join(BLOCKS_DIR)
+            .join(BlockResult::file_name(round, variant));
         let turns: u64 = ctx.sessions.iter().map(|s| s.turns.len() as u64).sum();
         if file.exists() {
             ctx.progress.inc(turns);
@@ -270,8 +297,24 @@ async fn run_blocks(
         if ctx.cancel.is_cancelled() {
             return Err(EvalError::Interrupted);
         }
+        if !warmed {
+            // The first block of a process would otherwise also pay the process's own start-up
+            // (connection pools, page faults, lazy initialisation): one session, unrecorded.
+            ctx.progress.set_message("warm-up");
+            let one = Arc::new(ctx.sessions.iter().take(1).cloned().collect::<Vec<_>>());
+            let hidden = sy_cli::progress_bar(0, false);
+            run_one(ctx, manifest, (round, u32::MAX, variant), one, hidden).await?;
+            warmed = true;
+        }
         ctx.progress.set_message(format!("round {round} {variant}"));
-        let result = run_one(ctx, manifest, round, position as u32, variant).await?;
+        let result = run_one(
+            ctx,
+            manifest,
+            (round, position as u32, variant),
+            ctx.sessions.clone(),
+            ctx.progress.clone(),
+        )
+        .await?;
         if !result.outstanding_reservations.is_empty() {
             return Err(EvalError::Runtime(format!(
                 "block r{round}-{variant}: {} reservations could not be deleted: {:?}",
@@ -289,28 +332,57 @@ async fn run_blocks(
 async fn run_one(
     ctx: &RunContext<'_>,
     manifest: &mut EvalManifest,
-    round: u32,
-    position: u32,
-    variant: Variant,
+    (round, position, variant): (u32, u32, Variant),
+    sessions: Arc<Vec<SessionSpec>>,
+    progress: indicatif::ProgressBar,
 ) -> Result<BlockResult, EvalError> {
     let plan = &ctx.plan.plan;
     let (sim, frontend_url, selection_url, start_state) = match ctx.opts.target {
         TargetKind::Sim => {
-            let config = match ctx.opts.sim_config.clone().or_else(|| plan.target.sim_config.as_ref().map(|p| ctx.plan.resolve(p))) {
-                Some(p) => sy_sim::SimConfig::from_toml_path(&p).map_err(|e| EvalError::BadInput(e.to_string()))?,
+            let config = match ctx
+                .opts
+                .sim_config
+                .clone()
+                .or_else(|| plan.target.sim_config.as_ref().map(|p| ctx.plan.resolve(p)))
+            {
+                Some(p) => sy_sim::SimConfig::from_toml_path(&p)
+                    .map_err(|e| EvalError::BadInput(e.to_string()))?,
                 None => sy_sim::SimConfig::default(),
             };
             let handle = sy_sim::spawn(config)
                 .await
                 .map_err(|e| EvalError::Runtime(format!("cannot start the simulator: {e}")))?;
             let (f, s) = (handle.frontend_url(), handle.selection_url());
-            (Some(handle), f, s, "fresh simulator: same configuration and seed, empty caches, nothing booked".to_string())
+            (
+                Some(handle),
+                f,
+                s,
+                "fresh simulator: same configuration and seed, empty caches, nothing booked"
+                    .to_string(),
+            )
         }
         TargetKind::Dynamo => {
-            let f = ctx.opts.frontend_url.clone().or_else(|| plan.target.frontend_url.clone()).unwrap_or_else(|| sy_collect::plan::DEFAULT_FRONTEND_URL.into());
-            let s = ctx.opts.selection_url.clone().or_else(|| plan.target.selection_url.clone()).unwrap_or_else(|| sy_collect::plan::DEFAULT_SELECTION_URL.into());
+            let f = ctx
+                .opts
+                .frontend_url
+                .clone()
+                .or_else(|| plan.target.frontend_url.clone())
+                .unwrap_or_else(|| sy_collect::plan::DEFAULT_FRONTEND_URL.into());
+            let s = ctx
+                .opts
+                .selection_url
+                .clone()
+                .or_else(|| plan.target.selection_url.clone())
+                .unwrap_or_else(|| sy_collect::plan::DEFAULT_SELECTION_URL.into());
             let zero = quiescent(&f, &s).await?;
-            (None, f, s, format!("shared deployment: fresh prompts for this block (no cross-block cache hits), caches not reset; nothing booked at start: {zero}"))
+            (
+                None,
+                f,
+                s,
+                format!(
+                    "shared deployment: fresh prompts for this block (no cross-block cache hits), caches not reset; nothing booked at start: {zero}"
+                ),
+            )
         }
     };
     manifest.frontend_url = Some(frontend_url.clone());
@@ -318,13 +390,13 @@ async fn run_one(
     let inputs = BlockInputs {
         plan: Arc::new(plan.clone()),
         bundle: ctx.bundle.clone(),
-        sessions: ctx.sessions.clone(),
+        sessions,
         run_id: manifest.run_id.clone(),
         invocation_id: ctx.invocation_id.clone(),
         frontend_url,
         selection_url,
         cancel: ctx.cancel.clone(),
-        progress: ctx.progress.clone(),
+        progress,
     };
     let id = BlockId {
         round,
@@ -376,7 +448,10 @@ fn finish(
 ) -> Result<RunOutcome, EvalError> {
     let mut blocks = Vec::with_capacity(order.len());
     for &(round, variant) in order {
-        let path = opts.run_dir.join(BLOCKS_DIR).join(BlockResult::file_name(round, variant));
+        let path = opts
+            .run_dir
+            .join(BLOCKS_DIR)
+            .join(BlockResult::file_name(round, variant));
         blocks.push(read_json::<BlockResult>(&path)?);
     }
     let comparison = compare(&plan.plan.variants, &blocks, plan.plan.seed);
@@ -385,11 +460,15 @@ fn finish(
     let mut sessions = String::new();
     for b in &blocks {
         for t in &b.turns {
-            turns.push_str(&serde_json::to_string(t).map_err(|e| EvalError::Runtime(e.to_string()))?);
+            turns.push_str(
+                &serde_json::to_string(t).map_err(|e| EvalError::Runtime(e.to_string()))?,
+            );
             turns.push('\n');
         }
         for s in &b.sessions {
-            sessions.push_str(&serde_json::to_string(s).map_err(|e| EvalError::Runtime(e.to_string()))?);
+            sessions.push_str(
+                &serde_json::to_string(s).map_err(|e| EvalError::Runtime(e.to_string()))?,
+            );
             sessions.push('\n');
         }
     }
@@ -410,11 +489,20 @@ fn finish(
         plan.plan.variants.len(),
         order.len(),
         manifest.sessions_per_block,
-        order.iter().map(|(r, v)| format!("r{r}-{v}")).collect::<Vec<_>>(),
+        order
+            .iter()
+            .map(|(r, v)| format!("r{r}-{v}"))
+            .collect::<Vec<_>>(),
         blocks.first().map_or("", |b| b.start_state.as_str()),
     );
-    let report = crate::report::write_report(&opts.run_dir, "sy-eval: the rule, live, on agent sessions", &preamble, &comparison, &blocks)
-        .map_err(|e| EvalError::Runtime(e.to_string()))?;
+    let report = crate::report::write_report(
+        &opts.run_dir,
+        "sy-eval: the rule, live, on agent sessions",
+        &preamble,
+        &comparison,
+        &blocks,
+    )
+    .map_err(|e| EvalError::Runtime(e.to_string()))?;
     manifest.ended_at = Some(sy_collect::manifest::now_rfc3339());
     manifest.complete = true;
     write_json(&opts.run_dir.join(MANIFEST_FILE), &manifest)?;
@@ -436,7 +524,8 @@ mod tests {
         let o = block_order(&vs, 4, Order::Random, 9);
         assert_eq!(o.len(), 12);
         for r in 0..4 {
-            let mut got: Vec<Variant> = o.iter().filter(|(x, _)| *x == r).map(|(_, v)| *v).collect();
+            let mut got: Vec<Variant> =
+                o.iter().filter(|(x, _)| *x == r).map(|(_, v)| *v).collect();
             got.sort();
             assert_eq!(got, vec![Variant::Stage, Variant::Count, Variant::Cache]);
         }
@@ -444,7 +533,12 @@ mod tests {
         let abba = block_order(&[Variant::Stage, Variant::Cache], 2, Order::Abba, 1);
         assert_eq!(
             abba,
-            vec![(0, Variant::Stage), (0, Variant::Cache), (1, Variant::Cache), (1, Variant::Stage)]
+            vec![
+                (0, Variant::Stage),
+                (0, Variant::Cache),
+                (1, Variant::Cache),
+                (1, Variant::Stage)
+            ]
         );
     }
 }

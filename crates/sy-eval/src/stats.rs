@@ -77,19 +77,37 @@ pub fn stat(values: &mut [f64], s: Stat) -> Option<f64> {
 /// The statistic of the groups' pooled values, with a bootstrap interval from resampling
 /// whole groups (`None` with fewer than two groups). Deterministic in `seed`.
 pub fn grouped(groups: &[Vec<f64>], s: Stat, seed: u64) -> Option<Estimate> {
-    let mut pooled: Vec<f64> = groups.iter().flatten().copied().collect();
+    nested(&[groups.to_vec()], s, seed)
+}
+
+/// The statistic of every value pooled, with a two-stage bootstrap interval: resample the
+/// rounds (blocks run at different times: their sessions share the machine's and the
+/// deployment's state of that time), then whole sessions within each resampled round. With
+/// one round this is the plain session bootstrap. No interval with fewer than two sessions.
+pub fn nested(rounds: &[Vec<Vec<f64>>], s: Stat, seed: u64) -> Option<Estimate> {
+    let rounds: Vec<&Vec<Vec<f64>>> = rounds.iter().filter(|r| !r.is_empty()).collect();
+    let mut pooled: Vec<f64> = rounds
+        .iter()
+        .flat_map(|r| r.iter().flatten())
+        .copied()
+        .collect();
     let value = stat(&mut pooled, s)?;
-    let g = groups.len();
-    if g < 2 {
+    let sessions: usize = rounds.iter().map(|r| r.len()).sum();
+    if sessions < 2 {
         return Some(Estimate { value, ci95: None });
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut stats = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
     let mut buf = Vec::with_capacity(pooled.len() * 2);
+    let nr = rounds.len();
     for _ in 0..BOOTSTRAP_RESAMPLES {
         buf.clear();
-        for _ in 0..g {
-            buf.extend_from_slice(&groups[rng.random_range(0..g)]);
+        for _ in 0..nr {
+            let round = rounds[if nr > 1 { rng.random_range(0..nr) } else { 0 }];
+            let g = round.len();
+            for _ in 0..g {
+                buf.extend_from_slice(&round[rng.random_range(0..g)]);
+            }
         }
         if let Some(v) = stat(&mut buf, s) {
             stats.push(v);
@@ -106,16 +124,17 @@ pub fn grouped(groups: &[Vec<f64>], s: Stat, seed: u64) -> Option<Estimate> {
     Some(Estimate { value, ci95 })
 }
 
-/// Mean, p50 and p90 of grouped values with grouped bootstrap intervals; `None` when empty.
-pub fn summarise(groups: &[Vec<f64>], seed: u64) -> Option<Summary> {
-    let n: usize = groups.iter().map(Vec::len).sum();
+/// Mean, p50 and p90 of values grouped by round and session, with two-stage bootstrap
+/// intervals ([`nested`]); `None` when empty.
+pub fn summarise(rounds: &[Vec<Vec<f64>>], seed: u64) -> Option<Summary> {
+    let n: usize = rounds.iter().flatten().map(Vec::len).sum();
     let beyond = n as f64 * 0.1;
     Some(Summary {
         n,
-        groups: groups.len(),
-        mean: grouped(groups, Stat::Mean, seed)?,
-        p50: grouped(groups, Stat::Quantile(50), seed.wrapping_add(1))?,
-        p90: grouped(groups, Stat::Quantile(90), seed.wrapping_add(2))?,
+        groups: rounds.iter().map(Vec::len).sum(),
+        mean: nested(rounds, Stat::Mean, seed)?,
+        p50: nested(rounds, Stat::Quantile(50), seed.wrapping_add(1))?,
+        p90: nested(rounds, Stat::Quantile(90), seed.wrapping_add(2))?,
         tail_warning: (beyond < TAIL_MIN_BEYOND).then(|| {
             format!(
                 "p90 of {n} values rests on {beyond:.1} values beyond it (fewer than {TAIL_MIN_BEYOND}): treat it as indicative"
@@ -124,10 +143,14 @@ pub fn summarise(groups: &[Vec<f64>], seed: u64) -> Option<Summary> {
     })
 }
 
-/// The paired difference `mean(b − a)` over pairs, with an interval from resampling pairs.
-pub fn paired_mean_difference(pairs: &[(f64, f64)], seed: u64) -> Option<Estimate> {
-    let diffs: Vec<Vec<f64>> = pairs.iter().map(|(a, b)| vec![b - a]).collect();
-    grouped(&diffs, Stat::Mean, seed)
+/// The paired difference `mean(b − a)` over session pairs grouped by round, with a two-stage
+/// interval ([`nested`]: rounds, then pairs within them).
+pub fn paired_mean_difference(rounds: &[Vec<(f64, f64)>], seed: u64) -> Option<Estimate> {
+    let diffs: Vec<Vec<Vec<f64>>> = rounds
+        .iter()
+        .map(|r| r.iter().map(|(a, b)| vec![b - a]).collect())
+        .collect();
+    nested(&diffs, Stat::Mean, seed)
 }
 
 /// Distribution of a plain sample (routing overhead): mean, p50, p90, p99, max.
@@ -168,16 +191,21 @@ mod tests {
     fn a_clear_paired_difference_excludes_zero_and_noise_does_not() {
         // 16 sessions, b faster by 100 ± 10.
         let pairs: Vec<(f64, f64)> = (0..16)
-            .map(|i| (1000.0 + 50.0 * f64::from(i % 4), 900.0 + 50.0 * f64::from(i % 4) + f64::from(i % 3) * 10.0))
+            .map(|i| {
+                (
+                    1000.0 + 50.0 * f64::from(i % 4),
+                    900.0 + 50.0 * f64::from(i % 4) + f64::from(i % 3) * 10.0,
+                )
+            })
             .collect();
-        let d = paired_mean_difference(&pairs, 1).unwrap();
+        let d = paired_mean_difference(&[pairs], 1).unwrap();
         assert!(d.value < -80.0 && d.value > -100.0, "{d:?}");
         assert!(d.ci95.unwrap().excludes_zero(), "{d:?}");
         // Differences symmetric around zero.
         let pairs: Vec<(f64, f64)> = (0..16)
             .map(|i| (1000.0, 1000.0 + if i % 2 == 0 { 30.0 } else { -30.0 }))
             .collect();
-        let d = paired_mean_difference(&pairs, 1).unwrap();
+        let d = paired_mean_difference(&[pairs], 1).unwrap();
         assert!(!d.ci95.unwrap().excludes_zero(), "{d:?}");
     }
 
@@ -189,8 +217,39 @@ mod tests {
         let e = grouped(&groups, Stat::Mean, 3).unwrap();
         let ci = e.ci95.unwrap();
         assert!(ci.low <= 0.0 + 1e-12 && ci.high >= 10.0 - 1e-12, "{e:?}");
-        assert!(summarise(&groups, 3).unwrap().tail_warning.is_none());
-        assert!(summarise(&[vec![1.0, 2.0]], 3).unwrap().tail_warning.is_some());
+        assert!(summarise(&[groups], 3).unwrap().tail_warning.is_none());
+        assert!(
+            summarise(&[vec![vec![1.0, 2.0]]], 3)
+                .unwrap()
+                .tail_warning
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn a_shifted_round_widens_the_interval() {
+        // Four rounds of 8 pairs with tiny within-round noise, one round shifted by +10: the
+        // session-only bootstrap would call the mean shift of 2.5 significant; resampling rounds
+        // does not.
+        let rounds: Vec<Vec<(f64, f64)>> = (0..4)
+            .map(|r| {
+                (0..8)
+                    .map(|i| {
+                        (
+                            100.0,
+                            100.0
+                                + if r == 2 { 10.0 } else { 0.0 }
+                                + if i % 2 == 0 { 0.1 } else { -0.1 },
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        let two_stage = paired_mean_difference(&rounds, 4).unwrap().ci95.unwrap();
+        assert!(!two_stage.excludes_zero(), "{two_stage:?}");
+        let flat: Vec<(f64, f64)> = rounds.concat();
+        let one_stage = paired_mean_difference(&[flat], 4).unwrap().ci95.unwrap();
+        assert!(one_stage.excludes_zero(), "{one_stage:?}");
     }
 
     #[test]

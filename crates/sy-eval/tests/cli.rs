@@ -53,10 +53,25 @@ fn bad_input_exits_2_and_writes_nothing() {
     let run = dir.path().join("run");
     let run_s = run.display().to_string();
     let bad_plan = dir.path().join("bad.toml");
-    std::fs::write(&bad_plan, "seed = 1\n[sessions]\ncount = 2\nturns = [5, 1]\n").unwrap();
-    let o = sy_eval(&["--plan", &bad_plan.display().to_string(), "--bundle", &bundle(), "--run-dir", &run_s]);
+    std::fs::write(
+        &bad_plan,
+        "seed = 1\n[sessions]\ncount = 2\nturns = [5, 1]\n",
+    )
+    .unwrap();
+    let o = sy_eval(&[
+        "--plan",
+        &bad_plan.display().to_string(),
+        "--bundle",
+        &bundle(),
+        "--run-dir",
+        &run_s,
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("bad.toml") && stderr(&o).contains("`sessions.turns`"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("bad.toml") && stderr(&o).contains("`sessions.turns`"),
+        "{}",
+        stderr(&o)
+    );
 
     let plan = tiny_plan(dir.path(), None);
     let text = std::fs::read_to_string(repo().join("data/eval/bundle.json")).unwrap();
@@ -64,7 +79,14 @@ fn bad_input_exits_2_and_writes_nothing() {
     let hash = v["content_hash"].as_str().unwrap();
     let tampered = dir.path().join("tampered.json");
     std::fs::write(&tampered, text.replace(hash, &"0".repeat(64))).unwrap();
-    let o = sy_eval(&["--plan", &plan, "--bundle", &tampered.display().to_string(), "--run-dir", &run_s]);
+    let o = sy_eval(&[
+        "--plan",
+        &plan,
+        "--bundle",
+        &tampered.display().to_string(),
+        "--run-dir",
+        &run_s,
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("hash"), "{}", stderr(&o));
 
@@ -83,7 +105,15 @@ fn resume_runs_only_the_missing_blocks_and_a_finished_run_is_not_overwritten() {
     let plan = tiny_plan(dir.path(), None);
     let run = dir.path().join("run");
     let run_s = run.display().to_string();
-    let args = ["--plan", plan.as_str(), "--bundle", &bundle(), "--run-dir", &run_s, "--json"];
+    let args = [
+        "--plan",
+        plan.as_str(),
+        "--bundle",
+        &bundle(),
+        "--run-dir",
+        &run_s,
+        "--json",
+    ];
     let o = sy_eval(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     let first: Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -103,8 +133,13 @@ fn resume_runs_only_the_missing_blocks_and_a_finished_run_is_not_overwritten() {
     assert!(o.status.success(), "{}", stderr(&o));
     let second: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(second["blocks_run"], 1, "only the missing block runs");
-    assert_eq!(std::fs::read_to_string(run.join("blocks/r0-stage.json")).unwrap(), kept);
-    let manifest: Value = serde_json::from_str(&std::fs::read_to_string(run.join("eval-manifest.json")).unwrap()).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(run.join("blocks/r0-stage.json")).unwrap(),
+        kept
+    );
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("eval-manifest.json")).unwrap())
+            .unwrap();
     assert_eq!(manifest["invocation_ids"].as_array().unwrap().len(), 2);
     assert_eq!(manifest["complete"], true);
 }
@@ -115,14 +150,30 @@ fn a_trace_drives_the_sessions() {
     let trace = repo().join("data/eval/trace-example.jsonl");
     let plan = tiny_plan(dir.path(), Some(&trace.display().to_string()));
     let run = dir.path().join("run");
-    let o = sy_eval(&["--plan", &plan, "--bundle", &bundle(), "--run-dir", &run.display().to_string(), "--json"]);
+    let o = sy_eval(&[
+        "--plan",
+        &plan,
+        "--bundle",
+        &bundle(),
+        "--run-dir",
+        &run.display().to_string(),
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let sessions = std::fs::read_to_string(run.join("sessions.jsonl")).unwrap();
     let ids: Vec<String> = sessions
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["session_id"].as_str().unwrap().to_string())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["session_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
-    assert_eq!(ids, ["fix-bug-17", "add-test-3", "fix-bug-17", "add-test-3"]);
+    assert_eq!(
+        ids,
+        ["fix-bug-17", "add-test-3", "fix-bug-17", "add-test-3"]
+    );
     // Turn 1 of fix-bug-17 was proposed efficient, turn 0 of add-test-3 capable.
     let turns: Vec<Value> = std::fs::read_to_string(run.join("turns.jsonl"))
         .unwrap()
@@ -133,7 +184,10 @@ fn a_trace_drives_the_sessions() {
         .iter()
         .find(|t| t["session_id"] == "add-test-3" && t["turn"] == 0)
         .unwrap();
-    assert_eq!((t["proposal"].as_str(), t["choice"].as_str()), (Some("capable"), Some("capable")));
+    assert_eq!(
+        (t["proposal"].as_str(), t["choice"].as_str()),
+        (Some("capable"), Some("capable"))
+    );
     assert_eq!(t["reason"], "capable_proposal");
     // The prompt grows by the previous output and the appended tokens: 900, 900+24+310, +12+120.
     let lens: Vec<u64> = turns

@@ -67,13 +67,20 @@ fn real_dynamo_eval_short_run_frees_every_reservation_and_records_every_turn() {
         env_nonempty("SY_DYNAMO_RUN_DIR"),
     ) else {
         if env_nonempty("SY_REQUIRE_DYNAMO").as_deref() == Some("1") {
-            panic!("{test}: SY_REQUIRE_DYNAMO=1 but SY_DYNAMO_FRONTEND / SY_DYNAMO_SELECT / SY_DYNAMO_RUN_DIR are not set");
+            panic!(
+                "{test}: SY_REQUIRE_DYNAMO=1 but SY_DYNAMO_FRONTEND / SY_DYNAMO_SELECT / SY_DYNAMO_RUN_DIR are not set"
+            );
         }
-        eprintln!("{test}: SKIPPED: no real Dynamo stack (SY_DYNAMO_FRONTEND unset; see scripts/test.sh)");
+        eprintln!(
+            "{test}: SKIPPED: no real Dynamo stack (SY_DYNAMO_FRONTEND unset; see scripts/test.sh)"
+        );
         return;
     };
     for url in [&frontend, &select] {
-        assert!(url.starts_with("http://127.0.0.1:") || url.starts_with("http://localhost:"), "{url}");
+        assert!(
+            url.starts_with("http://127.0.0.1:") || url.starts_with("http://localhost:"),
+            "{url}"
+        );
     }
     let lock = OpenOptions::new()
         .create(true)
@@ -83,17 +90,37 @@ fn real_dynamo_eval_short_run_frees_every_reservation_and_records_every_turn() {
         .unwrap();
     lock.lock().unwrap();
     if let Some(log) = env_nonempty("SY_DYNAMO_TEST_LOG") {
-        let mut f = OpenOptions::new().create(true).append(true).open(log).unwrap();
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap();
         writeln!(f, "{test}").unwrap();
     }
     eprintln!("{test}: running against real Dynamo at {frontend} / {select}");
 
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_sy-eval"))
-        .args(["--plan", &repo().join("data/eval/dynamo-smoke.toml").display().to_string()])
-        .args(["--bundle", &repo().join("data/eval/bundle.json").display().to_string()])
+        .args([
+            "--plan",
+            &repo()
+                .join("data/eval/dynamo-smoke.toml")
+                .display()
+                .to_string(),
+        ])
+        .args([
+            "--bundle",
+            &repo().join("data/eval/bundle.json").display().to_string(),
+        ])
         .args(["--run-dir", &dir.path().display().to_string()])
-        .args(["--target", "dynamo", "--frontend-url", &frontend, "--selection-url", &select])
+        .args([
+            "--target",
+            "dynamo",
+            "--frontend-url",
+            &frontend,
+            "--selection-url",
+            &select,
+        ])
         .args(["--json", "--no-progress"])
         .output()
         .unwrap();
@@ -106,10 +133,21 @@ fn real_dynamo_eval_short_run_frees_every_reservation_and_records_every_turn() {
     let c = &summary["comparison"];
     let mut turns = 0;
     for entry in std::fs::read_dir(dir.path().join("blocks")).unwrap() {
-        let b: Value = serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap();
-        assert_eq!(b["outstanding_reservations"], serde_json::json!([]), "{}", b["variant"]);
+        let b: Value =
+            serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap();
+        assert_eq!(
+            b["outstanding_reservations"],
+            serde_json::json!([]),
+            "{}",
+            b["variant"]
+        );
         assert_eq!(b["loads_zero_at_end"], true, "{}", b["variant"]);
-        assert!(b["start_state"].as_str().unwrap().contains("nothing booked at start: true"));
+        assert!(
+            b["start_state"]
+                .as_str()
+                .unwrap()
+                .contains("nothing booked at start: true")
+        );
         assert_eq!(b["sessions"].as_array().unwrap().len(), 3);
         for s in b["sessions"].as_array().unwrap() {
             assert_eq!(s["ok"], true, "{s}");
@@ -119,12 +157,23 @@ fn real_dynamo_eval_short_run_frees_every_reservation_and_records_every_turn() {
             turns += 1;
             assert!(t["error"].is_null(), "{t}");
             for field in [
-                "ttft_ms", "e2e_ms", "reserved_worker", "served_worker", "prompt_tokens",
-                "uncached_input_tokens", "decision", "efficient", "capable", "observe_ms",
+                "ttft_ms",
+                "e2e_ms",
+                "reserved_worker",
+                "served_worker",
+                "prompt_tokens",
+                "uncached_input_tokens",
+                "decision",
+                "efficient",
+                "capable",
+                "observe_ms",
             ] {
                 assert!(!t[field].is_null(), "turn without {field}: {t}");
             }
-            assert_eq!(t["reserved_worker"], t["served_worker"], "served where reserved: {t}");
+            assert_eq!(
+                t["reserved_worker"], t["served_worker"],
+                "served where reserved: {t}"
+            );
             assert!(t["routing_overhead_ms"].as_f64().unwrap() > 0.0);
             assert!(t["ttft_ms"].as_f64().unwrap() <= t["e2e_ms"].as_f64().unwrap());
             let obs = &t["efficient"];
@@ -135,7 +184,10 @@ fn real_dynamo_eval_short_run_frees_every_reservation_and_records_every_turn() {
     }
     assert_eq!(turns, 2 * 3 * 3, "2 variants × 3 sessions × 3 turns");
     for v in c["variants"].as_array().unwrap() {
-        assert!(v["routing_overhead_ms"]["p50"].as_f64().unwrap() > 0.0, "{v}");
+        assert!(
+            v["routing_overhead_ms"]["p50"].as_f64().unwrap() > 0.0,
+            "{v}"
+        );
         assert_eq!(v["turns_failed"], 0);
     }
     assert_eq!(booked(&select), (0, 0), "nothing left booked after the run");

@@ -17,8 +17,16 @@ fn repo() -> PathBuf {
 fn eval(plan: &str, run_dir: &Path) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_sy-eval"))
         .args(["--plan", &repo().join(plan).display().to_string()])
-        .args(["--bundle", &repo().join("data/eval/bundle.json").display().to_string()])
-        .args(["--run-dir", &run_dir.display().to_string(), "--json", "--no-progress"])
+        .args([
+            "--bundle",
+            &repo().join("data/eval/bundle.json").display().to_string(),
+        ])
+        .args([
+            "--run-dir",
+            &run_dir.display().to_string(),
+            "--json",
+            "--no-progress",
+        ])
         .output()
         .unwrap();
     assert!(
@@ -46,11 +54,21 @@ fn assert_complete(run_dir: &Path, c: &Value) {
         assert_eq!(v["sessions_failed"], 0, "{v}");
     }
     for entry in std::fs::read_dir(run_dir.join("blocks")).unwrap() {
-        let b: Value = serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap();
+        let b: Value =
+            serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap();
         assert_eq!(b["outstanding_reservations"], serde_json::json!([]));
         assert_eq!(b["loads_zero_at_end"], true);
         for t in b["turns"].as_array().unwrap() {
-            for field in ["ttft_ms", "e2e_ms", "reserved_worker", "served_worker", "uncached_input_tokens", "decision", "efficient", "capable"] {
+            for field in [
+                "ttft_ms",
+                "e2e_ms",
+                "reserved_worker",
+                "served_worker",
+                "uncached_input_tokens",
+                "decision",
+                "efficient",
+                "capable",
+            ] {
                 assert!(!t[field].is_null(), "turn without {field}: {t}");
             }
             assert_eq!(t["reserved_worker"], t["served_worker"], "{t}");
@@ -86,7 +104,10 @@ fn where_the_rule_should_not_help_it_shows_no_gain() {
     let c = &out["comparison"];
     assert_complete(dir.path(), c);
     let cache = variant(c, "cache");
-    assert_eq!(cache["overrides"], 0, "both pools idle: no override expected: {cache}");
+    assert_eq!(
+        cache["overrides"], 0,
+        "both pools idle: no override expected: {cache}"
+    );
     let d = &c["differences"][0];
     let ci = &d["session_time_ms"]["ci95"];
     let (low, high) = (ci["low"].as_f64().unwrap(), ci["high"].as_f64().unwrap());

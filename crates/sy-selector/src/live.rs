@@ -224,7 +224,10 @@ mod tests {
     }
 
     fn example_bundle() -> String {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/examples/bundle.json");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../data/examples/bundle.json"
+        );
         std::fs::read_to_string(path).unwrap()
     }
 
@@ -284,7 +287,13 @@ mod tests {
         assert!(routed.decision.is_none());
         assert!(routed.is_fallback());
         assert_eq!(routed.reason_code(), "observe_failed");
-        assert!(routed.failure.unwrap().to_string().contains("connection refused"));
+        assert!(
+            routed
+                .failure
+                .unwrap()
+                .to_string()
+                .contains("connection refused")
+        );
     }
 
     #[test]
@@ -293,12 +302,7 @@ mod tests {
         assert!(LiveRule::load(&tampered).is_err());
         let rule = LiveRule::load_or_safe(&tampered);
         for proposal in [Model::Efficient, Model::Capable] {
-            let routed = block_on(rule.route(
-                &Canned(Ok(busy_efficient())),
-                &[1],
-                proposal,
-                0,
-            ));
+            let routed = block_on(rule.route(&Canned(Ok(busy_efficient())), &[1], proposal, 0));
             assert_eq!(routed.choice, proposal);
             assert_eq!(routed.reason_code(), "bundle_unavailable");
             assert!(matches!(&routed.failure, Some(RouteFailure::Bundle(m)) if m.contains("hash")));
