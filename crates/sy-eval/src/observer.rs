@@ -2,7 +2,6 @@
 //! both candidates observed concurrently (advisory `/select` per model, one `/loads`, one
 //! `/workers`) by `sy_dynamo::observe::observe_candidates`, exactly what `sy-collect` records.
 
-use std::future::Future;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use sy_dynamo::SelectionClient;
@@ -29,42 +28,37 @@ impl Observer for DynamoObserver {
     type Prompt = [u32];
     type Error = ObserveError;
 
-    fn observe(
-        &self,
-        prompt: &[u32],
-    ) -> impl Future<Output = Result<Candidates, ObserveError>> + Send {
-        async move {
-            let wanted = [
-                Candidate {
-                    model: &self.efficient,
-                    tokens: prompt,
-                    allowed: None,
-                },
-                Candidate {
-                    model: &self.capable,
-                    tokens: prompt,
-                    allowed: None,
-                },
-            ];
-            let mut seen = observe_candidates(&self.selection, &wanted).await;
-            if let Some(failed) = seen.iter().find(|o| o.error.is_some()) {
-                return Err(ObserveError {
-                    model: failed.model.clone(),
-                    message: failed
-                        .error
-                        .as_ref()
-                        .map_or_else(String::new, |e| e.message.clone()),
-                });
-            }
-            let capable = seen.pop().map(|o| o.to_observation());
-            let efficient = seen.pop().map(|o| o.to_observation());
-            match (efficient, capable) {
-                (Some(efficient), Some(capable)) => Ok(Candidates { efficient, capable }),
-                _ => Err(ObserveError {
-                    model: self.efficient.clone(),
-                    message: "the observation adapter returned no answer".into(),
-                }),
-            }
+    async fn observe(&self, prompt: &[u32]) -> Result<Candidates, ObserveError> {
+        let wanted = [
+            Candidate {
+                model: &self.efficient,
+                tokens: prompt,
+                allowed: None,
+            },
+            Candidate {
+                model: &self.capable,
+                tokens: prompt,
+                allowed: None,
+            },
+        ];
+        let mut seen = observe_candidates(&self.selection, &wanted).await;
+        if let Some(failed) = seen.iter().find(|o| o.error.is_some()) {
+            return Err(ObserveError {
+                model: failed.model.clone(),
+                message: failed
+                    .error
+                    .as_ref()
+                    .map_or_else(String::new, |e| e.message.clone()),
+            });
+        }
+        let capable = seen.pop().map(|o| o.to_observation());
+        let efficient = seen.pop().map(|o| o.to_observation());
+        match (efficient, capable) {
+            (Some(efficient), Some(capable)) => Ok(Candidates { efficient, capable }),
+            _ => Err(ObserveError {
+                model: self.efficient.clone(),
+                message: "the observation adapter returned no answer".into(),
+            }),
         }
     }
 

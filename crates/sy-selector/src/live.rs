@@ -199,12 +199,8 @@ mod tests {
     impl Observer for Canned {
         type Prompt = [u32];
         type Error = String;
-        fn observe(
-            &self,
-            _prompt: &[u32],
-        ) -> impl Future<Output = Result<Candidates, String>> + Send {
-            let answer = self.0.clone();
-            async move { answer }
+        async fn observe(&self, _prompt: &[u32]) -> Result<Candidates, String> {
+            self.0.clone()
         }
         fn now_ms(&self) -> f64 {
             1_000.0
