@@ -38,7 +38,7 @@ pub fn tables(c: &Comparison) -> String {
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "## Session completion time and per-turn TTFT (ms)\n\nMean, p50 and p90 with 95% grouped bootstrap intervals (whole sessions resampled).\n\n| variant | sessions (failed) | session mean | session p50 | session p90 | turns (failed) | TTFT mean | TTFT p50 | TTFT p90 |\n|---|---|---|---|---|---|---|---|---|"
+        "## Session completion time and per-turn TTFT (ms)\n\nMean, p50 and p90 with 95% grouped bootstrap intervals (rounds, then whole sessions within them, resampled).\n\n| variant | sessions (failed) | session mean | session p50 | session p90 | turns (failed) | TTFT mean | TTFT p50 | TTFT p90 |\n|---|---|---|---|---|---|---|---|---|"
     );
     for v in &c.variants {
         let _ = writeln!(
