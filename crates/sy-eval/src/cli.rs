@@ -18,7 +18,7 @@ use crate::run::{RunOptions, run};
 #[command(
     name = "sy-eval",
     version,
-    after_help = "Examples:\n  sy-eval --plan data/eval/helps.toml --bundle data/eval/bundle.json --run-dir runs/eval-helps --target sim\n  sy-eval --plan data/eval/dynamo.toml --bundle runs/node-a/bundle.json --run-dir runs/eval-a --target dynamo --resume"
+    after_help = "Examples:\n  sy-eval --plan data/eval/helps.toml --bundle data/eval/bundle.json --run-dir runs/eval-helps --target sim\n  sy-eval --plan data/eval/dynamo-smoke.toml --bundle runs/node-a/bundle.json --run-dir runs/eval-a --target dynamo --resume"
 )]
 pub struct Args {
     /// The evaluation plan (TOML; see docs/eval.md and data/eval/).
