@@ -22,7 +22,7 @@ def tree(args):
 ws = tree(["--workspace"])
 diff = {}
 # every crate that depends on sy-workspace-hack (sy-selector and sy-wire stay light and do not)
-for pkg in ["sy-records","sy-fit","sy-margin","sy-select","sy-collect","sy-report","sy-docs","sy-dynamo","sy-sim","sy-cli"]:
+for pkg in ["sy-records","sy-fit","sy-margin","sy-select","sy-collect","sy-eval","sy-report","sy-docs","sy-dynamo","sy-sim","sy-cli"]:
     for extra in ([], ["-e","normal"]):
         t = tree(["-p",pkg] + (["-e","normal"] if extra else []))
         for k,v in t.items():

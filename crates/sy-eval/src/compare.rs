@@ -446,6 +446,18 @@ mod tests {
         assert_eq!(c.variants[0].override_rate, 0.0);
         assert_eq!(c.variants[1].reasons.get("override"), Some(&12));
         assert_eq!(c.variants[0].routing_overhead_ms.unwrap().p50, 1.5);
+        // Consistently 0.5% slower: detectable, but below the material 1%.
+        let slower: Vec<f64> = base.iter().map(|t| t * 1.005).collect();
+        let blocks2 = vec![
+            block(Variant::Stage, 0, &base, false),
+            block(Variant::Blind, 0, &slower, false),
+        ];
+        let d = &compare(&[Variant::Stage, Variant::Blind], &blocks2, 5).differences[0];
+        assert!(
+            d.session_time_ms.unwrap().ci95.unwrap().excludes_zero(),
+            "{d:?}"
+        );
+        assert_eq!(d.verdict, "no material difference");
         // 12 sessions: the p90 rests on 1.2 values beyond it.
         assert!(
             c.warnings.iter().any(|w| w.contains("p90")),
