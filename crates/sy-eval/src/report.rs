@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use sy_report::{Bar, Plot, Report, Series};
+use sy_report::{Bar, Bars, Lines, Plot, Report, Series};
 
 use crate::compare::{Comparison, VariantSummary};
 use crate::records::BlockResult;
@@ -162,32 +162,38 @@ fn cdf_plot(
             }
         })
         .collect();
-    Plot::Lines {
+    Plot::Lines(Lines {
         title: title.into(),
         x_label: x_label.into(),
         y_label: "fraction ≤ x".into(),
         series,
         log_x: false,
+        x_ticks: None,
+        y_range: Some((0.0, 1.0)),
+        step: true,
+        bands: vec![],
         vlines: vec![],
-    }
+    })
 }
 
 fn bars(variants: &[VariantSummary]) -> Plot {
-    Plot::Bars {
-        title: "Mean session completion time".into(),
+    Plot::Bars(Bars {
+        title: "Mean session completion time (95% interval)".into(),
+        x_label: "variant".into(),
         y_label: "ms".into(),
         bars: variants
             .iter()
-            .map(|v| Bar {
-                label: v.variant.to_string(),
-                value: v
-                    .session_completion_ms
-                    .as_ref()
-                    .map_or(0.0, |s| s.mean.value),
-                annotation: format!("overrides {:.0}%", v.override_rate * 100.0),
+            .map(|v| {
+                let mean = v.session_completion_ms.as_ref().map(|s| s.mean);
+                Bar {
+                    label: v.variant.to_string(),
+                    value: mean.map_or(0.0, |m| m.value),
+                    interval: mean.and_then(|m| m.ci95).map(|ci| (ci.low, ci.high)),
+                    annotation: format!("overrides {:.0}%", v.override_rate * 100.0),
+                }
             })
             .collect(),
-    }
+    })
 }
 
 /// Writes `report.md` and its plots into `dir`; returns the report's path.
@@ -198,7 +204,7 @@ pub fn write_report(
     c: &Comparison,
     blocks: &[BlockResult],
 ) -> Result<PathBuf, sy_report::ReportError> {
-    let mut r = Report::new(dir, title);
+    let mut r = Report::new(dir, title)?;
     r.markdown(preamble);
     r.markdown(&tables(c));
     r.markdown("## Plots");

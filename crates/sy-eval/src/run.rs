@@ -23,7 +23,7 @@ use sy_selector::{Bundle, Variant};
 use crate::block::{BlockId, BlockInputs, loads_zero, run_block};
 use crate::compare::{Comparison, compare};
 use crate::error::EvalError;
-use crate::plan::{LoadedPlan, Order};
+use crate::plan::{LoadedPlan, Models, Order};
 use crate::records::BlockResult;
 use crate::sessions::{SessionSpec, generate, read_trace};
 
@@ -374,7 +374,7 @@ async fn run_one(
                 .clone()
                 .or_else(|| plan.target.selection_url.clone())
                 .unwrap_or_else(|| sy_collect::plan::DEFAULT_SELECTION_URL.into());
-            let zero = quiescent(&f, &s).await?;
+            let zero = quiescent(&f, &s, &plan.models).await?;
             (
                 None,
                 f,
@@ -411,13 +411,40 @@ async fn run_one(
     result
 }
 
-/// Waits (up to 30 s) until a Dynamo deployment shows nothing booked; fails when it is
-/// unreachable.
-async fn quiescent(frontend: &str, selection: &str) -> Result<bool, EvalError> {
+/// Checks a Dynamo deployment before a block: the frontend serves both models, the selection
+/// service knows workers, and nothing is booked (waits up to 30 s for that); fails when it is
+/// unreachable or a model is missing.
+async fn quiescent(frontend: &str, selection: &str, models: &Models) -> Result<bool, EvalError> {
     let config = ClientConfig::new(frontend, selection);
     let http = config
         .http_client()
         .map_err(|e| EvalError::Runtime(format!("cannot build the HTTP client: {e}")))?;
+    let listed: sy_wire::ModelList = async {
+        http.get(format!("{frontend}/v1/models"))
+            .timeout(std::time::Duration::from_secs(5))
+            .send()
+            .await?
+            .json()
+            .await
+    }
+    .await
+    .map_err(|e| {
+        EvalError::Runtime(format!(
+            "target unreachable: the frontend at {frontend} did not answer GET /v1/models: {e}"
+        ))
+    })?;
+    for model in [&models.efficient, &models.capable] {
+        if !listed.data.iter().any(|m| &m.id == model) {
+            return Err(EvalError::Runtime(format!(
+                "the frontend at {frontend} does not serve model `{model}` (GET /v1/models lists {:?})",
+                listed
+                    .data
+                    .iter()
+                    .map(|m| m.id.as_str())
+                    .collect::<Vec<_>>()
+            )));
+        }
+    }
     let sel = SelectionClient::new(&config, http);
     let workers = sel.workers().await.map_err(|e| {
         EvalError::Runtime(format!(

@@ -5,12 +5,17 @@
 //! turns of the resampled sessions. A difference between variants pairs the same session shape
 //! (same round, same index) across the two variants and resamples the pairs, so the interval is
 //! on the *difference*, not two overlapping intervals. Percentiles use the one linear-interpolation
-//! definition of `sy-margin`.
+//! definition of `sy-stats` ([`sy_stats::quantile_sorted`]).
+//!
+//! Why not `sy_stats::bootstrap`: it resamples one level of groups. Here sessions are nested in
+//! rounds (blocks run at different times, and the sessions of one block share the machine's and
+//! the deployment's state of that time: measured in docs/eval.md), so [`nested`] resamples rounds,
+//! then sessions within each drawn round; with one round it is `sy_stats`' grouped bootstrap.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use sy_margin::stats::percentile_linear;
+use sy_stats::quantile_sorted;
 
 /// Resamples per interval.
 pub const BOOTSTRAP_RESAMPLES: usize = 2000;
@@ -69,7 +74,7 @@ pub fn stat(values: &mut [f64], s: Stat) -> Option<f64> {
         Stat::Mean => Some(values.iter().sum::<f64>() / values.len() as f64),
         Stat::Quantile(pct) => {
             values.sort_by(f64::total_cmp);
-            percentile_linear(values, f64::from(pct) / 100.0)
+            quantile_sorted(values, f64::from(pct) / 100.0)
         }
     }
 }
@@ -115,8 +120,8 @@ pub fn nested(rounds: &[Vec<Vec<f64>>], s: Stat, seed: u64) -> Option<Estimate> 
     }
     stats.sort_by(f64::total_cmp);
     let ci95 = match (
-        percentile_linear(&stats, 0.025),
-        percentile_linear(&stats, 0.975),
+        quantile_sorted(&stats, 0.025),
+        quantile_sorted(&stats, 0.975),
     ) {
         (Some(low), Some(high)) => Some(Interval { low, high }),
         _ => None,
@@ -171,7 +176,7 @@ pub fn distribution(values: &[f64]) -> Option<Distribution> {
         return None;
     }
     v.sort_by(f64::total_cmp);
-    let q = |p: f64| percentile_linear(&v, p).unwrap_or(f64::NAN);
+    let q = |p: f64| quantile_sorted(&v, p).unwrap_or(f64::NAN);
     Some(Distribution {
         n: v.len(),
         mean: v.iter().sum::<f64>() / v.len() as f64,
