@@ -9,7 +9,7 @@
 //! interpolation) → `delta_blind`, `delta_cache`.
 //!
 //! Alongside it reports what a researcher needs to judge that number
-//! (DESIGN.md "Margin and repeats"):
+//! (docs/methodology.md, "Margin and repeats"):
 //!
 //! * G, the number of conditions, and the finite-sample conformal bound — the
 //!   `⌈0.9 (G + 1)⌉`-th smallest condition score — with a warning when G < 10;
