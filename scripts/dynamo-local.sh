@@ -29,6 +29,14 @@
 # WORKER_SYS_PORT_BASE (18100), ZMQ_KV_PORT_BASE (18200), BLOCK_SIZE (16), WORKERS (table below),
 # FRONTEND_EXTRA_ARGS (e.g. "--migration-limit 2"), READY_TIMEOUT (60 s), DYN_LOG (warn).
 #
+# Deliberate misconfigurations, for `sy-collect preflight` to find (worker names, space-separated; read at
+# start / start-worker / restart-worker / register time; all empty by default):
+#   NO_CAPACITY_WORKERS    registered WITHOUT max_num_batched_tokens (the selection service then uses its
+#                          silent 10,000,000 prefill capacity)
+#   NO_KV_EVENTS_WORKERS   started WITHOUT --zmq-kv-events-ports (no KV-event publisher), but registered
+#                          with the endpoint it should publish on, as a misconfigured node would be
+#   UNREGISTERED_WORKERS   started but never registered with the selection service
+#
 # After `start`, $RUN_DIR/stack.env holds the URLs and $RUN_DIR/workers.json the worker table
 # (name, model, worker_id, ports, capacities) — what the Rust tests read.
 #
@@ -48,6 +56,9 @@ WORKER_SYS_PORT_BASE="${WORKER_SYS_PORT_BASE:-18100}"
 ZMQ_KV_PORT_BASE="${ZMQ_KV_PORT_BASE:-18200}"
 BLOCK_SIZE="${BLOCK_SIZE:-16}"
 FRONTEND_EXTRA_ARGS="${FRONTEND_EXTRA_ARGS:-}"
+NO_CAPACITY_WORKERS="${NO_CAPACITY_WORKERS:-}"
+NO_KV_EVENTS_WORKERS="${NO_KV_EVENTS_WORKERS:-}"
+UNREGISTERED_WORKERS="${UNREGISTERED_WORKERS:-}"
 DYNAMO_VERSION=1.6.1
 
 # name          model      speedup  kv_blocks  max_num_batched_tokens
@@ -188,14 +199,21 @@ worker_line() {
   echo "$WORKERS" | awk -v n="$1" 'NF>=5{ if ($1==n) {print i, $0; found=1; exit} i++ } END{ if(!found) exit 1 }'
 }
 
+# in_list NAME "LIST": whether NAME is one of the space-separated LIST.
+in_list() { case " $2 " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
 start_worker() {
   local idx=$1 name=$2 model=$3 speedup=$4 blocks=$5 mbt=$6
+  local kv_args=(--zmq-kv-events-ports $((ZMQ_KV_PORT_BASE + idx)))
+  if in_list "$name" "$NO_KV_EVENTS_WORKERS"; then
+    kv_args=(); echo "dynamo-local: $name starts WITHOUT a KV-event publisher (NO_KV_EVENTS_WORKERS)"
+  fi
   DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=$((WORKER_SYS_PORT_BASE + idx)) \
   nohup "$VENV/bin/python" -m dynamo.mocker \
       --model-path "$MODEL_DIR" --model-name "$model" --endpoint "dyn://$model.backend.generate" \
       --block-size "$BLOCK_SIZE" --num-gpu-blocks-override "$blocks" \
       --max-num-batched-tokens "$mbt" --max-num-seqs 64 --speedup-ratio "$speedup" \
-      --zmq-kv-events-ports $((ZMQ_KV_PORT_BASE + idx)) \
+      "${kv_args[@]}" \
       --discovery-backend file --request-plane tcp --event-plane zmq \
       >> "$LOG_DIR/$name.log" 2>&1 < /dev/null &
   record_pid "$name" $!
@@ -293,6 +311,12 @@ elif cmd == "register":
         table.append(entry)
         if wid in registered:   # never re-register a live worker: its cache index and bookings stay intact
             continue
+        if name in os.environ.get("UNREGISTERED_WORKERS", "").split():
+            print(f"dynamo-local: {name} ({model}) worker_id={wid} left UNREGISTERED (UNREGISTERED_WORKERS)")
+            continue
+        if name in os.environ.get("NO_CAPACITY_WORKERS", "").split():
+            del reg["max_num_batched_tokens"]
+            print(f"dynamo-local: {name} registered WITHOUT max_num_batched_tokens (NO_CAPACITY_WORKERS)")
         def post():
             try:
                 r = http("POST", sel + "/workers", reg)
@@ -321,6 +345,7 @@ PY
 
 export_settings() {
   export FRONTEND_PORT SELECT_PORT WORKER_SYS_PORT_BASE ZMQ_KV_PORT_BASE BLOCK_SIZE WORKERS RUN_DIR
+  export NO_CAPACITY_WORKERS NO_KV_EVENTS_WORKERS UNREGISTERED_WORKERS
 }
 
 write_stack_env() {

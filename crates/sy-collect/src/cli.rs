@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use clap::{CommandFactory, Parser};
 use sy_cli::{CommonArgs, ToolError};
 
-use crate::plan::Plan;
+use crate::plan::{LoadedPlan, Plan};
+use crate::preflight::PreflightOptions;
 use crate::run::{RunOptions, dry_run, run};
 use crate::target::{TargetKind, UrlOverrides};
 
@@ -16,32 +17,153 @@ use crate::target::{TargetKind, UrlOverrides};
 #[command(
     name = "sy-collect",
     version,
-    after_help = "Examples:\n  sy-collect --plan data/plans/demo.toml --dry-run\n  sy-collect --plan data/plans/demo.toml --run-dir runs/demo --target sim\n  sy-collect --plan data/plans/example.toml --run-dir runs/node-a --target dynamo --resume"
+    subcommand_negates_reqs = true,
+    after_help = "Examples:\n  sy-collect --plan data/plans/demo.toml --dry-run\n  sy-collect --plan data/plans/demo.toml --run-dir runs/demo --target sim\n  sy-collect preflight --plan data/plans/example.toml --target dynamo\n  sy-collect --plan data/plans/example.toml --run-dir runs/node-a --target dynamo --resume"
 )]
 pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
     /// The plan (TOML; see schemas/plan.schema.json and data/plans/).
-    #[arg(long, value_name = "FILE", required_unless_present = "completions")]
+    #[arg(long, global = true, value_name = "FILE")]
     pub plan: Option<PathBuf>,
     /// Where requests go: the embedded simulator, or a running Dynamo deployment.
-    #[arg(long, value_enum, default_value = "dynamo")]
+    #[arg(long, global = true, value_enum, default_value = "dynamo")]
     pub target: TargetKind,
     /// Frontend URL (overrides the plan; default http://127.0.0.1:18000).
-    #[arg(long, value_name = "URL")]
+    #[arg(long, global = true, value_name = "URL")]
     pub frontend_url: Option<String>,
     /// Selection-service URL (overrides the plan; default http://127.0.0.1:18092).
-    #[arg(long, value_name = "URL")]
+    #[arg(long, global = true, value_name = "URL")]
     pub selection_url: Option<String>,
     /// Simulator configuration (TOML) for --target sim (default: two models, two workers each).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE")]
     pub sim_config: Option<PathBuf>,
+    /// Do not register workers the frontend lists but the selection service does not know.
+    #[arg(long, global = true)]
+    pub no_register: bool,
+    /// KV-event endpoint of a worker the preflight registers (WORKER_ID=tcp://HOST:PORT;
+    /// repeatable): the frontend does not report it.
+    #[arg(long, global = true, value_name = "ID=ENDPOINT", value_parser = parse_kv_events)]
+    pub kv_events: Vec<(u64, String)>,
     /// Continue an interrupted run in --run-dir, skipping complete (condition, repeat) units.
     #[arg(long)]
     pub resume: bool,
-    /// Print the request count and estimated duration of the plan, send nothing.
+    /// Print the request count and estimated duration and GPU time of the plan; with
+    /// --target, measured by a short pilot on the target (nothing is written).
     #[arg(long)]
     pub dry_run: bool,
+    /// Estimate from built-in speeds only (no pilot; with --dry-run).
+    #[arg(long, requires = "dry_run")]
+    pub offline: bool,
+    /// Skip the preflight (discovery, registration, KV-event and TTFT checks) before a run.
+    #[arg(long)]
+    pub no_preflight: bool,
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+/// Subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Discover the deployment (models, workers, ranks, block size, registered prefill
+    /// capacity), register unregistered workers, check KV events and client vs server TTFT,
+    /// print a table. Exit 0 fit, 1 deployment problem, 2 the plan does not fit.
+    Preflight {
+        /// Discovery and registration only: send no priming or probe request.
+        #[arg(long)]
+        no_probes: bool,
+    },
+}
+
+fn parse_kv_events(s: &str) -> Result<(u64, String), String> {
+    let (id, ep) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s}: expected WORKER_ID=tcp://HOST:PORT"))?;
+    let id = id
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s}: worker id {id:?} is not an unsigned integer"))?;
+    if !ep.starts_with("tcp://") {
+        return Err(format!("{s}: expected a tcp:// endpoint"));
+    }
+    Ok((id, ep.to_string()))
+}
+
+impl Args {
+    fn preflight_options(&self, probes: bool) -> PreflightOptions {
+        PreflightOptions {
+            register: !self.no_register,
+            kv_events: self.kv_events.iter().cloned().collect(),
+            probes,
+        }
+    }
+
+    fn url_overrides(&self) -> Result<UrlOverrides, ToolError> {
+        for (flag, url) in [
+            ("--frontend-url", &self.frontend_url),
+            ("--selection-url", &self.selection_url),
+        ] {
+            if let Some(u) = url
+                && !u.starts_with("http://")
+            {
+                return Err(ToolError::BadInput(format!(
+                    "{flag} {u}: expected an http:// URL"
+                )));
+            }
+        }
+        Ok(UrlOverrides {
+            frontend_url: self.frontend_url.clone(),
+            selection_url: self.selection_url.clone(),
+            sim_config: self.sim_config.clone(),
+        })
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, ToolError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ToolError::Runtime(format!("cannot start the async runtime: {e}")))
+}
+
+fn print_json<T: serde::Serialize>(v: &T) -> Result<(), ToolError> {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).map_err(|e| ToolError::Runtime(e.to_string()))?
+    );
+    Ok(())
+}
+
+/// `sy-collect preflight`: prints the table (or JSON) and exits with its status.
+fn main_preflight(args: &Args, plan: &LoadedPlan, probes: bool) -> Result<(), ToolError> {
+    let urls = args.url_overrides()?;
+    let opts = args.preflight_options(probes);
+    let report = runtime()?.block_on(crate::run::preflight_only(
+        &plan.plan,
+        args.target,
+        &urls,
+        &opts,
+    ))?;
+    if args.common.json {
+        print_json(&report)?;
+    } else {
+        print!("{}", report.render_text());
+    }
+    let n = report
+        .problems
+        .iter()
+        .filter(|p| p.severity != crate::preflight::Severity::Warning)
+        .count();
+    match report.exit_code() {
+        0 => Ok(()),
+        2 => Err(ToolError::BadInput(format!(
+            "preflight: {n} problem(s), the plan {} does not fit the deployment (see above)",
+            plan.path.display()
+        ))),
+        _ => Err(ToolError::Runtime(format!(
+            "preflight: {n} problem(s), the deployment is not fit to calibrate (see above)"
+        ))),
+    }
 }
 
 /// Runs the tool; returns the error to report.
@@ -57,6 +179,9 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
     let mut plan = Plan::from_path(&plan_path).map_err(crate::CollectError::from)?;
     if let Some(seed) = args.common.seed {
         plan.plan.seed = seed;
+    }
+    if let Some(Command::Preflight { no_probes }) = &args.command {
+        return main_preflight(&args, &plan, !no_probes);
     }
     if args.dry_run {
         let d = dry_run(&plan.plan);
@@ -83,35 +208,16 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
             "--run-dir DIR is required (where records.jsonl and manifest.json go)".into(),
         ));
     };
-    for (flag, url) in [
-        ("--frontend-url", &args.frontend_url),
-        ("--selection-url", &args.selection_url),
-    ] {
-        if let Some(u) = url
-            && !u.starts_with("http://")
-        {
-            return Err(ToolError::BadInput(format!(
-                "{flag} {u}: expected an http:// URL"
-            )));
-        }
-    }
     let opts = RunOptions {
         run_dir,
         target: args.target,
-        urls: UrlOverrides {
-            frontend_url: args.frontend_url.clone(),
-            selection_url: args.selection_url.clone(),
-            sim_config: args.sim_config.clone(),
-        },
+        urls: args.url_overrides()?,
         resume: args.resume,
         show_progress: args.common.show_progress(),
         seed: args.common.seed,
+        preflight: (!args.no_preflight).then(|| args.preflight_options(true)),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| ToolError::Runtime(format!("cannot start the async runtime: {e}")))?;
-    let summary = rt.block_on(run(plan, opts))?;
+    let summary = runtime()?.block_on(run(plan, opts))?;
     let m = &summary.manifest;
     if args.common.json {
         let text = serde_json::to_string(m).map_err(|e| ToolError::Runtime(e.to_string()))?;

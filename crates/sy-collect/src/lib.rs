@@ -21,7 +21,7 @@
 //!
 //! Modules map to concerns: [`plan`] (TOML, validation), [`schedule`] (conditions and units),
 //! [`prompt`], [`accounting`], [`background`], [`probe`], [`results`], [`manifest`],
-//! [`progress`], [`target`] (sim or Dynamo, preflight), [`run`] (the orchestration), [`cli`].
+//! [`progress`], [`target`] (sim or Dynamo), [`preflight`] (discovery, registration, checks), [`run`] (the orchestration), [`cli`].
 
 pub mod accounting;
 pub mod background;
@@ -29,6 +29,7 @@ pub mod cli;
 pub mod error;
 pub mod manifest;
 pub mod plan;
+pub mod preflight;
 pub mod probe;
 pub mod progress;
 pub mod prompt;

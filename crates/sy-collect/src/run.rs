@@ -17,7 +17,8 @@ use crate::progress::Progress;
 use crate::prompt::{PromptFactory, new_invocation_id};
 use crate::results::{self, MANIFEST_FILE, PARQUET_FILE, RECORDS_FILE, RecordSink};
 use crate::schedule::Schedule;
-use crate::target::{Target, TargetKind, UrlOverrides, preflight};
+use crate::preflight::{PreflightOptions, PreflightReport, preflight};
+use crate::target::{Target, TargetKind, UrlOverrides};
 
 /// How to run.
 #[derive(Debug, Clone)]
@@ -29,6 +30,8 @@ pub struct RunOptions {
     pub show_progress: bool,
     /// Overrides the plan's seed.
     pub seed: Option<u64>,
+    /// The preflight to run before the first unit (`None`: `--no-preflight`).
+    pub preflight: Option<PreflightOptions>,
 }
 
 /// What a finished (or interrupted) run reports.
@@ -98,6 +101,83 @@ pub fn dry_run(plan: &Plan) -> DryRun {
              no retries"
         ),
     }
+}
+
+/// The HTTP clients of a run, configured from the plan's timeouts.
+struct Clients {
+    config: ClientConfig,
+    http: reqwest::Client,
+    selection: SelectionClient,
+    completions: CompletionClient,
+}
+
+impl Clients {
+    fn new(p: &Plan, target: &Target, bearer: Option<String>) -> Result<Self, CollectError> {
+        let mut config = ClientConfig::new(&target.frontend_url, &target.selection_url);
+        config.connect_timeout = Duration::from_millis(p.target.connect_timeout_ms);
+        config.first_token_timeout = Duration::from_millis(p.target.first_token_timeout_ms);
+        config.request_timeout = Duration::from_millis(p.target.request_timeout_ms);
+        config.selection_timeout = Duration::from_millis(p.target.selection_timeout_ms);
+        config.bearer_token = bearer;
+        let http = config
+            .http_client()
+            .map_err(|e| CollectError::Runtime(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self {
+            selection: SelectionClient::new(&config, http.clone()),
+            completions: CompletionClient::new(&config, http.clone()),
+            config,
+            http,
+        })
+    }
+
+    /// A driver of its own (a fresh invocation id) for requests outside a run.
+    fn driver(&self) -> Arc<Driver> {
+        Arc::new(Driver::new(
+            self.completions.clone(),
+            self.selection.clone(),
+            Cancel::new(),
+            new_invocation_id(),
+        ))
+    }
+}
+
+/// The plan's bearer token, from the environment variable it names.
+fn bearer_of(p: &Plan) -> Result<Option<String>, CollectError> {
+    match &p.target.bearer_token_env {
+        Some(var) => std::env::var(var).map(Some).map_err(|_| {
+            CollectError::BadInput(format!(
+                "plan field `target.bearer_token_env`: environment variable {var} is not set"
+            ))
+        }),
+        None => Ok(None),
+    }
+}
+
+/// `sy-collect preflight`: start the target, run the preflight, stop the target.
+pub async fn preflight_only(
+    p: &Plan,
+    kind: TargetKind,
+    urls: &UrlOverrides,
+    opts: &PreflightOptions,
+) -> Result<PreflightReport, CollectError> {
+    let bearer = bearer_of(p)?;
+    let target = Target::start(kind, p, urls).await?;
+    let result = async {
+        let c = Clients::new(p, &target, bearer.clone())?;
+        let driver = c.driver();
+        preflight(
+            &c.http,
+            bearer.as_deref(),
+            &c.config.frontend_url,
+            &driver,
+            p,
+            opts,
+        )
+        .await
+    }
+    .await;
+    target.shutdown().await;
+    result
 }
 
 fn run_id_for(plan: &LoadedPlan) -> String {
@@ -191,14 +271,7 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunSummary, Colle
     let seed = previous.as_ref().map_or(plan.plan.seed, |m| m.seed);
     plan.plan.seed = seed;
 
-    let bearer = match &plan.plan.target.bearer_token_env {
-        Some(var) => Some(std::env::var(var).map_err(|_| {
-            CollectError::BadInput(format!(
-                "plan field `target.bearer_token_env`: environment variable {var} is not set"
-            ))
-        })?),
-        None => None,
-    };
+    let bearer = bearer_of(&plan.plan)?;
     let target = Target::start(opts.target, &plan.plan, &opts.urls).await?;
     let result = run_on_target(&plan, &opts, previous, bearer, &target).await;
     target.shutdown().await;
@@ -213,30 +286,12 @@ async fn run_on_target(
     target: &Target,
 ) -> Result<RunSummary, CollectError> {
     let p = &plan.plan;
-    let mut config = ClientConfig::new(&target.frontend_url, &target.selection_url);
-    config.connect_timeout = Duration::from_millis(p.target.connect_timeout_ms);
-    config.first_token_timeout = Duration::from_millis(p.target.first_token_timeout_ms);
-    config.request_timeout = Duration::from_millis(p.target.request_timeout_ms);
-    config.selection_timeout = Duration::from_millis(p.target.selection_timeout_ms);
-    config.bearer_token = bearer.clone();
-    let http = config
-        .http_client()
-        .map_err(|e| CollectError::Runtime(format!("cannot build the HTTP client: {e}")))?;
-    let selection = SelectionClient::new(&config, http.clone());
-    let completions = CompletionClient::new(&config, http.clone());
-
-    // Everything the target must satisfy, before the first inference request.
-    let pre = preflight(
-        &http,
-        bearer.as_deref(),
-        &config.frontend_url,
-        &selection,
-        p,
-    )
-    .await?;
-    tracing::info!("preflight ok: KV capacity {:?}", pre.kv_capacity_tokens);
-    let versions = target.versions(&http, bearer.as_deref()).await;
-    tracing::info!("target versions: {:?}", versions.versions);
+    let Clients {
+        config,
+        http,
+        selection,
+        completions,
+    } = Clients::new(p, target, bearer.clone())?;
 
     let cancel = Cancel::new();
     // Fresh for every invocation, `--resume` included: prompts and selection ids of this
@@ -248,6 +303,25 @@ async fn run_on_target(
         cancel.clone(),
         invocation_id.clone(),
     ));
+
+    // Everything the target must satisfy, before the first unit.
+    if let Some(pre_opts) = &opts.preflight {
+        let pre = preflight(
+            &http,
+            bearer.as_deref(),
+            &config.frontend_url,
+            &driver,
+            p,
+            pre_opts,
+        )
+        .await?;
+        log_preflight(&pre);
+        if let Some(e) = pre.blocking_error() {
+            return Err(e);
+        }
+    }
+    let versions = target.versions(&http, bearer.as_deref()).await;
+    tracing::info!("target versions: {:?}", versions.versions);
 
     // What the frontend lists now is "known since the start": a later HTTP 400 pinned to one of
     // these is a bad request, one pinned to an instance it lists only later is a discovery race.
@@ -456,6 +530,18 @@ async fn run_on_target(
         manifest,
         interrupted,
     })
+}
+
+fn log_preflight(pre: &PreflightReport) {
+    for p in &pre.problems {
+        tracing::warn!("preflight: {}", p.message);
+    }
+    tracing::info!(
+        "preflight: {} workers, KV capacity {:?}, {:.0} ms",
+        pre.workers.len(),
+        pre.kv_capacity_tokens,
+        pre.duration_ms
+    );
 }
 
 /// Polls `/loads` briefly: deletes are synchronous, but a server may apply them a moment later.

@@ -41,6 +41,11 @@ pub fn dynamo_options(sim: &sy_sim::SimHandle, run_dir: &Path) -> sy_collect::Ru
         resume: false,
         show_progress: false,
         seed: None,
+        preflight: Some(sy_collect::preflight::PreflightOptions {
+            register: true,
+            probes: true,
+            ..Default::default()
+        }),
     }
 }
 
