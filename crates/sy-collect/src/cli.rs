@@ -8,7 +8,8 @@ use sy_cli::{CommonArgs, ToolError};
 
 use crate::plan::{LoadedPlan, Plan};
 use crate::preflight::PreflightOptions;
-use crate::run::{RunOptions, dry_run, run};
+use crate::estimate::{DryRun, dry_run};
+use crate::run::{RunOptions, run};
 use crate::target::{TargetKind, UrlOverrides};
 
 /// Calibration load generator: drives Dynamo (or the embedded simulator) with controlled
@@ -26,9 +27,10 @@ pub struct Args {
     /// The plan (TOML; see schemas/plan.schema.json and data/plans/).
     #[arg(long, global = true, value_name = "FILE")]
     pub plan: Option<PathBuf>,
-    /// Where requests go: the embedded simulator, or a running Dynamo deployment.
-    #[arg(long, global = true, value_enum, default_value = "dynamo")]
-    pub target: TargetKind,
+    /// Where requests go: the embedded simulator, or a running Dynamo deployment (default:
+    /// dynamo).
+    #[arg(long, global = true, value_enum)]
+    pub target: Option<TargetKind>,
     /// Frontend URL (overrides the plan; default http://127.0.0.1:18000).
     #[arg(long, global = true, value_name = "URL")]
     pub frontend_url: Option<String>,
@@ -48,13 +50,11 @@ pub struct Args {
     /// Continue an interrupted run in --run-dir, skipping complete (condition, repeat) units.
     #[arg(long)]
     pub resume: bool,
-    /// Print the request count and estimated duration and GPU time of the plan; with
-    /// --target, measured by a short pilot on the target (nothing is written).
+    /// Print the request count and estimated duration and GPU time per phase, writing
+    /// nothing. With --target or a URL: the preflight, then a short pilot of the plan's own
+    /// units on that target; without: built-in speeds.
     #[arg(long)]
     pub dry_run: bool,
-    /// Estimate from built-in speeds only (no pilot; with --dry-run).
-    #[arg(long, requires = "dry_run")]
-    pub offline: bool,
     /// Skip the preflight (discovery, registration, KV-event and TTFT checks) before a run.
     #[arg(long)]
     pub no_preflight: bool,
@@ -90,6 +90,15 @@ fn parse_kv_events(s: &str) -> Result<(u64, String), String> {
 }
 
 impl Args {
+    fn target_kind(&self) -> TargetKind {
+        self.target.unwrap_or(TargetKind::Dynamo)
+    }
+
+    /// Whether a target was named (then `--dry-run` measures a pilot on it).
+    fn target_named(&self) -> bool {
+        self.target.is_some() || self.frontend_url.is_some() || self.selection_url.is_some()
+    }
+
     fn preflight_options(&self, probes: bool) -> PreflightOptions {
         PreflightOptions {
             register: !self.no_register,
@@ -126,12 +135,64 @@ fn runtime() -> Result<tokio::runtime::Runtime, ToolError> {
         .map_err(|e| ToolError::Runtime(format!("cannot start the async runtime: {e}")))
 }
 
+/// `--json`: one compact JSON document on stdout (every tool's convention).
 fn print_json<T: serde::Serialize>(v: &T) -> Result<(), ToolError> {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(v).map_err(|e| ToolError::Runtime(e.to_string()))?
-    );
+    let text = serde_json::to_string(v).map_err(|e| ToolError::Runtime(e.to_string()))?;
+    println!("{text}");
     Ok(())
+}
+
+fn print_dry_run(args: &Args, plan: &LoadedPlan, d: &DryRun) -> Result<(), ToolError> {
+    if args.common.json {
+        return print_json(d);
+    }
+    println!("plan {}", plan.path.display());
+    println!(
+        "  {} conditions, {} units ({} qgrid, {} load)",
+        d.conditions, d.units, d.qgrid_units, d.load_units
+    );
+    println!(
+        "  {} foreground requests (probes and primes), {} background slots",
+        d.foreground_requests, d.background_slots
+    );
+    for (phase, e) in &d.phases {
+        let gpu = e
+            .gpu_seconds
+            .map_or_else(|| "unknown".to_string(), |g| format!("{:.2} h", g / 3600.0));
+        println!(
+            "  {phase:<6} {:>5} units  estimated {:>8.0} s  GPU time {gpu}",
+            e.units, e.seconds
+        );
+    }
+    println!(
+        "  estimated duration: {:.0} s ({})",
+        d.estimated_seconds, d.basis
+    );
+    println!("  assuming {}", d.assumptions);
+    Ok(())
+}
+
+/// `--dry-run`: built-in speeds, or the preflight and a pilot on the named target.
+fn main_dry_run(args: &Args, plan: &LoadedPlan) -> Result<(), ToolError> {
+    if !args.target_named() {
+        return print_dry_run(args, plan, &dry_run(&plan.plan, None));
+    }
+    let urls = args.url_overrides()?;
+    let (pre, d) = runtime()?.block_on(crate::run::pilot_dry_run(
+        &plan.plan,
+        args.target_kind(),
+        &urls,
+    ))?;
+    match d {
+        Some(d) => print_dry_run(args, plan, &d),
+        None => {
+            eprint!("{}", pre.render_text());
+            Err(pre.blocking_error().unwrap_or_else(|| {
+                crate::CollectError::Runtime("preflight failed: no pilot run".into())
+            })
+            .into())
+        }
+    }
 }
 
 /// `sy-collect preflight`: prints the table (or JSON) and exits with its status.
@@ -140,7 +201,7 @@ fn main_preflight(args: &Args, plan: &LoadedPlan, probes: bool) -> Result<(), To
     let opts = args.preflight_options(probes);
     let report = runtime()?.block_on(crate::run::preflight_only(
         &plan.plan,
-        args.target,
+        args.target_kind(),
         &urls,
         &opts,
     ))?;
@@ -184,24 +245,7 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
         return main_preflight(&args, &plan, !no_probes);
     }
     if args.dry_run {
-        let d = dry_run(&plan.plan);
-        if args.common.json {
-            let text = serde_json::to_string(&d).map_err(|e| ToolError::Runtime(e.to_string()))?;
-            println!("{text}");
-        } else {
-            println!("plan {}", plan_path.display());
-            println!(
-                "  {} conditions, {} units ({} qgrid, {} load)",
-                d.conditions, d.units, d.qgrid_units, d.load_units
-            );
-            println!(
-                "  {} foreground requests (probes and primes), {} background slots",
-                d.foreground_requests, d.background_slots
-            );
-            println!("  estimated duration: {:.0} s", d.estimated_seconds);
-            println!("  assuming {}", d.assumptions);
-        }
-        return Ok(());
+        return main_dry_run(&args, &plan);
     }
     let Some(run_dir) = args.common.run_dir.clone() else {
         return Err(ToolError::BadInput(
@@ -210,7 +254,7 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
     };
     let opts = RunOptions {
         run_dir,
-        target: args.target,
+        target: args.target_kind(),
         urls: args.url_overrides()?,
         resume: args.resume,
         show_progress: args.common.show_progress(),
@@ -220,9 +264,9 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
     let summary = runtime()?.block_on(run(plan, opts))?;
     let m = &summary.manifest;
     if args.common.json {
-        let text = serde_json::to_string(m).map_err(|e| ToolError::Runtime(e.to_string()))?;
-        println!("{text}");
+        print_json(m)?;
     } else if !args.common.quiet {
+        eprint!("{}", crate::summary::render(&m.summary));
         eprintln!(
             "{}: {}/{} units, {} records ({} ok, {} error), {} retried attempts, loads zero at end: {}",
             m.run_id,

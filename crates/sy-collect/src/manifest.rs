@@ -39,6 +39,13 @@ pub struct Manifest {
     pub loads_zero_at_end: Option<bool>,
     /// Reservations whose delete failed (should be empty).
     pub outstanding_reservations: Vec<String>,
+    /// Wall time and background traffic per phase, summed over sessions. Empty in manifests
+    /// written before it existed.
+    #[serde(default)]
+    pub phases: BTreeMap<String, crate::summary::PhaseTime>,
+    /// The end-of-run table (per phase and model), over every record of the run.
+    #[serde(default)]
+    pub summary: Vec<crate::summary::SummaryRow>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -814,6 +814,9 @@ async fn probe_workers(report: &mut PreflightReport, driver: &Arc<Driver>, plan:
         &plan.prompt,
     );
     let mut gaps = Vec::new();
+    // Request failures are warnings: the collector records failures as data and retries
+    // transient ones; what fails the preflight is a check that ran and failed.
+    let mut warnings = Vec::new();
     let mut problems = Vec::new();
     for (i, w) in report.workers.iter_mut().enumerate() {
         if !(w.registered && w.listed_by_frontend && w.lifecycle.as_deref() == Some("schedulable"))
@@ -832,7 +835,9 @@ async fn probe_workers(report: &mut PreflightReport, driver: &Arc<Driver>, plan:
                 w.kv_events = KvEvents::NotChecked {
                     reason: format!("priming failed: {e}"),
                 };
-                problems.push(format!("{who}: a priming request failed: {e}"));
+                warnings.push(format!(
+                    "{who}: a priming request failed ({e}): KV events not checked"
+                ));
                 continue;
             }
             Ok(_) => {}
@@ -855,11 +860,14 @@ async fn probe_workers(report: &mut PreflightReport, driver: &Arc<Driver>, plan:
                     gaps.push(c - s);
                 }
             }
-            Err(e) => problems.push(format!("{who}: a probe request failed: {e}")),
+            Err(e) => warnings.push(format!("{who}: a probe request failed: {e}")),
         }
     }
     for m in problems {
         report.problem(Severity::Deployment, m);
+    }
+    for m in warnings {
+        report.problem(Severity::Warning, m);
     }
     gaps.sort_by(f64::total_cmp);
     if let Some(&median) = gaps.get(gaps.len() / 2)

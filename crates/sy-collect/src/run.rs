@@ -1,6 +1,7 @@
 //! The run: start the target, check it, run every pending unit with retries, write records and
 //! the manifest, and prove no reservation leaked.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -17,6 +18,7 @@ use crate::progress::Progress;
 use crate::prompt::{PromptFactory, new_invocation_id};
 use crate::results::{self, MANIFEST_FILE, PARQUET_FILE, RECORDS_FILE, RecordSink};
 use crate::schedule::Schedule;
+use crate::summary::PhaseTime;
 use crate::preflight::{PreflightOptions, PreflightReport, preflight};
 use crate::target::{Target, TargetKind, UrlOverrides};
 
@@ -39,68 +41,6 @@ pub struct RunOptions {
 pub struct RunSummary {
     pub manifest: Manifest,
     pub interrupted: bool,
-}
-
-/// The plan's size and an estimate of its duration (`--dry-run`).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct DryRun {
-    pub conditions: usize,
-    pub units: usize,
-    pub qgrid_units: usize,
-    pub load_units: usize,
-    /// Probe requests (two per unit) plus priming requests.
-    pub foreground_requests: u64,
-    /// Background slots summed over units (each a closed loop of requests while its unit runs).
-    pub background_slots: u64,
-    pub estimated_seconds: f64,
-    pub assumptions: String,
-}
-
-/// Microseconds per uncached prompt token assumed by the estimate (the Dynamo mocker at
-/// speedup 1 measured about 33 µs/token; real GPUs are usually faster).
-const EST_US_PER_TOKEN: f64 = 33.0;
-/// Fixed cost assumed per request (observation, reservation, round trips, a few steps).
-const EST_MS_PER_REQUEST: f64 = 10.0;
-
-pub fn dry_run(plan: &Plan) -> DryRun {
-    let s = Schedule::from_plan(plan);
-    let mut secs = 0.0;
-    let mut bg_slots = 0u64;
-    let (mut q, mut l) = (0, 0);
-    for u in &s.units {
-        let c = &s.conditions[u.condition];
-        let primed = c.primed_tokens();
-        let slots = crate::background::slots_for(c, "e", "c").len() as u64;
-        bg_slots += slots;
-        match c.phase {
-            sy_records::Phase::Qgrid => q += 1,
-            sy_records::Phase::Load => l += 1,
-        }
-        let mut ms = EST_MS_PER_REQUEST + (c.planned_n - primed) as f64 * EST_US_PER_TOKEN / 1e3;
-        if primed > 0 {
-            ms += EST_MS_PER_REQUEST + primed as f64 * EST_US_PER_TOKEN / 1e3;
-            ms += plan.probe.settle_ms as f64;
-        }
-        if slots > 0 {
-            ms += plan.load.as_ref().map_or(0, |l| l.warmup_ms) as f64;
-            ms += c.background.prefill_prompt_tokens as f64 * EST_US_PER_TOKEN / 1e3;
-        }
-        secs += ms / 1e3;
-    }
-    DryRun {
-        conditions: s.conditions.len(),
-        units: s.units.len(),
-        qgrid_units: q,
-        load_units: l,
-        foreground_requests: s.foreground_requests(),
-        background_slots: bg_slots,
-        estimated_seconds: secs,
-        assumptions: format!(
-            "{EST_MS_PER_REQUEST} ms per request plus {EST_US_PER_TOKEN} µs per uncached prompt \
-             token (the Dynamo mocker at speedup 1), plus the plan's settle and warm-up times; \
-             no retries"
-        ),
-    }
 }
 
 /// The HTTP clients of a run, configured from the plan's timeouts.
@@ -151,6 +91,46 @@ fn bearer_of(p: &Plan) -> Result<Option<String>, CollectError> {
         }),
         None => Ok(None),
     }
+}
+
+/// `sy-collect --dry-run --target …`: start the target, run the preflight (without
+/// registering), then the pilot; stop the target. The preflight's problems are returned in its
+/// report; the pilot runs only when nothing blocks.
+pub async fn pilot_dry_run(
+    p: &Plan,
+    kind: TargetKind,
+    urls: &UrlOverrides,
+) -> Result<(PreflightReport, Option<crate::estimate::DryRun>), CollectError> {
+    let bearer = bearer_of(p)?;
+    let target = Target::start(kind, p, urls).await?;
+    let result = async {
+        let c = Clients::new(p, &target, bearer.clone())?;
+        let driver = c.driver();
+        let opts = PreflightOptions {
+            register: false,
+            probes: true,
+            ..Default::default()
+        };
+        let pre = preflight(
+            &c.http,
+            bearer.as_deref(),
+            &c.config.frontend_url,
+            &driver,
+            p,
+            &opts,
+        )
+        .await?;
+        if pre.exit_code() != 0 {
+            return Ok((pre, None));
+        }
+        let gpus = pre.workers.iter().map(|w| w.dp_ranks.len().max(1) as u64).sum();
+        let pilot = crate::estimate::pilot(p, driver.clone(), gpus).await;
+        driver.selection.release_all().await;
+        Ok((pre, Some(crate::estimate::dry_run(p, Some(pilot)))))
+    }
+    .await;
+    target.shutdown().await;
+    result
 }
 
 /// `sy-collect preflight`: start the target, run the preflight, stop the target.
@@ -362,6 +342,8 @@ async fn run_on_target(
         background: BackgroundCounts::default(),
         loads_zero_at_end: None,
         outstanding_reservations: Vec::new(),
+        phases: BTreeMap::new(),
+        summary: Vec::new(),
     });
     manifest.target.frontend_url = target.frontend_url.clone();
     manifest.target.selection_url = target.selection_url.clone();
@@ -419,14 +401,19 @@ async fn run_on_target(
         })
         .copied()
         .collect();
+    let unit_cost = |u: &crate::schedule::Unit| {
+        crate::estimate::unit_cost_seconds(p, &schedule.conditions[u.condition])
+    };
     let progress = Progress::new(
         schedule.units.len() as u64,
         (schedule.units.len() - pending.len()) as u64,
         opts.show_progress,
         driver.stats.clone(),
+        pending.iter().map(unit_cost).sum(),
     );
     let mut retried = 0u64;
     let mut units_run = 0u64;
+    let mut session_phases: BTreeMap<String, PhaseTime> = BTreeMap::new();
     let mut write_error = None;
     'units: for unit in pending {
         if cancel.is_cancelled() {
@@ -434,6 +421,8 @@ async fn run_on_target(
         }
         let cond = &schedule.conditions[unit.condition];
         progress.phase(cond.phase.as_str(), &cond.id);
+        let unit_started = std::time::Instant::now();
+        let bg_before = PhaseTime::background_of(&driver.stats);
         let mut attempt = 1u32;
         loop {
             let result = runner.run(cond, unit.repeat, attempt).await;
@@ -474,7 +463,16 @@ async fn run_on_target(
                 break 'units;
             }
             units_run += 1;
-            progress.unit_done();
+            let spent = PhaseTime::delta(
+                &bg_before,
+                &PhaseTime::background_of(&driver.stats),
+                unit_started.elapsed().as_secs_f64(),
+            );
+            session_phases
+                .entry(cond.phase.as_str().to_string())
+                .or_default()
+                .add(&spent);
+            progress.unit_done(unit_cost(&unit));
             break;
         }
     }
@@ -512,6 +510,10 @@ async fn run_on_target(
     manifest.units_total = schedule.units.len() as u64;
     manifest.units_done = done_units;
     manifest.complete = done_units == manifest.units_total && !interrupted;
+    for (phase, t) in &session_phases {
+        manifest.phases.entry(phase.clone()).or_default().add(t);
+    }
+    manifest.summary = crate::summary::summarize(&records, &manifest.phases);
     manifest.loads_zero_at_end = loads_zero;
     manifest.outstanding_reservations = outstanding;
     manifest.ended_at = Some(ended.clone());

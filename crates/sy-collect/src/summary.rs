@@ -1,0 +1,270 @@
+//! What a run measured, per phase and model: TTFT p50/p90/p99 of the successful probes, probe
+//! and failure counts by class, background requests and failures, time spent and rate.
+//!
+//! Probe figures come from every record of the run (all sessions). Time and background figures
+//! are accumulated per phase in the manifest ([`PhaseTime`]) by every session, so a resumed
+//! run reports the whole run, not only its last session.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+use sy_records::{Record, Status};
+
+/// Time and background traffic of one phase, summed over the sessions of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseTime {
+    /// Wall time spent running this phase's units (retries and back-off included).
+    pub seconds: f64,
+    /// Units completed (each two probes).
+    pub units: u64,
+    pub background_requests: u64,
+    /// Background failures by class.
+    pub background_errors: BTreeMap<String, u64>,
+}
+
+impl PhaseTime {
+    /// The background traffic counted in `stats` so far (subtract two of these for a delta).
+    pub fn background_of(stats: &crate::accounting::Stats) -> PhaseTime {
+        PhaseTime {
+            background_requests: stats
+                .background_requests
+                .load(std::sync::atomic::Ordering::Relaxed),
+            background_errors: stats
+                .background_errors
+                .lock()
+                .map(|m| m.clone())
+                .unwrap_or_default(),
+            ..PhaseTime::default()
+        }
+    }
+
+    /// What happened between `before` and `after` (background counters), plus `seconds`.
+    pub fn delta(before: &PhaseTime, after: &PhaseTime, seconds: f64) -> PhaseTime {
+        let mut errors = BTreeMap::new();
+        for (k, v) in &after.background_errors {
+            let d = v.saturating_sub(before.background_errors.get(k).copied().unwrap_or(0));
+            if d > 0 {
+                errors.insert(k.clone(), d);
+            }
+        }
+        PhaseTime {
+            seconds,
+            units: 1,
+            background_requests: after
+                .background_requests
+                .saturating_sub(before.background_requests),
+            background_errors: errors,
+        }
+    }
+
+    pub fn add(&mut self, other: &PhaseTime) {
+        self.seconds += other.seconds;
+        self.units += other.units;
+        self.background_requests += other.background_requests;
+        for (k, v) in &other.background_errors {
+            *self.background_errors.entry(k.clone()).or_default() += v;
+        }
+    }
+}
+
+/// One row of the end-of-run table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SummaryRow {
+    pub phase: String,
+    pub model: String,
+    /// Probe records (one per probe of this model).
+    pub probes: u64,
+    pub ok: u64,
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p90_ms: Option<f64>,
+    pub ttft_p99_ms: Option<f64>,
+    /// Failed probes by error class.
+    pub failures: BTreeMap<String, u64>,
+    /// The phase's background requests and failures (the same on each model's row of a phase).
+    pub phase_background_requests: u64,
+    pub phase_background_failures: u64,
+    /// The phase's wall time, and its probes (both models) per second.
+    pub phase_seconds: f64,
+    pub phase_probes_per_s: Option<f64>,
+}
+
+fn class_name<T: Serialize + std::fmt::Debug>(c: &T) -> String {
+    serde_json::to_value(c)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("{c:?}"))
+}
+
+/// The table: one row per (phase, model) present in `records`, phases in run order.
+pub fn summarize(records: &[Record], phases: &BTreeMap<String, PhaseTime>) -> Vec<SummaryRow> {
+    let mut groups: BTreeMap<(u8, String, String), Vec<&Record>> = BTreeMap::new();
+    for r in records {
+        let order = match r.phase {
+            sy_records::Phase::Qgrid => 0,
+            sy_records::Phase::Load => 1,
+        };
+        groups
+            .entry((order, r.phase.as_str().to_string(), r.model.clone()))
+            .or_default()
+            .push(r);
+    }
+    let phase_probes = |phase: &str| -> u64 {
+        groups
+            .iter()
+            .filter(|((_, p, _), _)| p == phase)
+            .map(|(_, v)| v.len() as u64)
+            .sum()
+    };
+    let mut rows = Vec::new();
+    for ((_, phase, model), recs) in &groups {
+        let mut ttft: Vec<f64> = recs
+            .iter()
+            .filter(|r| r.status == Status::Ok)
+            .filter_map(|r| r.ttft_ms)
+            .filter(|t| t.is_finite())
+            .collect();
+        ttft.sort_by(f64::total_cmp);
+        let q = |p: f64| sy_margin::stats::percentile_linear(&ttft, p);
+        let mut failures = BTreeMap::new();
+        for r in recs.iter().filter(|r| r.status == Status::Error) {
+            let name = r
+                .error_class
+                .as_ref()
+                .map_or_else(|| "unclassified".to_string(), class_name);
+            *failures.entry(name).or_default() += 1;
+        }
+        let t = phases.get(phase).cloned().unwrap_or_default();
+        let probes_all = phase_probes(phase);
+        rows.push(SummaryRow {
+            phase: phase.clone(),
+            model: model.clone(),
+            probes: recs.len() as u64,
+            ok: recs.iter().filter(|r| r.status == Status::Ok).count() as u64,
+            ttft_p50_ms: q(0.5),
+            ttft_p90_ms: q(0.9),
+            ttft_p99_ms: q(0.99),
+            failures,
+            phase_background_requests: t.background_requests,
+            phase_background_failures: t.background_errors.values().sum(),
+            phase_seconds: t.seconds,
+            phase_probes_per_s: (t.seconds > 0.0).then(|| probes_all as f64 / t.seconds),
+        });
+    }
+    rows
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.1}"))
+}
+
+/// The table as text (what `sy-collect` prints at the end of a run).
+pub fn render(rows: &[SummaryRow]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<6} {:<10} {:>7} {:>9} {:>9} {:>9} {:>9} {:<22} {:>13} {:>8} {:>9}",
+        "phase",
+        "model",
+        "probes",
+        "ok",
+        "ttft p50",
+        "p90",
+        "p99 ms",
+        "failures",
+        "bg req/fail",
+        "phase s",
+        "probes/s"
+    );
+    for r in rows {
+        let failures = if r.failures.is_empty() {
+            "0".to_string()
+        } else {
+            r.failures
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(
+            s,
+            "{:<6} {:<10} {:>7} {:>9} {:>9} {:>9} {:>9} {:<22} {:>13} {:>8.1} {:>9}",
+            r.phase,
+            r.model,
+            r.probes,
+            r.ok,
+            ms(r.ttft_p50_ms),
+            ms(r.ttft_p90_ms),
+            ms(r.ttft_p99_ms),
+            failures,
+            format!(
+                "{}/{}",
+                r.phase_background_requests, r.phase_background_failures
+            ),
+            r.phase_seconds,
+            r.phase_probes_per_s
+                .map_or_else(|| "-".into(), |v| format!("{v:.1}"))
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sy_records::synth;
+
+    #[test]
+    fn rows_per_phase_and_model_with_percentiles_and_failures() {
+        let mut recs = synth::generate(&synth::SynthSpec {
+            conditions: 4,
+            repeats: 2,
+            ..synth::SynthSpec::default()
+        });
+        let ok_eff: Vec<f64> = {
+            let mut v: Vec<f64> = recs
+                .iter()
+                .filter(|r| r.status == Status::Ok && r.model == recs[0].model)
+                .filter(|r| r.phase == recs[0].phase)
+                .filter_map(|r| r.ttft_ms)
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v
+        };
+        recs[0].status = Status::Error;
+        recs[0].error_class = Some(sy_records::ErrorClass::Timeout);
+        let mut phases = BTreeMap::new();
+        phases.insert(
+            recs[0].phase.as_str().to_string(),
+            PhaseTime {
+                seconds: 2.0,
+                units: 10,
+                background_requests: 7,
+                background_errors: BTreeMap::from([("http5xx".into(), 3)]),
+            },
+        );
+        let rows = summarize(&recs, &phases);
+        let row = rows
+            .iter()
+            .find(|r| r.model == recs[0].model && r.phase == recs[0].phase.as_str())
+            .unwrap();
+        assert_eq!(row.failures.get("timeout"), Some(&1));
+        assert_eq!(row.ok + 1, row.probes);
+        assert!(row.ttft_p50_ms.unwrap() >= ok_eff[0]);
+        assert!(row.ttft_p99_ms.unwrap() <= *ok_eff.last().unwrap());
+        assert!(row.ttft_p50_ms <= row.ttft_p90_ms && row.ttft_p90_ms <= row.ttft_p99_ms);
+        assert_eq!(
+            (row.phase_background_requests, row.phase_background_failures),
+            (7, 3)
+        );
+        let all: u64 = rows
+            .iter()
+            .filter(|r| r.phase == row.phase)
+            .map(|r| r.probes)
+            .sum();
+        assert_eq!(row.phase_probes_per_s, Some(all as f64 / 2.0));
+        let text = render(&rows);
+        assert!(text.contains("timeout 1"), "{text}");
+        assert!(text.contains("7/3"), "{text}");
+    }
+}
