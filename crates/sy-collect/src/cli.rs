@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use clap::{CommandFactory, Parser};
 use sy_cli::{CommonArgs, ToolError};
 
+use crate::estimate::{DryRun, dry_run};
 use crate::plan::{LoadedPlan, Plan};
 use crate::preflight::PreflightOptions;
-use crate::estimate::{DryRun, dry_run};
 use crate::run::{RunOptions, run};
 use crate::target::{TargetKind, UrlOverrides};
 
@@ -187,10 +187,12 @@ fn main_dry_run(args: &Args, plan: &LoadedPlan) -> Result<(), ToolError> {
         Some(d) => print_dry_run(args, plan, &d),
         None => {
             eprint!("{}", pre.render_text());
-            Err(pre.blocking_error().unwrap_or_else(|| {
-                crate::CollectError::Runtime("preflight failed: no pilot run".into())
-            })
-            .into())
+            Err(pre
+                .blocking_error()
+                .unwrap_or_else(|| {
+                    crate::CollectError::Runtime("preflight failed: no pilot run".into())
+                })
+                .into())
         }
     }
 }

@@ -41,8 +41,8 @@ pub mod summary;
 pub mod target;
 
 pub use error::CollectError;
-pub use plan::{LoadedPlan, Plan, PlanError};
 pub use estimate::{DryRun, dry_run};
+pub use plan::{LoadedPlan, Plan, PlanError};
 pub use run::{RunOptions, RunSummary, run};
 pub use schedule::{Condition, Schedule, Unit};
 pub use target::TargetKind;

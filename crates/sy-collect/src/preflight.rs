@@ -81,9 +81,17 @@ pub struct ModelGauges {
 #[serde(tag = "result", rename_all = "snake_case")]
 pub enum KvEvents {
     /// The primed prefix appeared in the selection service's overlap.
-    Flowing { primed_tokens: u64, seen_tokens: u64, after_ms: f64 },
+    Flowing {
+        primed_tokens: u64,
+        seen_tokens: u64,
+        after_ms: f64,
+    },
     /// It did not appear within the wait.
-    NotFlowing { primed_tokens: u64, seen_tokens: u64, waited_ms: f64 },
+    NotFlowing {
+        primed_tokens: u64,
+        seen_tokens: u64,
+        waited_ms: f64,
+    },
     /// Not checked (why).
     NotChecked { reason: String },
 }
@@ -258,7 +266,11 @@ impl PreflightReport {
                 "{:<10} {:>20} {:<9} {:<12} {:<5} {:>5} {:>8} {:>10} {:<22} {:>14}",
                 w.model,
                 w.worker_id,
-                if w.listed_by_frontend { "listed" } else { "NOT" },
+                if w.listed_by_frontend {
+                    "listed"
+                } else {
+                    "NOT"
+                },
                 reg,
                 ranks,
                 opt(w.block_size),
@@ -317,7 +329,9 @@ pub fn parse_metrics(text: &str) -> (BTreeMap<String, ModelGauges>, BTreeMap<u64
             })
         };
         let value: Option<f64> = value.trim().parse().ok();
-        let as_u64 = value.filter(|v| v.is_finite() && *v > 0.0).map(|v| v as u64);
+        let as_u64 = value
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .map(|v| v as u64);
         if name == mn::WORKER_ACTIVE_PREFILL_TOKENS {
             if let (Some(w), Some(r)) = (label("worker_id"), label("dp_rank"))
                 && let (Some(w), Ok(r)) = (parse_worker_label(w), r.parse())
@@ -465,7 +479,9 @@ fn row_from_record(w: &WorkerRecord, listed: bool, ranks: Option<&BTreeSet<u32>>
     let start = w.data_parallel_start_rank.unwrap_or(0);
     let dp_ranks = match w.data_parallel_size {
         Some(n) if n > 0 => (start..start + n).collect(),
-        _ => ranks.map(|r| r.iter().copied().collect()).unwrap_or_default(),
+        _ => ranks
+            .map(|r| r.iter().copied().collect())
+            .unwrap_or_default(),
     };
     let mut kv: Vec<String> = w
         .kv_events_endpoints
@@ -808,11 +824,7 @@ fn check_rows(report: &mut PreflightReport, plan: &Plan) {
 /// Primes a prefix on each checkable worker, waits for its KV events to show in the selection
 /// service's overlap, then sends the whole prompt and compares client and server TTFT.
 async fn probe_workers(report: &mut PreflightReport, driver: &Arc<Driver>, plan: &Plan) {
-    let prompts = PromptFactory::new(
-        plan.seed,
-        &crate::prompt::new_invocation_id(),
-        &plan.prompt,
-    );
+    let prompts = PromptFactory::new(plan.seed, &crate::prompt::new_invocation_id(), &plan.prompt);
     let mut gaps = Vec::new();
     // Request failures are warnings: the collector records failures as data and retries
     // transient ones; what fails the preflight is a check that ran and failed.
@@ -830,17 +842,23 @@ async fn probe_workers(report: &mut PreflightReport, driver: &Arc<Driver>, plan:
         let tokens = prompts.tokens(&format!("preflight/{i}"), PROBE_BLOCKS * bs);
         let primed = (PRIME_BLOCKS * bs) as usize;
         let who = format!("worker {} ({})", w.worker_id, w.model);
-        match pinned(driver, &w.model, w.worker_id, &tokens[..primed], 1, "pf-prime").await {
-            Err(e) => {
-                w.kv_events = KvEvents::NotChecked {
-                    reason: format!("priming failed: {e}"),
-                };
-                warnings.push(format!(
-                    "{who}: a priming request failed ({e}): KV events not checked"
-                ));
-                continue;
-            }
-            Ok(_) => {}
+        let primed_req = pinned(
+            driver,
+            &w.model,
+            w.worker_id,
+            &tokens[..primed],
+            1,
+            "pf-prime",
+        )
+        .await;
+        if let Err(e) = primed_req {
+            w.kv_events = KvEvents::NotChecked {
+                reason: format!("priming failed: {e}"),
+            };
+            warnings.push(format!(
+                "{who}: a priming request failed ({e}): KV events not checked"
+            ));
+            continue;
         }
         w.kv_events = wait_overlap(driver, &w.model, w.worker_id, &tokens, primed as u64).await;
         if let KvEvents::NotFlowing { seen_tokens, .. } = &w.kv_events {
@@ -1020,6 +1038,8 @@ mod tests {
         assert!(matches!(r.blocking_error(), Some(CollectError::Runtime(_))));
         r.problem(Severity::Plan, "p".into());
         assert_eq!(r.exit_code(), 2);
-        assert!(matches!(r.blocking_error(), Some(CollectError::BadInput(m)) if m.contains("d; p")));
+        assert!(
+            matches!(r.blocking_error(), Some(CollectError::BadInput(m)) if m.contains("d; p"))
+        );
     }
 }

@@ -13,13 +13,13 @@ use crate::accounting::Driver;
 use crate::error::CollectError;
 use crate::manifest::{BackgroundCounts, Counts, Manifest, Session, TargetInfo, now_rfc3339};
 use crate::plan::{LoadedPlan, Plan};
+use crate::preflight::{PreflightOptions, PreflightReport, preflight};
 use crate::probe::UnitRunner;
 use crate::progress::Progress;
 use crate::prompt::{PromptFactory, new_invocation_id};
 use crate::results::{self, MANIFEST_FILE, PARQUET_FILE, RECORDS_FILE, RecordSink};
 use crate::schedule::Schedule;
 use crate::summary::PhaseTime;
-use crate::preflight::{PreflightOptions, PreflightReport, preflight};
 use crate::target::{Target, TargetKind, UrlOverrides};
 
 /// How to run.
@@ -123,7 +123,11 @@ pub async fn pilot_dry_run(
         if pre.exit_code() != 0 {
             return Ok((pre, None));
         }
-        let gpus = pre.workers.iter().map(|w| w.dp_ranks.len().max(1) as u64).sum();
+        let gpus = pre
+            .workers
+            .iter()
+            .map(|w| w.dp_ranks.len().max(1) as u64)
+            .sum();
         let pilot = crate::estimate::pilot(p, driver.clone(), gpus).await;
         driver.selection.release_all().await;
         Ok((pre, Some(crate::estimate::dry_run(p, Some(pilot)))))

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-
 use crate::error::CollectError;
 use crate::plan::{DEFAULT_FRONTEND_URL, DEFAULT_SELECTION_URL, Plan};
 
