@@ -668,7 +668,17 @@ async fn collect_rows(
             continue;
         };
         let reg = registration_for(id, &model, d, opts);
-        let rec = if opts.register {
+        // Dynamo 1.6.1 leaves a worker registered without a KV-event endpoint `incomplete`
+        // (never scheduled): registering it would only add a useless entry.
+        let rec = if opts.register && reg.kv_events_endpoints.is_none() {
+            report.problem(
+                Severity::Deployment,
+                format!(
+                    "worker {id} ({model}) is not registered with the selection service and the                      frontend does not report its KV-event endpoint: pass --kv-events                      {id}=tcp://HOST:PORT to register it"
+                ),
+            );
+            None
+        } else if opts.register {
             match register(http, bearer, &report.selection_url, &reg).await {
                 Ok(rec) => Some(rec),
                 Err(e) => {
@@ -736,7 +746,11 @@ fn check_rows(report: &mut PreflightReport, plan: &Plan) {
         }
         for w in &mine {
             let who = format!("worker {} ({model})", w.worker_id);
-            if !w.registered {
+            let already = report.problems.iter().any(|p| {
+                p.message
+                    .starts_with(&format!("worker {} ({model}) is not registered", w.worker_id))
+            });
+            if !w.registered && !already {
                 problems.push((
                     Severity::Deployment,
                     format!(
@@ -744,6 +758,8 @@ fn check_rows(report: &mut PreflightReport, plan: &Plan) {
                          without --no-register, or POST /workers)"
                     ),
                 ));
+            }
+            if !w.registered {
                 continue;
             }
             if !w.listed_by_frontend {

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[path = "real_dynamo/stack.rs"]
+#[allow(dead_code)]
 mod stack;
 
 use std::path::Path;
@@ -62,6 +63,23 @@ async fn reregister(stack: &Stack, id: u64, mut rec: Value) {
     stack.sel_delete(&format!("/workers/{id}")).await;
     let (st, v) = stack.sel_post("/workers", &rec).await;
     assert!(st < 300, "POST /workers: {st} {v}");
+}
+
+/// Waits until the frontend no longer lists a killed worker (Dynamo 1.6.1 keeps it about 9 s).
+async fn wait_unlisted(stack: &Stack, id: u64) {
+    for _ in 0..150 {
+        let (_, h) = stack
+            .call(reqwest::Method::GET, &format!("{}/health", stack.frontend), None)
+            .await;
+        let listed = h["instances"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|i| i["instance_id"].as_u64() == Some(id)));
+        if !listed {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("the frontend still lists killed worker {id} after 30 s");
 }
 
 /// A correct table on the healthy stack; then an unregistered prefill capacity, a worker without a
@@ -151,6 +169,7 @@ async fn real_dynamo_preflight_table_and_each_problem() {
     let silent = stack.worker("capable-w1").worker_id;
     let out = preflight(&stack, &ci_plan(), &[]);
     launcher(&[], &["restart-worker", "capable-w1"]);
+    wait_unlisted(&stack, silent).await;
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let s = text(&out);
     assert!(
