@@ -747,8 +747,10 @@ fn check_rows(report: &mut PreflightReport, plan: &Plan) {
         for w in &mine {
             let who = format!("worker {} ({model})", w.worker_id);
             let already = report.problems.iter().any(|p| {
-                p.message
-                    .starts_with(&format!("worker {} ({model}) is not registered", w.worker_id))
+                p.message.starts_with(&format!(
+                    "worker {} ({model}) is not registered",
+                    w.worker_id
+                ))
             });
             if !w.registered && !already {
                 problems.push((

@@ -23,7 +23,12 @@ fn preflight(stack: &Stack, plan: &Path, extra: &[&str]) -> Output {
         .arg("preflight")
         .arg("--plan")
         .arg(plan)
-        .args(["--frontend-url", &stack.frontend, "--selection-url", &stack.select])
+        .args([
+            "--frontend-url",
+            &stack.frontend,
+            "--selection-url",
+            &stack.select,
+        ])
         .args(extra)
         .output()
         .unwrap()
@@ -69,7 +74,11 @@ async fn reregister(stack: &Stack, id: u64, mut rec: Value) {
 async fn wait_unlisted(stack: &Stack, id: u64) {
     for _ in 0..150 {
         let (_, h) = stack
-            .call(reqwest::Method::GET, &format!("{}/health", stack.frontend), None)
+            .call(
+                reqwest::Method::GET,
+                &format!("{}/health", stack.frontend),
+                None,
+            )
             .await;
         let listed = h["instances"]
             .as_array()
@@ -100,7 +109,10 @@ async fn real_dynamo_preflight_table_and_each_problem() {
             .iter()
             .find(|r| r["worker_id"].as_u64() == Some(w.worker_id))
             .unwrap_or_else(|| panic!("{} missing from {report}", w.name));
-        assert_eq!(row["prefill_capacity"].as_u64(), Some(w.max_num_batched_tokens));
+        assert_eq!(
+            row["prefill_capacity"].as_u64(),
+            Some(w.max_num_batched_tokens)
+        );
         assert_eq!(row["total_kv_blocks"].as_u64(), Some(w.total_kv_blocks));
         assert_eq!(row["block_size"].as_u64(), Some(stack::BLOCK));
         assert_eq!(row["listed_by_frontend"], true);
@@ -119,14 +131,19 @@ async fn real_dynamo_preflight_table_and_each_problem() {
 
     // 1. Prefill capacity left unregistered.
     let mut no_cap = original.clone();
-    no_cap.as_object_mut().unwrap().remove("max_num_batched_tokens");
+    no_cap
+        .as_object_mut()
+        .unwrap()
+        .remove("max_num_batched_tokens");
     reregister(&stack, id, no_cap).await;
     let out = preflight(&stack, &ci_plan(), &[]);
     reregister(&stack, id, original.clone()).await;
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let s = text(&out);
     assert!(
-        s.contains(&format!("worker {id} (capable): registered prefill capacity")),
+        s.contains(&format!(
+            "worker {id} (capable): registered prefill capacity"
+        )),
         "{s}"
     );
     assert!(s.contains("10000000"), "{s}");
@@ -134,8 +151,15 @@ async fn real_dynamo_preflight_table_and_each_problem() {
     // 2. Unregistered: preflight registers it from the frontend's figures (with the endpoint
     //    given), and the deployment is fit again.
     stack.sel_delete(&format!("/workers/{id}")).await;
-    let kv = original["kv_events_endpoints"]["0"].as_str().unwrap().to_string();
-    let out = preflight(&stack, &ci_plan(), &["--kv-events", &format!("{id}={kv}"), "--json"]);
+    let kv = original["kv_events_endpoints"]["0"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = preflight(
+        &stack,
+        &ci_plan(),
+        &["--kv-events", &format!("{id}={kv}"), "--json"],
+    );
     let now = record(&stack, id).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -147,7 +171,10 @@ async fn real_dynamo_preflight_table_and_each_problem() {
         .unwrap()
         .clone();
     assert_eq!(row["registered_now"], true, "{row}");
-    assert_eq!(now["max_num_batched_tokens"], original["max_num_batched_tokens"]);
+    assert_eq!(
+        now["max_num_batched_tokens"],
+        original["max_num_batched_tokens"]
+    );
     assert_eq!(now["total_kv_blocks"], original["total_kv_blocks"]);
     assert_eq!(now["lifecycle"], "schedulable", "{now}");
 
