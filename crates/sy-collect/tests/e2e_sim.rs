@@ -2,6 +2,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
+
+/// `--dry-run --target sim` against the real run of every committed plan.
+#[path = "e2e_sim/estimate.rs"]
+mod estimate;
 use common::*;
 use sy_records::{Phase, Role, Status};
 

@@ -16,6 +16,10 @@ mod stack;
 #[path = "real_dynamo/collect.rs"]
 mod collect;
 
+/// `sy-collect preflight` and docs/gpu.md's rehearsal.
+#[path = "real_dynamo/preflight.rs"]
+mod preflight;
+
 use serde_json::json;
 use stack::{BLOCK, Stack, fresh_tokens};
 

@@ -2,17 +2,11 @@
 //! 127.0.0.1 (see `real_dynamo/stack.rs` for how the stack is found). Each misconfiguration is made
 //! on one worker, checked, and undone before the next, so the stack is left as it was found.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-#[path = "real_dynamo/stack.rs"]
-#[allow(dead_code)]
-mod stack;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
+use crate::stack::{self, Stack, repo_root};
 use serde_json::{Value, json};
-use stack::{Stack, repo_root};
 
 fn sy_collect() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sy-collect"))

@@ -7,11 +7,7 @@
 //! data/sim/ci-fast.toml (the default physics at 1/20 of real time) for both the pilot and the
 //! run; the plan's settle and warm-up times are real time either way.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::{bin, workspace_root};
+use crate::common::{bin, workspace_root};
 
 /// The estimate and the actual duration of `plan` (seconds).
 fn estimate_and_actual(plan: &str) -> (f64, f64) {
