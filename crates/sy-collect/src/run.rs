@@ -59,19 +59,23 @@ const EST_US_PER_TOKEN: f64 = 33.0;
 /// Fixed cost assumed per request (observation, reservation, round trips, a few steps).
 const EST_MS_PER_REQUEST: f64 = 10.0;
 
+/// The plan's size and duration estimate, computed per condition (nothing is allocated per unit
+/// or request, so a plan's size costs nothing to inspect).
 pub fn dry_run(plan: &Plan) -> DryRun {
-    let s = Schedule::from_plan(plan);
+    let conditions = Schedule::conditions_of(plan);
     let mut secs = 0.0;
-    let mut bg_slots = 0u64;
-    let (mut q, mut l) = (0, 0);
-    for u in &s.units {
-        let c = &s.conditions[u.condition];
+    let (mut bg_slots, mut foreground, mut units) = (0u64, 0u64, 0u64);
+    let (mut q, mut l) = (0u64, 0u64);
+    for (c, repeats) in &conditions {
+        let repeats = u64::from(*repeats);
         let primed = c.primed_tokens();
         let slots = crate::background::slots_for(c, "e", "c").len() as u64;
-        bg_slots += slots;
+        bg_slots += slots * repeats;
+        units += repeats;
+        foreground += repeats * if primed > 0 { 4 } else { 2 };
         match c.phase {
-            sy_records::Phase::Qgrid => q += 1,
-            sy_records::Phase::Load => l += 1,
+            sy_records::Phase::Qgrid => q += repeats,
+            sy_records::Phase::Load => l += repeats,
         }
         let mut ms = EST_MS_PER_REQUEST + (c.planned_n - primed) as f64 * EST_US_PER_TOKEN / 1e3;
         if primed > 0 {
@@ -82,14 +86,14 @@ pub fn dry_run(plan: &Plan) -> DryRun {
             ms += plan.load.as_ref().map_or(0, |l| l.warmup_ms) as f64;
             ms += c.background.prefill_prompt_tokens as f64 * EST_US_PER_TOKEN / 1e3;
         }
-        secs += ms / 1e3;
+        secs += ms * repeats as f64 / 1e3;
     }
     DryRun {
-        conditions: s.conditions.len(),
-        units: s.units.len(),
-        qgrid_units: q,
-        load_units: l,
-        foreground_requests: s.foreground_requests(),
+        conditions: conditions.len(),
+        units: units as usize,
+        qgrid_units: q as usize,
+        load_units: l as usize,
+        foreground_requests: foreground,
         background_slots: bg_slots,
         estimated_seconds: secs,
         assumptions: format!(
@@ -194,7 +198,8 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunSummary, Colle
     let bearer = match &plan.plan.target.bearer_token_env {
         Some(var) => Some(std::env::var(var).map_err(|_| {
             CollectError::BadInput(format!(
-                "plan field `target.bearer_token_env`: environment variable {var} is not set"
+                "plan {}: field `target.bearer_token_env`: environment variable {var} is not set",
+                plan.path.display()
             ))
         })?),
         None => None,
@@ -233,7 +238,14 @@ async fn run_on_target(
         &selection,
         p,
     )
-    .await?;
+    .await
+    .map_err(|e| match e {
+        // Preflight problems are the plan's: name its file.
+        CollectError::BadInput(m) => {
+            CollectError::BadInput(format!("plan {}: {m}", plan.path.display()))
+        }
+        e => e,
+    })?;
     tracing::info!("preflight ok: KV capacity {:?}", pre.kv_capacity_tokens);
     let versions = target.versions(&http, bearer.as_deref()).await;
     tracing::info!("target versions: {:?}", versions.versions);

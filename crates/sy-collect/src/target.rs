@@ -316,13 +316,20 @@ pub async fn preflight(
             .map(|(blocks, bs)| blocks * u64::from(bs));
         if let Some(cap) = capacity {
             info.kv_capacity_tokens.insert(model.clone(), cap);
-            let need = largest + u64::from(plan.probe.max_tokens);
+            let output = u64::from(plan.probe.max_tokens);
+            let need = largest.saturating_add(output);
+            // Blame what does not fit: the output alone, else the largest prompt.
+            let field = if output >= cap || output > largest {
+                "probe.max_tokens"
+            } else {
+                largest_field
+            };
             if need > cap {
                 return Err(CollectError::BadInput(format!(
-                    "plan field `{largest_field}`: a prompt of {largest} tokens (+{} output) does \
-                     not fit the KV capacity of model `{model}`: {cap} tokens per worker \
-                     (total_kv_blocks × block_size); the server would reject it",
-                    plan.probe.max_tokens
+                    "plan field `{field}`: a prompt of {largest} tokens (`{largest_field}`) plus \
+                     {output} output tokens (`probe.max_tokens`) does not fit the KV capacity of \
+                     model `{model}`: {cap} tokens per worker (total_kv_blocks × block_size); \
+                     the server would reject it"
                 )));
             }
         } else {
