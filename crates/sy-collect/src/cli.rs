@@ -78,6 +78,7 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
         }
         return Ok(());
     }
+    args.common.check_run_dir()?;
     let Some(run_dir) = args.common.run_dir.clone() else {
         return Err(ToolError::BadInput(
             "--run-dir DIR is required (where records.jsonl and manifest.json go)".into(),

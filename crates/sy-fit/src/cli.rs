@@ -139,6 +139,7 @@ pub fn run(cli: Cli) -> Result<(), ToolError> {
         return Ok(());
     }
     sy_cli::init_tracing(&cli.common);
+    cli.common.check_run_dir()?;
     match cli.command {
         Some(Command::GenSynthetic(args)) => gen_synthetic(&cli.common, &args),
         None => run_fit(&cli.common, &cli.fit),
