@@ -202,6 +202,15 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
         .clone()
         .unwrap_or_else(|| out_dir.join(SPLITS_FILE));
 
+    // Every output path is checked before anything is read or written.
+    sy_cli::check_output_path(&out, "--out")?;
+    sy_cli::check_output_path(&splits_path, "--splits")?;
+    if splits_path == out {
+        return Err(ToolError::BadInput(format!(
+            "--out {} and the split table are the same file",
+            out.display()
+        )));
+    }
     let spinner = sy_cli::spinner(common.show_progress());
     spinner.set_message("loading records");
     let loaded = load_records(
@@ -292,6 +301,16 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
             .iter()
             .map(|f| f.path.display().to_string())
             .collect(),
+        input_files: loaded
+            .files
+            .iter()
+            .map(|f| {
+                Ok(sy_selector::InputFile {
+                    path: f.path.display().to_string(),
+                    sha256: sy_cli::file_sha256(&f.path)?,
+                })
+            })
+            .collect::<Result<Vec<_>, ToolError>>()?,
         split: SplitInfo {
             file: splits_path.display().to_string(),
             seed: splits.seed,
@@ -309,8 +328,11 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
         warnings,
     };
     spinner.set_message("writing");
-    splits.write(&splits_path).map_err(records_error)?;
-    sy_cli::atomic_write_json(&out, &file)?;
+    // Both files or neither.
+    sy_cli::atomic_write_all(&[
+        (splits_path.clone(), sy_cli::json_bytes(&splits_path, &splits)?),
+        (out.clone(), sy_cli::json_bytes(&out, &file)?),
+    ])?;
     spinner.finish_and_clear();
 
     for w in &file.warnings {

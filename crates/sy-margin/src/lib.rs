@@ -207,6 +207,7 @@ pub fn run(opts: &MarginOptions) -> Result<MarginsFile, ToolError> {
             opts.level
         )));
     }
+    sy_cli::check_output_path(&opts.out, "--out")?;
     let spinner = sy_cli::spinner(opts.show_progress);
     spinner.set_message("loading records");
     let fit = inputs::read_fit(&opts.fit)?;
@@ -216,6 +217,12 @@ pub fn run(opts: &MarginOptions) -> Result<MarginsFile, ToolError> {
     for f in &loaded.files {
         input_files.push(inputs::input_file(&f.path)?);
     }
+    inputs::check_derived_from(
+        &opts.fit,
+        "input_files",
+        &inputs::fit_record_inputs(&opts.fit)?,
+        &input_files,
+    )?;
     input_files.push(inputs::input_file(&opts.fit)?);
     input_files.push(inputs::input_file(&opts.splits)?);
     splits
