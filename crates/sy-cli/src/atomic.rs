@@ -140,6 +140,27 @@ pub fn atomic_write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<
     atomic_write(path, &bytes)
 }
 
+/// A JSON parse error with the member it happened in: serde names the line and column but not
+/// the field, so the nearest `"key":` before the error position is added (`field `key`: ...`).
+pub fn json_error_with_field(text: &str, e: &serde_json::Error) -> String {
+    let (line, column) = (e.line(), e.column());
+    let offset: usize = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum::<usize>()
+        + column;
+    let before = text.get(..offset.min(text.len())).unwrap_or("");
+    let key = before.rfind("\":").and_then(|end| {
+        let start = before[..end].rfind('"')?;
+        Some(&before[start + 1..end])
+    });
+    match key {
+        Some(k) if !k.is_empty() => format!("field `{k}`: {e}"),
+        _ => e.to_string(),
+    }
+}
+
 /// SHA-256 of a file's bytes, as lowercase hex (for provenance).
 pub fn file_sha256(path: &Path) -> Result<String, ToolError> {
     let bytes = std::fs::read(path)
@@ -186,11 +207,17 @@ mod tests {
         // The second file's parent is a file: staging fails, `a` keeps its old bytes.
         let blocker = dir.path().join("blocker");
         std::fs::write(&blocker, b"x").unwrap();
-        let files = vec![(a.clone(), b"new".to_vec()), (blocker.join("b.json"), b"b".to_vec())];
+        let files = vec![
+            (a.clone(), b"new".to_vec()),
+            (blocker.join("b.json"), b"b".to_vec()),
+        ];
         assert!(atomic_write_all(&files).is_err());
         assert_eq!(std::fs::read(&a).unwrap(), b"old");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
-        let files = vec![(a.clone(), b"new".to_vec()), (dir.path().join("c"), b"c".to_vec())];
+        let files = vec![
+            (a.clone(), b"new".to_vec()),
+            (dir.path().join("c"), b"c".to_vec()),
+        ];
         atomic_write_all(&files).unwrap();
         assert_eq!(std::fs::read(&a).unwrap(), b"new");
     }
@@ -205,6 +232,14 @@ mod tests {
         let err = check_output_path(&file.join("x.json"), "--out").unwrap_err();
         assert!(err.to_string().contains("is not a directory"), "{err}");
         check_output_path(&dir.path().join("new/sub/x.json"), "--out").unwrap();
+    }
+
+    #[test]
+    fn json_errors_name_the_member() {
+        let text = "{\n  \"a\": 1,\n  \"level\": \"high\"\n}";
+        let e = serde_json::from_str::<std::collections::BTreeMap<String, f64>>(text).unwrap_err();
+        let m = json_error_with_field(text, &e);
+        assert!(m.starts_with("field `level`: invalid type"), "{m}");
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod progress;
 
 pub use atomic::{
     atomic_write, atomic_write_all, atomic_write_json, check_output_path, file_sha256, json_bytes,
+    json_error_with_field,
 };
 pub use common::{CommonArgs, init_tracing, print_completions};
 pub use error::{ExitStatus, ToolError, run_main};

@@ -330,7 +330,10 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
     spinner.set_message("writing");
     // Both files or neither.
     sy_cli::atomic_write_all(&[
-        (splits_path.clone(), sy_cli::json_bytes(&splits_path, &splits)?),
+        (
+            splits_path.clone(),
+            sy_cli::json_bytes(&splits_path, &splits)?,
+        ),
         (out.clone(), sy_cli::json_bytes(&out, &file)?),
     ])?;
     spinner.finish_and_clear();

@@ -198,7 +198,13 @@ pub fn check_derived_from(
     let list = |files: &[InputFile]| {
         files
             .iter()
-            .map(|f| format!("{} (sha256 {})", f.path, &f.sha256[..f.sha256.len().min(12)]))
+            .map(|f| {
+                format!(
+                    "{} (sha256 {})",
+                    f.path,
+                    &f.sha256[..f.sha256.len().min(12)]
+                )
+            })
             .collect::<Vec<_>>()
             .join(", ")
     };

@@ -90,7 +90,11 @@ impl MarginsFile {
             ))
         })?;
         let m: MarginsFile = serde_json::from_str(&text).map_err(|e| {
-            ToolError::BadInput(format!("{}: not a valid margins file: {e}", path.display()))
+            ToolError::BadInput(format!(
+                "{}: not a valid margins file: {}",
+                path.display(),
+                sy_cli::json_error_with_field(&text, &e)
+            ))
         })?;
         if m.schema_version != MARGINS_SCHEMA_VERSION {
             return Err(ToolError::BadInput(format!(
@@ -103,10 +107,12 @@ impl MarginsFile {
             ("delta_blind_ms", m.delta_blind_ms),
             ("delta_cache_ms", m.delta_cache_ms),
         ] {
-            if !(v.is_finite() && v >= 0.0) {
+            if !(v.is_finite() && (0.0..=sy_selector::MAX_PLAUSIBLE_MS).contains(&v)) {
                 return Err(ToolError::BadInput(format!(
-                    "{}: field `{name}` = {v}, expected a finite non-negative number of ms",
-                    path.display()
+                    "{}: field `{name}` = {v}, expected a finite non-negative number of ms of at \
+                     most {} (one hour)",
+                    path.display(),
+                    sy_selector::MAX_PLAUSIBLE_MS
                 )));
             }
         }

@@ -122,8 +122,11 @@ pub fn read_observations(path: &Path) -> Result<DecisionInput, ToolError> {
             None => return Err(bad(format!("field `{side}`: missing ({expected})"))),
         }
     }
-    serde_json::from_value(value)
-        .map_err(|e| bad(format!("not a valid observation document: {e} ({expected})")))
+    serde_json::from_value(value).map_err(|e| {
+        bad(format!(
+            "not a valid observation document: {e} ({expected})"
+        ))
+    })
 }
 
 fn json_kind(v: &serde_json::Value) -> &'static str {
