@@ -273,7 +273,7 @@ fn sigkill_then_resume(moment: Moment) {
     if let Ok(m) = std::fs::read_to_string(run_dir.join("manifest.json"))
         && m.contains("\"complete\": false")
     {
-        let err = sy_records::load_records(&[run_dir.clone()], &Default::default())
+        let err = sy_records::load_records(std::slice::from_ref(&run_dir), &Default::default())
             .unwrap_err()
             .to_string();
         assert!(
@@ -325,11 +325,10 @@ fn full_disk_then_resume() {
     let dir = tempfile::tempdir().unwrap();
     let plan = write(dir.path(), "plan.toml", PLAN);
     let run_dir = dir.path().join("run");
-    let script = format!(
-        "trap '' XFSZ; ulimit -f 24; exec \"$0\" --plan \"$1\" --run-dir \"$2\" --target sim --no-progress"
-    );
+    let script = "trap '' XFSZ; ulimit -f 24; exec \"$0\" --plan \"$1\" --run-dir \"$2\" --target sim \
+                  --no-progress";
     let out = std::process::Command::new("bash")
-        .args(["-c", &script, env!("CARGO_BIN_EXE_sy-collect")])
+        .args(["-c", script, env!("CARGO_BIN_EXE_sy-collect")])
         .arg(&plan)
         .arg(&run_dir)
         .output()
@@ -347,7 +346,7 @@ fn full_disk_then_resume() {
     assert!(m["records_files"].is_null(), "{m}");
     let partial = lines(&run_dir.join("records.jsonl"));
     assert!(partial > 0 && partial < UNITS * 2, "{partial} lines");
-    let err = sy_records::load_records(&[run_dir.clone()], &Default::default())
+    let err = sy_records::load_records(std::slice::from_ref(&run_dir), &Default::default())
         .unwrap_err()
         .to_string();
     assert!(

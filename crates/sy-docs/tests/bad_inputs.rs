@@ -1225,7 +1225,14 @@ fn cli_cases() -> Vec<Case> {
         ));
     }
     let _ = file_run_dir;
-    let table: Vec<(&str, &'static str, Vec<&str>, Setup, Vec<&str>)> = vec![
+    type Row = (
+        &'static str,
+        &'static str,
+        Vec<&'static str>,
+        Setup,
+        Vec<&'static str>,
+    );
+    let table: Vec<Row> = vec![
         (
             "fit --out a directory",
             "sy-fit",

@@ -17,7 +17,7 @@ use crate::fitfile::{
 
 /// Fit the no-load Q tables, standardisers and ridge load corrections from calibration records.
 ///
-/// Reads the records of `--run-dir` (records.parquet, else records.jsonl, else records.csv) or
+/// Reads the records of `--run-dir` (its newest complete source; see docs/formats.md) or
 /// of `--records` (files or run directories, merged), assigns every load-phase condition to
 /// fit / uncertainty / selection (reusing splits.json when it exists), and writes fit.json and
 /// splits.json beside each other (the run directory, or the directory of `--out`).
