@@ -328,7 +328,8 @@ fn full_disk_then_resume() {
     let script = "trap '' XFSZ; ulimit -f 24; exec \"$0\" --plan \"$1\" --run-dir \"$2\" --target sim \
                   --no-progress";
     let out = std::process::Command::new("bash")
-        .args(["-c", script, env!("CARGO_BIN_EXE_sy-collect")])
+        .args(["-c", script])
+        .arg(bin().get_program())
         .arg(&plan)
         .arg(&run_dir)
         .output()
