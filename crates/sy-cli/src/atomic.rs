@@ -36,12 +36,129 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
     Ok(())
 }
 
+/// Refuses, as bad input (exit 2), an output path that cannot be written as a file: an existing
+/// directory, or a path under an existing non-directory. Tools call it for every output before
+/// reading or writing anything, so a bad `--out` never leaves other outputs rewritten.
+pub fn check_output_path(path: &Path, flag: &str) -> Result<(), ToolError> {
+    if path.is_dir() {
+        return Err(ToolError::BadInput(format!(
+            "{flag} {}: is a directory; expected a file path",
+            path.display()
+        )));
+    }
+    let mut dir = path.parent();
+    while let Some(d) = dir {
+        if d.as_os_str().is_empty() {
+            break;
+        }
+        if d.exists() {
+            if !d.is_dir() {
+                return Err(ToolError::BadInput(format!(
+                    "{flag} {}: {} is not a directory",
+                    path.display(),
+                    d.display()
+                )));
+            }
+            break;
+        }
+        dir = d.parent();
+    }
+    Ok(())
+}
+
+/// Writes several files as one: each is staged (a synced temporary file beside it) before any is
+/// renamed into place, so a failure while staging (a full disk, a bad path) leaves every old file
+/// as it was and no temporary behind.
+pub fn atomic_write_all(files: &[(std::path::PathBuf, Vec<u8>)]) -> Result<(), ToolError> {
+    let mut staged: Vec<(std::path::PathBuf, &Path)> = Vec::with_capacity(files.len());
+    let cleanup = |staged: &[(std::path::PathBuf, &Path)]| {
+        for (tmp, _) in staged {
+            let _ = std::fs::remove_file(tmp);
+        }
+    };
+    for (path, bytes) in files {
+        match stage(path, bytes) {
+            Ok(tmp) => staged.push((tmp, path.as_path())),
+            Err(e) => {
+                cleanup(&staged);
+                return Err(e);
+            }
+        }
+    }
+    for (i, (tmp, path)) in staged.iter().enumerate() {
+        if let Err(e) = std::fs::rename(tmp, path) {
+            cleanup(&staged[i..]);
+            return Err(ToolError::Runtime(format!(
+                "cannot write {}: {e}",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to a synced temporary file beside `path` and returns its path.
+fn stage(path: &Path, bytes: &[u8]) -> Result<std::path::PathBuf, ToolError> {
+    let io = |what: &str, e: std::io::Error| {
+        ToolError::Runtime(format!("{what} {}: {e}", path.display()))
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| io("cannot create the directory of", e))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".to_string());
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io("cannot write", e));
+    }
+    Ok(tmp)
+}
+
+/// Serialises `value` as pretty JSON (with a trailing newline), for [`atomic_write_all`].
+pub fn json_bytes<T: serde::Serialize>(path: &Path, value: &T) -> Result<Vec<u8>, ToolError> {
+    let mut bytes = serde_json::to_vec_pretty(value)
+        .map_err(|e| ToolError::Runtime(format!("cannot serialise {}: {e}", path.display())))?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
 /// Serialises `value` as pretty JSON (with a trailing newline) and writes it atomically.
 pub fn atomic_write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), ToolError> {
     let mut bytes = serde_json::to_vec_pretty(value)
         .map_err(|e| ToolError::Runtime(format!("cannot serialise {}: {e}", path.display())))?;
     bytes.push(b'\n');
     atomic_write(path, &bytes)
+}
+
+/// A JSON parse error with the member it happened in: serde names the line and column but not
+/// the field, so the nearest `"key":` before the error position is added (`field `key`: ...`).
+pub fn json_error_with_field(text: &str, e: &serde_json::Error) -> String {
+    let (line, column) = (e.line(), e.column());
+    let offset: usize = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum::<usize>()
+        + column;
+    let before = text.get(..offset.min(text.len())).unwrap_or("");
+    let key = before.rfind("\":").and_then(|end| {
+        let start = before[..end].rfind('"')?;
+        Some(&before[start + 1..end])
+    });
+    match key {
+        Some(k) if !k.is_empty() => format!("field `{k}`: {e}"),
+        _ => e.to_string(),
+    }
 }
 
 /// SHA-256 of a file's bytes, as lowercase hex (for provenance).
@@ -80,6 +197,49 @@ mod tests {
         assert!(err.contains("taken"), "{err}");
         let leftovers = std::fs::read_dir(dir.path()).unwrap().count();
         assert_eq!(leftovers, 1);
+    }
+
+    #[test]
+    fn write_all_is_all_or_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.json");
+        std::fs::write(&a, b"old").unwrap();
+        // The second file's parent is a file: staging fails, `a` keeps its old bytes.
+        let blocker = dir.path().join("blocker");
+        std::fs::write(&blocker, b"x").unwrap();
+        let files = vec![
+            (a.clone(), b"new".to_vec()),
+            (blocker.join("b.json"), b"b".to_vec()),
+        ];
+        assert!(atomic_write_all(&files).is_err());
+        assert_eq!(std::fs::read(&a).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        let files = vec![
+            (a.clone(), b"new".to_vec()),
+            (dir.path().join("c"), b"c".to_vec()),
+        ];
+        atomic_write_all(&files).unwrap();
+        assert_eq!(std::fs::read(&a).unwrap(), b"new");
+    }
+
+    #[test]
+    fn output_paths_that_cannot_be_files_are_bad_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = check_output_path(dir.path(), "--out").unwrap_err();
+        assert!(matches!(err, ToolError::BadInput(_)));
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let err = check_output_path(&file.join("x.json"), "--out").unwrap_err();
+        assert!(err.to_string().contains("is not a directory"), "{err}");
+        check_output_path(&dir.path().join("new/sub/x.json"), "--out").unwrap();
+    }
+
+    #[test]
+    fn json_errors_name_the_member() {
+        let text = "{\n  \"a\": 1,\n  \"level\": \"high\"\n}";
+        let e = serde_json::from_str::<std::collections::BTreeMap<String, f64>>(text).unwrap_err();
+        let m = json_error_with_field(text, &e);
+        assert!(m.starts_with("field `level`: invalid type"), "{m}");
     }
 
     #[test]

@@ -10,7 +10,10 @@ mod common;
 mod error;
 mod progress;
 
-pub use atomic::{atomic_write, atomic_write_json, file_sha256};
+pub use atomic::{
+    atomic_write, atomic_write_all, atomic_write_json, check_output_path, file_sha256, json_bytes,
+    json_error_with_field,
+};
 pub use common::{CommonArgs, init_tracing, print_completions};
 pub use error::{ExitStatus, ToolError, run_main};
 pub use progress::{progress_bar, spinner};

@@ -249,6 +249,7 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
     if args.dry_run {
         return main_dry_run(&args, &plan);
     }
+    args.common.check_run_dir()?;
     let Some(run_dir) = args.common.run_dir.clone() else {
         return Err(ToolError::BadInput(
             "--run-dir DIR is required (where records.jsonl and manifest.json go)".into(),

@@ -19,7 +19,7 @@
 //! - **Never lose a record.** Units are appended and synced as they finish ([`results`]);
 //!   `--resume` skips complete (condition, repeat) units and ignores a torn last line.
 //!
-//! Modules map to concerns: [`plan`] (TOML, validation), [`schedule`] (conditions and units),
+//! Modules map to concerns: [`plan`] (TOML, validation), [`limits`] (what a plan may cost), [`schedule`] (conditions and units),
 //! [`prompt`], [`accounting`], [`background`], [`probe`], [`results`], [`manifest`],
 //! [`progress`], [`target`] (sim or Dynamo), [`preflight`] (discovery, registration, checks), [`run`] (the orchestration), [`cli`].
 
@@ -28,6 +28,7 @@ pub mod background;
 pub mod cli;
 pub mod error;
 pub mod estimate;
+pub mod limits;
 pub mod manifest;
 pub mod plan;
 pub mod preflight;

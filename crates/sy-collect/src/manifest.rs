@@ -1,7 +1,7 @@
 //! The run manifest (`manifest.json`): what ran, against what, and how it ended.
 //!
 //! Written atomically when a run starts (so `--resume` can check that the plan is unchanged even
-//! after a crash) and again when it ends, with the counts per status and error class and the
+//! after a crash), at most once a second while it runs (units done so far) and again when it ends, with the counts per status and error class and the
 //! end-of-run reservation check.
 
 use std::collections::BTreeMap;
@@ -46,6 +46,24 @@ pub struct Manifest {
     /// The end-of-run table (per phase and model), over every record of the run.
     #[serde(default)]
     pub summary: Vec<crate::summary::SummaryRow>,
+    /// The record files as of the last finished session: records.parquet is the copy of
+    /// records.jsonl with these hashes. `None` while a session runs and when the Parquet copy
+    /// could not be written (then `complete` is false). Readers pick the source by it.
+    #[serde(default)]
+    pub records_files: Option<RecordFiles>,
+}
+
+/// The hashes tying records.parquet to the records.jsonl it was written from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordFiles {
+    /// Records in both files.
+    pub records: u64,
+    /// Byte length of records.jsonl when records.parquet was written from it.
+    pub jsonl_bytes: u64,
+    /// SHA-256 of records.jsonl when records.parquet was written from it.
+    pub jsonl_sha256: String,
+    /// SHA-256 of that records.parquet.
+    pub parquet_sha256: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -13,14 +13,17 @@
 //!   runs.
 //!
 //! [`Plan::from_path`] rejects unknown fields and wrong types (serde, naming the line), and
-//! [`Plan::validate`] rejects empty grids, `f` outside `[0, 1)`, zero repeats, bad URLs and
-//! inconsistent numbers. Checks that need the target (KV capacity, reachability) live in
+//! [`Plan::validate`] rejects empty grids, `f` outside `[0, 1)`, zero repeats, bad URLs,
+//! inconsistent numbers, and plans whose cost is unbounded or whose values give two conditions one
+//! id ([`crate::limits`]). Checks that need the target (KV capacity, reachability) live in
 //! [`crate::preflight`].
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use crate::limits::{Machine, check_cost};
 
 /// Default frontend URL (matches `scripts/dynamo-local.sh`).
 pub const DEFAULT_FRONTEND_URL: &str = "http://127.0.0.1:18000";
@@ -298,8 +301,23 @@ impl Plan {
         })
     }
 
-    /// Checks everything that does not need the target.
+    /// Checks everything that does not need the target, bounding the run's cost by the limits
+    /// of this machine (see [`crate::limits`]).
     pub fn validate(&self, path: &Path) -> Result<(), PlanError> {
+        self.validate_on(path, &Machine::current())
+    }
+
+    /// [`Plan::validate`] against the given machine limits.
+    pub fn validate_on(&self, path: &Path, machine: &Machine) -> Result<(), PlanError> {
+        self.validate_fields(path)?;
+        check_cost(self, machine).map_err(|(field, message)| PlanError::Invalid {
+            path: path.to_path_buf(),
+            field,
+            message,
+        })
+    }
+
+    fn validate_fields(&self, path: &Path) -> Result<(), PlanError> {
         let bad = |field: &str, message: String| PlanError::Invalid {
             path: path.to_path_buf(),
             field: field.to_string(),
@@ -389,59 +407,7 @@ impl Plan {
             check_axes("qgrid", &q.n, &q.f, q.repeats).map_err(|(f, m)| bad(&f, m))?;
         }
         if let Some(l) = &self.load {
-            check_axes("load", &l.n, &l.f, l.repeats).map_err(|(f, m)| bad(&f, m))?;
-            if l.prefill_contention.is_empty() {
-                return Err(bad(
-                    "load.prefill_contention",
-                    "empty list: use [0] for no prefill contention".into(),
-                ));
-            }
-            if l.decode_contention.is_empty() {
-                return Err(bad(
-                    "load.decode_contention",
-                    "empty list: use [0] for no decode contention".into(),
-                ));
-            }
-            if l.busy_capable.is_empty() {
-                return Err(bad(
-                    "load.busy_capable",
-                    "empty list: use [false] for an idle capable destination".into(),
-                ));
-            }
-            check_unique("load.prefill_contention", &l.prefill_contention)
-                .map_err(|(f, m)| bad(&f, m))?;
-            check_unique("load.decode_contention", &l.decode_contention)
-                .map_err(|(f, m)| bad(&f, m))?;
-            check_unique("load.busy_capable", &l.busy_capable).map_err(|(f, m)| bad(&f, m))?;
-            for (field, v) in [
-                ("load.prefill_prompt_tokens", l.prefill_prompt_tokens),
-                ("load.short_output_tokens", l.short_output_tokens),
-                ("load.long_output_tokens", l.long_output_tokens),
-                ("load.decode_prompt_tokens", l.decode_prompt_tokens),
-                (
-                    "load.busy_capable_output_tokens",
-                    l.busy_capable_output_tokens,
-                ),
-            ] {
-                if v == 0 {
-                    return Err(bad(field, "must be > 0".into()));
-                }
-            }
-            if l.short_output_tokens >= l.long_output_tokens {
-                return Err(bad(
-                    "load.long_output_tokens",
-                    format!(
-                        "must be greater than load.short_output_tokens ({} >= {})",
-                        l.short_output_tokens, l.long_output_tokens
-                    ),
-                ));
-            }
-            if l.busy_capable.contains(&true) && l.busy_capable_requests == 0 {
-                return Err(bad(
-                    "load.busy_capable_requests",
-                    "must be > 0 when busy_capable includes true".into(),
-                ));
-            }
+            l.validate(path)?;
         }
         Ok(())
     }
@@ -474,6 +440,72 @@ impl Plan {
             }
         }
         best
+    }
+}
+
+impl LoadPhase {
+    /// The load phase's own checks (lists, token counts, output lengths).
+    fn validate(&self, path: &Path) -> Result<(), PlanError> {
+        let bad = |field: &str, message: String| PlanError::Invalid {
+            path: path.to_path_buf(),
+            field: field.to_string(),
+            message,
+        };
+        let l = self;
+        check_axes("load", &l.n, &l.f, l.repeats).map_err(|(f, m)| bad(&f, m))?;
+        if l.prefill_contention.is_empty() {
+            return Err(bad(
+                "load.prefill_contention",
+                "empty list: use [0] for no prefill contention".into(),
+            ));
+        }
+        if l.decode_contention.is_empty() {
+            return Err(bad(
+                "load.decode_contention",
+                "empty list: use [0] for no decode contention".into(),
+            ));
+        }
+        if l.busy_capable.is_empty() {
+            return Err(bad(
+                "load.busy_capable",
+                "empty list: use [false] for an idle capable destination".into(),
+            ));
+        }
+        check_unique("load.prefill_contention", &l.prefill_contention)
+            .map_err(|(f, m)| bad(&f, m))?;
+        check_unique("load.decode_contention", &l.decode_contention)
+            .map_err(|(f, m)| bad(&f, m))?;
+        check_unique("load.busy_capable", &l.busy_capable).map_err(|(f, m)| bad(&f, m))?;
+        for (field, v) in [
+            ("load.prefill_prompt_tokens", l.prefill_prompt_tokens),
+            ("load.short_output_tokens", l.short_output_tokens),
+            ("load.long_output_tokens", l.long_output_tokens),
+            ("load.decode_prompt_tokens", l.decode_prompt_tokens),
+            (
+                "load.busy_capable_output_tokens",
+                l.busy_capable_output_tokens,
+            ),
+        ] {
+            if v == 0 {
+                return Err(bad(field, "must be > 0".into()));
+            }
+        }
+        if l.short_output_tokens >= l.long_output_tokens {
+            return Err(bad(
+                "load.long_output_tokens",
+                format!(
+                    "must be greater than load.short_output_tokens ({} >= {})",
+                    l.short_output_tokens, l.long_output_tokens
+                ),
+            ));
+        }
+        if l.busy_capable.contains(&true) && l.busy_capable_requests == 0 {
+            return Err(bad(
+                "load.busy_capable_requests",
+                "must be > 0 when busy_capable includes true".into(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -644,6 +676,83 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("target.frontend_url"), "{err}");
+    }
+
+    fn parse_on(text: &str, open_files: u64) -> Result<Plan, PlanError> {
+        let p = Path::new("t.toml");
+        let plan = Plan::from_toml_str(text, p)?;
+        plan.validate_on(
+            p,
+            &Machine {
+                open_files: Some(open_files),
+            },
+        )?;
+        Ok(plan)
+    }
+
+    #[test]
+    fn near_duplicate_fractions_would_share_an_id() {
+        let err = parse("seed=1\n[load]\nn=[64]\nf=[0.0, 0.0004]\nrepeats=1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("t.toml") && err.contains("load.f[1]") && err.contains("f0.000"),
+            "{err}"
+        );
+        assert!(parse("seed=1\n[load]\nn=[64]\nf=[0.0, 0.001]\nrepeats=1\n").is_ok());
+    }
+
+    #[test]
+    fn cost_bounds_name_the_field() {
+        for (text, field) in [
+            (
+                "seed=1\n[qgrid]\nn=[64]\nf=[0.0]\nrepeats=1000000000\n",
+                "qgrid.repeats",
+            ),
+            (
+                "seed=1\n[qgrid]\nn=[64]\nf=[0.0]\nrepeats=1\n[probe]\nmax_tokens=4000000000\n",
+                "probe.max_tokens",
+            ),
+            (
+                "seed=1\n[load]\nn=[64]\nf=[0.0]\nrepeats=1\nprefill_contention=[100000]\n",
+                "load.prefill_contention[0]",
+            ),
+            (
+                "seed=1\n[qgrid]\nn=[99999999999]\nf=[0.0]\nrepeats=1\n",
+                "qgrid.n[0]",
+            ),
+            (
+                "seed=1\n[qgrid]\nn=[64]\nf=[0.0]\nrepeats=1\n[probe]\nsettle_ms=99999999999\n",
+                "probe.settle_ms",
+            ),
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(
+                err.contains(field) && err.contains("t.toml"),
+                "{field}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn background_streams_are_bounded_by_the_open_file_limit() {
+        let text = "seed=1\n[load]\nn=[64]\nf=[0.0]\nrepeats=1\nprefill_contention=[0, 400]\n";
+        let err = parse_on(text, 512).unwrap_err().to_string();
+        assert!(
+            err.contains("load.prefill_contention") && err.contains("RLIMIT_NOFILE"),
+            "{err}"
+        );
+        assert!(parse_on(text, 4096).is_ok());
+    }
+
+    #[test]
+    fn tokens_in_flight_are_bounded() {
+        let err = parse(
+            "seed=1\n[load]\nn=[64]\nf=[0.0]\nrepeats=1\nprefill_contention=[4000]\nprefill_prompt_tokens=1000000\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("load.prefill_prompt_tokens"), "{err}");
     }
 
     #[test]

@@ -734,7 +734,8 @@ fn record_of(reg: &WorkerRegistration) -> WorkerRecord {
 /// The static checks of every row: listed, registered, schedulable, capacities.
 fn check_rows(report: &mut PreflightReport, plan: &Plan) {
     let (largest, largest_field) = plan.largest_prompt();
-    let need = largest + u64::from(plan.probe.max_tokens);
+    let output = u64::from(plan.probe.max_tokens);
+    let need = largest.saturating_add(output);
     let mut problems = Vec::new();
     for model in report.plan_models.clone() {
         let mine: Vec<&WorkerRow> = report.workers.iter().filter(|w| w.model == model).collect();
@@ -821,14 +822,20 @@ fn check_rows(report: &mut PreflightReport, plan: &Plan) {
             .min();
         if let Some(cap) = cap {
             report.kv_capacity_tokens.insert(model.clone(), cap);
+            // Blame what does not fit: the output alone, else the largest prompt.
+            let field = if output >= cap || output > largest {
+                "probe.max_tokens"
+            } else {
+                largest_field
+            };
             if need > cap {
                 problems.push((
                     Severity::Plan,
                     format!(
-                        "plan field `{largest_field}`: a prompt of {largest} tokens (+{} output) \
-                         does not fit the KV capacity of model `{model}`: {cap} tokens per worker \
-                         (total_kv_blocks × block_size); the server would reject it",
-                        plan.probe.max_tokens
+                        "plan field `{field}`: a prompt of {largest} tokens (`{largest_field}`) \
+                         plus {output} output tokens (`probe.max_tokens`) does not fit the KV \
+                         capacity of model `{model}`: {cap} tokens per worker (total_kv_blocks × \
+                         block_size); the server would reject it"
                     ),
                 ));
             }

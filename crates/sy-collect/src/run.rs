@@ -237,6 +237,9 @@ fn write_manifest(dir: &Path, m: &Manifest) -> Result<(), CollectError> {
         .map_err(|e| CollectError::Runtime(e.to_string()))
 }
 
+/// How often the manifest's progress (units done) is rewritten during a run.
+const MANIFEST_PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
 /// Runs (or resumes) a plan. Must be called inside a tokio runtime.
 pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunSummary, CollectError> {
     let mut plan = plan;
@@ -348,6 +351,7 @@ async fn run_on_target(
         outstanding_reservations: Vec::new(),
         phases: BTreeMap::new(),
         summary: Vec::new(),
+        records_files: None,
     });
     manifest.target.frontend_url = target.frontend_url.clone();
     manifest.target.selection_url = target.selection_url.clone();
@@ -374,6 +378,9 @@ async fn run_on_target(
         target_versions: versions.versions.clone(),
     });
     manifest.ended_at = None;
+    // Until this session ends, the record files are changing: not complete, no Parquet copy.
+    manifest.complete = false;
+    manifest.records_files = None;
     write_manifest(&opts.run_dir, &manifest)?;
 
     let mut sink = RecordSink::open(&opts.run_dir, resume.valid_len)?;
@@ -418,7 +425,9 @@ async fn run_on_target(
     let mut retried = 0u64;
     let mut units_run = 0u64;
     let mut session_phases: BTreeMap<String, PhaseTime> = BTreeMap::new();
-    let mut write_error = None;
+    let mut write_error: Option<String> = None;
+    let done_before = resume.done.len() as u64;
+    let mut last_progress_write = std::time::Instant::now();
     'units: for unit in pending {
         if cancel.is_cancelled() {
             break;
@@ -438,7 +447,7 @@ async fn run_on_target(
                 retried += 1;
                 progress.error();
                 if let Err(e) = sink.retried(&result.records) {
-                    write_error = Some(e);
+                    write_error = Some(e.to_string());
                     break 'units;
                 }
                 let backoff = Duration::from_millis(
@@ -463,7 +472,7 @@ async fn run_on_target(
                 progress.error();
             }
             if let Err(e) = sink.unit(&result.records) {
-                write_error = Some(e);
+                write_error = Some(e.to_string());
                 break 'units;
             }
             units_run += 1;
@@ -477,6 +486,18 @@ async fn run_on_target(
                 .or_default()
                 .add(&spent);
             progress.unit_done(unit_cost(&unit));
+            // The manifest follows the run (at most once a second): units done so far.
+            if last_progress_write.elapsed() >= MANIFEST_PROGRESS_EVERY {
+                manifest.units_done = done_before + units_run;
+                if let Some(s) = manifest.sessions.last_mut() {
+                    s.units_run = units_run;
+                }
+                if let Err(e) = write_manifest(&opts.run_dir, &manifest) {
+                    write_error = Some(e.to_string());
+                    break 'units;
+                }
+                last_progress_write = std::time::Instant::now();
+            }
             break;
         }
     }
@@ -495,11 +516,6 @@ async fn run_on_target(
         }
         set.len() as u64
     };
-    if !records.is_empty()
-        && let Err(e) = sy_records::write_parquet(&records, &opts.run_dir.join(PARQUET_FILE))
-    {
-        tracing::error!("could not write {PARQUET_FILE}: {e} (records.jsonl has every record)");
-    }
     let ended = now_rfc3339();
     let previous_retries = manifest.counts.retried_attempts;
     manifest.counts = Counts::from_records(&records, previous_retries + retried);
@@ -513,7 +529,6 @@ async fn run_on_target(
     manifest.background = bg;
     manifest.units_total = schedule.units.len() as u64;
     manifest.units_done = done_units;
-    manifest.complete = done_units == manifest.units_total && !interrupted;
     for (phase, t) in &session_phases {
         manifest.phases.entry(phase.clone()).or_default().add(t);
     }
@@ -526,12 +541,14 @@ async fn run_on_target(
         s.units_run = units_run;
         s.interrupted = interrupted;
     }
-    write_manifest(&opts.run_dir, &manifest)?;
-    if let Some(e) = write_error {
-        return Err(CollectError::Runtime(format!(
-            "{e}; the records written so far are intact, continue with --resume"
-        )));
-    }
+    let all_done = done_units == manifest.units_total && !interrupted;
+    finish_files(
+        &opts.run_dir,
+        &mut manifest,
+        &records,
+        all_done,
+        write_error,
+    )?;
     Ok(RunSummary {
         manifest,
         interrupted,
@@ -548,6 +565,61 @@ fn log_preflight(pre: &PreflightReport) {
         pre.kv_capacity_tokens,
         pre.duration_ms
     );
+}
+
+/// Writes records.parquet (when nothing failed so far) and the final manifest. The manifest
+/// says `complete` only when every unit is recorded and records.parquet holds exactly the
+/// records of records.jsonl (their hashes are in `records_files`). The first failure is the
+/// error, naming its file; a later failure is added to it.
+fn finish_files(
+    dir: &Path,
+    manifest: &mut Manifest,
+    records: &[sy_records::Record],
+    all_done: bool,
+    write_error: Option<String>,
+) -> Result<(), CollectError> {
+    let mut failure = write_error;
+    manifest.records_files = None;
+    if failure.is_none() && !records.is_empty() {
+        match write_parquet_copy(dir, records) {
+            Ok(files) => manifest.records_files = Some(files),
+            Err(e) => failure = Some(e),
+        }
+    }
+    manifest.complete = all_done && manifest.records_files.is_some();
+    if let Err(e) = write_manifest(dir, manifest) {
+        failure = Some(match failure {
+            Some(first) => format!("{first}; and {} could not be updated: {e}", MANIFEST_FILE),
+            None => e.to_string(),
+        });
+    }
+    match failure {
+        Some(e) => Err(CollectError::Runtime(format!(
+            "{e}; {} keeps every unit recorded before the failure and {} says the run is not \
+             complete: free the space (or fix the cause) and continue with --resume",
+            RECORDS_FILE, MANIFEST_FILE
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Writes records.parquet from the records of records.jsonl and returns both files' hashes.
+fn write_parquet_copy(
+    dir: &Path,
+    records: &[sy_records::Record],
+) -> Result<crate::manifest::RecordFiles, String> {
+    let jsonl = dir.join(RECORDS_FILE);
+    let parquet = dir.join(PARQUET_FILE);
+    sy_records::write_parquet(records, &parquet).map_err(|e| e.to_string())?;
+    let hash = |p: &Path| sy_cli::file_sha256(p).map_err(|e| e.to_string());
+    Ok(crate::manifest::RecordFiles {
+        records: records.len() as u64,
+        jsonl_bytes: std::fs::metadata(&jsonl)
+            .map_err(|e| format!("{}: {e}", jsonl.display()))?
+            .len(),
+        jsonl_sha256: hash(&jsonl)?,
+        parquet_sha256: hash(&parquet)?,
+    })
 }
 
 /// Polls `/loads` briefly: deletes are synchronous, but a server may apply them a moment later.

@@ -67,12 +67,19 @@ pub struct Schedule {
     pub units: Vec<Unit>,
 }
 
+/// The label of a cached fraction in condition ids (three decimals: `0.500`). Two fractions
+/// with the same label would give two conditions one id; [`Plan::validate`] refuses them.
+pub fn fraction_label(f: f64) -> String {
+    format!("{f:.3}")
+}
+
 impl Schedule {
     pub fn from_plan(plan: &Plan) -> Schedule {
-        let mut conditions = Vec::new();
-        let mut units = Vec::new();
-        let mut push = |c: Condition, repeats: u32, conditions: &mut Vec<Condition>| {
-            let idx = conditions.len();
+        let planned = Schedule::conditions_of(plan);
+        let total: u64 = planned.iter().map(|(_, r)| u64::from(*r)).sum();
+        let mut units = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+        let mut conditions = Vec::with_capacity(planned.len());
+        for (idx, (c, repeats)) in planned.into_iter().enumerate() {
             conditions.push(c);
             for repeat in 0..repeats {
                 units.push(Unit {
@@ -80,13 +87,23 @@ impl Schedule {
                     repeat,
                 });
             }
+        }
+        Schedule { conditions, units }
+    }
+
+    /// Every condition of a plan with its repeat count, in run order, without expanding units
+    /// (what `--dry-run` and the plan's cost bounds read: nothing is allocated per request).
+    pub fn conditions_of(plan: &Plan) -> Vec<(Condition, u32)> {
+        let mut conditions = Vec::new();
+        let push = |c: Condition, repeats: u32, conditions: &mut Vec<(Condition, u32)>| {
+            conditions.push((c, repeats));
         };
         if let Some(q) = &plan.qgrid {
             for &n in &q.n {
                 for &f in &q.f {
                     push(
                         Condition {
-                            id: format!("q-n{n}-f{f:.3}"),
+                            id: format!("q-n{n}-f{}", fraction_label(f)),
                             phase: Phase::Qgrid,
                             planned_n: n,
                             planned_f: f,
@@ -120,7 +137,7 @@ impl Schedule {
                     for &pc in &l.prefill_contention {
                         for &(dc, len) in &decode_levels {
                             for &busy in &l.busy_capable {
-                                let mut id = format!("l-n{n}-f{f:.3}-pf{pc}");
+                                let mut id = format!("l-n{n}-f{}-pf{pc}", fraction_label(f));
                                 match len {
                                     Some((name, _)) => id.push_str(&format!("-dc{dc}{name}")),
                                     None => id.push_str("-dc0"),
@@ -170,7 +187,7 @@ impl Schedule {
                 }
             }
         }
-        Schedule { conditions, units }
+        conditions
     }
 
     /// Requests a unit sends through the accounting path, not counting background loops:

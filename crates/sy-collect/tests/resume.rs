@@ -162,3 +162,205 @@ fn resume_refuses_a_different_plan() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(records(&run_dir).len(), 2);
 }
+
+/// When a run is killed: each moment is recognised from what the run has written so far.
+#[derive(Debug, Clone, Copy)]
+enum Moment {
+    /// The manifest exists, no record yet.
+    BeforeFirstRecord,
+    /// The manifest's progress has been rewritten mid-run (units_done > 0).
+    AfterProgressWrite,
+    /// During a resumed session (after a first kill mid-run).
+    DuringResume,
+    /// Every record is in records.jsonl; the Parquet copy and final manifest may not be.
+    AfterLastRecord,
+    /// Mid-run with a torn last line appended afterwards (a kill mid-append).
+    MidRunTorn,
+}
+
+fn manifest_units_done(run_dir: &Path) -> u64 {
+    std::fs::read_to_string(run_dir.join("manifest.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|m| m["units_done"].as_u64())
+        .unwrap_or(0)
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !done() {
+        assert!(t.elapsed() < Duration::from_secs(60), "never saw: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn kill(mut child: std::process::Child) {
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+}
+
+/// The fitting tools' loader reads, from the run directory, exactly the records of
+/// records.jsonl (the Parquet copy is that copy; nothing lost, nothing doubled).
+fn assert_tools_read_the_completed_run(run_dir: &Path) {
+    let m = manifest(run_dir);
+    assert_eq!(m["complete"], true, "{m}");
+    assert_eq!(m["units_done"], UNITS as u64);
+    assert_eq!(m["records_files"]["records"], (UNITS * 2) as u64, "{m}");
+    let loaded = sy_records::load_records(&[run_dir.to_path_buf()], &Default::default()).unwrap();
+    assert!(loaded.files[0].path.ends_with("records.parquet"));
+    let key = |r: &sy_records::Record| {
+        (
+            r.condition_id.clone(),
+            r.repeat,
+            r.role.as_str(),
+            r.probe_id.clone(),
+        )
+    };
+    let mut from_tools: Vec<_> = loaded.records.iter().map(key).collect();
+    let mut from_jsonl: Vec<_> = records(run_dir).iter().map(key).collect();
+    from_tools.sort();
+    from_jsonl.sort();
+    assert_eq!(from_tools.len(), UNITS * 2);
+    assert_eq!(from_tools, from_jsonl);
+}
+
+fn sigkill_then_resume(moment: Moment) {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(dir.path(), "plan.toml", PLAN);
+    let run_dir = dir.path().join("run");
+    let records_path = run_dir.join("records.jsonl");
+    let child = start(&plan, &run_dir, false);
+    match moment {
+        Moment::BeforeFirstRecord => {
+            wait_until("the manifest", || run_dir.join("manifest.json").exists());
+            kill(child);
+            assert!(lines(&records_path) < UNITS * 2);
+        }
+        Moment::AfterProgressWrite => {
+            wait_until("a progress write", || manifest_units_done(&run_dir) > 0);
+            kill(child);
+            let m = manifest(&run_dir);
+            assert_eq!(m["complete"], false, "{m}");
+            assert!(
+                m["units_done"].as_u64().unwrap() < UNITS as u64,
+                "killed too late"
+            );
+        }
+        Moment::DuringResume => {
+            wait_for_lines(&records_path, 10);
+            kill(child);
+            let before = lines(&records_path);
+            let again = start(&plan, &run_dir, true);
+            wait_until("the resumed session's records", || {
+                lines(&records_path) > before + 6
+            });
+            kill(again);
+        }
+        Moment::AfterLastRecord => {
+            wait_for_lines(&records_path, UNITS * 2);
+            kill(child);
+        }
+        Moment::MidRunTorn => {
+            wait_for_lines(&records_path, 20);
+            kill(child);
+            let mut bytes = std::fs::read(&records_path).unwrap();
+            bytes.extend_from_slice(b"{\"schema_version\":1,\"run_id\":\"x");
+            std::fs::write(&records_path, bytes).unwrap();
+        }
+    }
+    // A run directory that a kill left behind is refused by the fitting tools, never read as
+    // if it were complete.
+    if let Ok(m) = std::fs::read_to_string(run_dir.join("manifest.json"))
+        && m.contains("\"complete\": false")
+    {
+        let err = sy_records::load_records(std::slice::from_ref(&run_dir), &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("manifest.json") && err.contains("complete"),
+            "{err}"
+        );
+    }
+    let out = start(&plan, &run_dir, true).wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{moment:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_every_unit_once(&run_dir);
+    assert_tools_read_the_completed_run(&run_dir);
+    assert_eq!(manifest(&run_dir)["loads_zero_at_end"], true);
+}
+
+#[test]
+fn sigkill_before_the_first_record_then_resume() {
+    sigkill_then_resume(Moment::BeforeFirstRecord);
+}
+
+#[test]
+fn sigkill_after_a_progress_write_then_resume() {
+    sigkill_then_resume(Moment::AfterProgressWrite);
+}
+
+#[test]
+fn sigkill_during_a_resume_then_resume_again() {
+    sigkill_then_resume(Moment::DuringResume);
+}
+
+#[test]
+fn sigkill_after_the_last_record_then_resume() {
+    sigkill_then_resume(Moment::AfterLastRecord);
+}
+
+#[test]
+fn sigkill_mid_append_then_resume() {
+    sigkill_then_resume(Moment::MidRunTorn);
+}
+
+/// A full disk (simulated with a file-size limit: `ulimit -f`, SIGXFSZ ignored so writes fail
+/// with EFBIG like ENOSPC would) fails the run naming records.jsonl, exit 1, without claiming
+/// completeness; `--resume` with space again completes it with nothing lost or doubled.
+#[test]
+fn full_disk_then_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(dir.path(), "plan.toml", PLAN);
+    let run_dir = dir.path().join("run");
+    let script = "trap '' XFSZ; ulimit -f 24; exec \"$0\" --plan \"$1\" --run-dir \"$2\" --target sim \
+                  --no-progress";
+    let out = std::process::Command::new("bash")
+        .args(["-c", script])
+        .arg(bin().get_program())
+        .arg(&plan)
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("records.jsonl"),
+        "the failing file is named: {err}"
+    );
+    assert!(err.contains("--resume"), "{err}");
+    assert!(!err.contains("has every record"), "{err}");
+    let m = manifest(&run_dir);
+    assert_eq!(m["complete"], false, "{m}");
+    assert!(m["records_files"].is_null(), "{m}");
+    let partial = lines(&run_dir.join("records.jsonl"));
+    assert!(partial > 0 && partial < UNITS * 2, "{partial} lines");
+    let err = sy_records::load_records(std::slice::from_ref(&run_dir), &Default::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("manifest.json") && err.contains("complete"),
+        "{err}"
+    );
+
+    let out = start(&plan, &run_dir, true).wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_every_unit_once(&run_dir);
+    assert_tools_read_the_completed_run(&run_dir);
+}

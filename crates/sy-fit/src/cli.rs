@@ -17,7 +17,7 @@ use crate::fitfile::{
 
 /// Fit the no-load Q tables, standardisers and ridge load corrections from calibration records.
 ///
-/// Reads the records of `--run-dir` (records.parquet, else records.jsonl, else records.csv) or
+/// Reads the records of `--run-dir` (its newest complete source; see docs/formats.md) or
 /// of `--records` (files or run directories, merged), assigns every load-phase condition to
 /// fit / uncertainty / selection (reusing splits.json when it exists), and writes fit.json and
 /// splits.json beside each other (the run directory, or the directory of `--out`).
@@ -139,6 +139,7 @@ pub fn run(cli: Cli) -> Result<(), ToolError> {
         return Ok(());
     }
     sy_cli::init_tracing(&cli.common);
+    cli.common.check_run_dir()?;
     match cli.command {
         Some(Command::GenSynthetic(args)) => gen_synthetic(&cli.common, &args),
         None => run_fit(&cli.common, &cli.fit),
@@ -201,6 +202,15 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
         .clone()
         .unwrap_or_else(|| out_dir.join(SPLITS_FILE));
 
+    // Every output path is checked before anything is read or written.
+    sy_cli::check_output_path(&out, "--out")?;
+    sy_cli::check_output_path(&splits_path, "--splits")?;
+    if splits_path == out {
+        return Err(ToolError::BadInput(format!(
+            "--out {} and the split table are the same file",
+            out.display()
+        )));
+    }
     let spinner = sy_cli::spinner(common.show_progress());
     spinner.set_message("loading records");
     let loaded = load_records(
@@ -291,6 +301,16 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
             .iter()
             .map(|f| f.path.display().to_string())
             .collect(),
+        input_files: loaded
+            .files
+            .iter()
+            .map(|f| {
+                Ok(sy_selector::InputFile {
+                    path: f.path.display().to_string(),
+                    sha256: sy_cli::file_sha256(&f.path)?,
+                })
+            })
+            .collect::<Result<Vec<_>, ToolError>>()?,
         split: SplitInfo {
             file: splits_path.display().to_string(),
             seed: splits.seed,
@@ -308,8 +328,14 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
         warnings,
     };
     spinner.set_message("writing");
-    splits.write(&splits_path).map_err(records_error)?;
-    sy_cli::atomic_write_json(&out, &file)?;
+    // Both files or neither.
+    sy_cli::atomic_write_all(&[
+        (
+            splits_path.clone(),
+            sy_cli::json_bytes(&splits_path, &splits)?,
+        ),
+        (out.clone(), sy_cli::json_bytes(&out, &file)?),
+    ])?;
     spinner.finish_and_clear();
 
     for w in &file.warnings {

@@ -74,6 +74,10 @@ pub struct FitFile {
     pub tool: ToolInfo,
     /// Record files read (as given / found).
     pub inputs: Vec<String>,
+    /// The same record files with their SHA-256: `sy-margin` and `sy-select` refuse records that
+    /// are not these (empty in files written before it existed: not checked).
+    #[serde(default)]
+    pub input_files: Vec<sy_selector::InputFile>,
     pub split: SplitInfo,
     pub settings: FitSettings,
     pub records: RecordCounts,

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use sy_cli::ToolError;
+use sy_fit::FIT_SCHEMA_VERSION;
 use sy_records::{LoadOptions, LoadedRecords, RecordsError, SplitTable};
 use sy_selector::{InputFile, ModelEstimators};
 
@@ -127,16 +128,92 @@ pub fn read_fit(path: &Path) -> Result<FitEstimators, ToolError> {
     })?;
     let value: Value = serde_json::from_str(&text)
         .map_err(|e| ToolError::BadInput(format!("{}: not valid JSON: {e}", path.display())))?;
+    match value.get("schema_version").and_then(Value::as_u64) {
+        Some(v) if v == u64::from(FIT_SCHEMA_VERSION) => {}
+        found => {
+            return Err(ToolError::BadInput(format!(
+                "{}: field `schema_version` is {}, this build reads fit files of schema version \
+                 {FIT_SCHEMA_VERSION} (refit with this sy-fit)",
+                path.display(),
+                found.map_or("missing".to_string(), |v| v.to_string())
+            )));
+        }
+    }
     let get = |model: &str| {
-        find_estimators(&value, model).ok_or_else(|| {
+        let est = find_estimators(&value, model).ok_or_else(|| {
             ToolError::BadInput(format!(
                 "{}: no estimators for the {model} model (expected sy-selector's ModelEstimators: q, standardiser, blind, cache)",
                 path.display()
             ))
-        })
+        })?;
+        est.validate(&format!("models.{model}.estimators"))
+            .map_err(|e| ToolError::BadInput(format!("{}: {e}", path.display())))?;
+        Ok::<_, ToolError>(est)
     };
     Ok(FitEstimators {
         efficient: get("efficient")?,
         capable: get("capable")?,
     })
+}
+
+/// The record files `fit.json` was fitted on, with their SHA-256 (its `input_files`; empty for
+/// fit files written before it existed).
+pub fn fit_record_inputs(path: &Path) -> Result<Vec<InputFile>, ToolError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ToolError::BadInput(format!("cannot read {}: {e}", path.display())))?;
+    let value: Value = serde_json::from_str(&text)
+        .map_err(|e| ToolError::BadInput(format!("{}: not valid JSON: {e}", path.display())))?;
+    match value.get("input_files") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
+            ToolError::BadInput(format!(
+                "{}: field `input_files`: expected a list of {{path, sha256}}: {e}",
+                path.display()
+            ))
+        }),
+    }
+}
+
+/// Refuses inputs that are not the files an artifact was derived from: `derived` (e.g.
+/// `fit.json`) lists in `field` the files (`expected`, with hashes) it came from, and `given`
+/// are the files this tool was given. Compared by content hash, so a moved run directory is
+/// fine but records, a fit or margins of another run are not. Nothing is checked when
+/// `expected` is empty (an artifact written before provenance existed).
+pub fn check_derived_from(
+    derived: &Path,
+    field: &str,
+    expected: &[InputFile],
+    given: &[InputFile],
+) -> Result<(), ToolError> {
+    if expected.is_empty() {
+        return Ok(());
+    }
+    let mut want: Vec<&str> = expected.iter().map(|f| f.sha256.as_str()).collect();
+    let mut have: Vec<&str> = given.iter().map(|f| f.sha256.as_str()).collect();
+    want.sort_unstable();
+    have.sort_unstable();
+    if want == have {
+        return Ok(());
+    }
+    let list = |files: &[InputFile]| {
+        files
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} (sha256 {})",
+                    f.path,
+                    &f.sha256[..f.sha256.len().min(12)]
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Err(ToolError::BadInput(format!(
+        "{}: field `{field}` says it was derived from {}, but this run was given {}: they are \
+         not the same files (artifacts of different runs must not be mixed: redo the step, or \
+         pass the files it was made from)",
+        derived.display(),
+        list(expected),
+        list(given)
+    )))
 }

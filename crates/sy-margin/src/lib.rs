@@ -90,7 +90,11 @@ impl MarginsFile {
             ))
         })?;
         let m: MarginsFile = serde_json::from_str(&text).map_err(|e| {
-            ToolError::BadInput(format!("{}: not a valid margins file: {e}", path.display()))
+            ToolError::BadInput(format!(
+                "{}: not a valid margins file: {}",
+                path.display(),
+                sy_cli::json_error_with_field(&text, &e)
+            ))
         })?;
         if m.schema_version != MARGINS_SCHEMA_VERSION {
             return Err(ToolError::BadInput(format!(
@@ -103,10 +107,12 @@ impl MarginsFile {
             ("delta_blind_ms", m.delta_blind_ms),
             ("delta_cache_ms", m.delta_cache_ms),
         ] {
-            if !(v.is_finite() && v >= 0.0) {
+            if !(v.is_finite() && (0.0..=sy_selector::MAX_PLAUSIBLE_MS).contains(&v)) {
                 return Err(ToolError::BadInput(format!(
-                    "{}: field `{name}` = {v}, expected a finite non-negative number of ms",
-                    path.display()
+                    "{}: field `{name}` = {v}, expected a finite non-negative number of ms of at \
+                     most {} (one hour)",
+                    path.display(),
+                    sy_selector::MAX_PLAUSIBLE_MS
                 )));
             }
         }
@@ -207,6 +213,7 @@ pub fn run(opts: &MarginOptions) -> Result<MarginsFile, ToolError> {
             opts.level
         )));
     }
+    sy_cli::check_output_path(&opts.out, "--out")?;
     let spinner = sy_cli::spinner(opts.show_progress);
     spinner.set_message("loading records");
     let fit = inputs::read_fit(&opts.fit)?;
@@ -216,6 +223,12 @@ pub fn run(opts: &MarginOptions) -> Result<MarginsFile, ToolError> {
     for f in &loaded.files {
         input_files.push(inputs::input_file(&f.path)?);
     }
+    inputs::check_derived_from(
+        &opts.fit,
+        "input_files",
+        &inputs::fit_record_inputs(&opts.fit)?,
+        &input_files,
+    )?;
     input_files.push(inputs::input_file(&opts.fit)?);
     input_files.push(inputs::input_file(&opts.splits)?);
     splits

@@ -50,6 +50,7 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> Result<(), ToolError> {
+    cli.common.check_run_dir()?;
     let run_dir = cli.common.run_dir.as_deref();
     let opts = MarginOptions {
         records: inputs::record_paths(&cli.records, run_dir)?,

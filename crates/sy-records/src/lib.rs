@@ -10,7 +10,8 @@
 //!
 //! The fitting tools (`sy-fit`, `sy-margin`, `sy-select`) share the rest of this crate:
 //!
-//! - [`load_records`]: Parquet / CSV / JSONL files or run directories, merged, validated; every
+//! - [`load_records`]: Parquet / CSV / JSONL files or run directories (the newest complete source
+//!   of a run directory, [`rundir`]), merged, validated; every
 //!   problem names the file, the row and the field ([`RowIssue`]), or is skipped and counted with
 //!   [`LoadOptions::skip_invalid`].
 //! - [`pair_probes`] / [`ProbePair`]: the two candidates of a load-phase probe.
@@ -29,6 +30,7 @@ mod load;
 mod observation;
 mod pairing;
 mod record;
+pub mod rundir;
 mod splits;
 pub mod synth;
 mod write;

@@ -127,7 +127,7 @@ impl LoadedRecords {
 }
 
 /// Turns the arguments (files or run directories) into record files. A directory contributes
-/// its `records.parquet`, else `records.jsonl`, else `records.csv`.
+/// its newest complete record file (see [`crate::rundir`]).
 pub fn resolve_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RecordsError> {
     if paths.is_empty() {
         return Err(RecordsError::NoRecords(
@@ -137,22 +137,7 @@ pub fn resolve_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RecordsError> {
     let mut out = Vec::with_capacity(paths.len());
     for p in paths {
         if p.is_dir() {
-            let found = RUN_DIR_RECORD_FILES
-                .iter()
-                .map(|name| p.join(name))
-                .find(|c| c.is_file());
-            match found {
-                Some(f) => out.push(f),
-                None => {
-                    return Err(RecordsError::Format {
-                        path: p.clone(),
-                        message: format!(
-                            "run directory has no records (looked for {})",
-                            RUN_DIR_RECORD_FILES.join(", ")
-                        ),
-                    });
-                }
-            }
+            out.push(crate::rundir::record_file_of_run_dir(p)?);
         } else if !p.exists() {
             return Err(RecordsError::Read {
                 path: p.clone(),
@@ -302,6 +287,16 @@ pub fn validate_record(r: &Record) -> Result<(), (&'static str, String)> {
         && k > n
     {
         return Err(("k", format!("K = {k} is greater than N = {n}")));
+    }
+    if r.schema_version == 0 || r.schema_version > crate::record::RECORD_SCHEMA_VERSION {
+        return Err((
+            "schema_version",
+            format!(
+                "record schema version {} is not one this tool reads (1..={})",
+                r.schema_version,
+                crate::record::RECORD_SCHEMA_VERSION
+            ),
+        ));
     }
     if r.run_id.is_empty() {
         return Err(("run_id", "empty".to_string()));
@@ -498,6 +493,11 @@ fn read_jsonl(
             Err(_) if !complete => {
                 // A torn last line: the writer crashed mid-append. Ignored and reported.
                 summary.torn_tail = true;
+                tracing::warn!(
+                    "{}:{line_no}: torn last line (no newline, not a whole record: a crash \
+                     while appending) ignored",
+                    path.display()
+                );
                 break;
             }
             Err(e) => {
@@ -644,11 +644,24 @@ fn check_pairs(out: &mut LoadedRecords, options: &LoadOptions) -> Result<(), Rec
                     Role::Efficient => "capable",
                     Role::Capable => "efficient",
                 };
+                let torn = out
+                    .origins
+                    .get(i)
+                    .and_then(|o| out.files.get(o.file as usize))
+                    .filter(|f| f.torn_tail)
+                    .map(|f| {
+                        format!(
+                            " (the last line of {} is torn — a crash while appending — and was \
+                             ignored: it may have been this partner)",
+                            f.path.display()
+                        )
+                    })
+                    .unwrap_or_default();
                 bad.push((
                     i,
                     "probe_id",
                     format!(
-                        "load-phase probe {:?} of condition {:?} has no {missing} record: efficient and capable probes do not pair up",
+                        "load-phase probe {:?} of condition {:?} has no {missing} record: efficient and capable probes do not pair up{torn}",
                         r.probe_id, r.condition_id
                     ),
                 ));

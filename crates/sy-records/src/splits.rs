@@ -302,7 +302,11 @@ impl SplitTable {
             message: e.to_string(),
         })?;
         let t: SplitTable = serde_json::from_str(&text).map_err(|e| {
-            RecordsError::Splits(format!("{}: not a valid split table: {e}", path.display()))
+            RecordsError::Splits(format!(
+                "{}: not a valid split table: {}",
+                path.display(),
+                sy_cli::json_error_with_field(&text, &e)
+            ))
         })?;
         if t.schema_version != SPLITS_SCHEMA_VERSION {
             return Err(RecordsError::Splits(format!(

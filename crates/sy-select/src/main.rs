@@ -133,9 +133,12 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     sy_cli::init_tracing(&cli.common);
-    sy_cli::run_main(|| match &cli.cmd {
-        None => select(&cli.common, &cli.select),
-        Some(cmd) => subcommand(&cli.common, cmd),
+    sy_cli::run_main(|| {
+        cli.common.check_run_dir()?;
+        match &cli.cmd {
+            None => select(&cli.common, &cli.select),
+            Some(cmd) => subcommand(&cli.common, cmd),
+        }
     })
 }
 

@@ -91,16 +91,53 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayResult, ToolError> {
     })
 }
 
-/// Parses the observation document of `sy-select decide` (a `sy_selector::DecisionInput`).
+/// Parses the observation document of `sy-select decide` (a `sy_selector::DecisionInput`). The
+/// shape is checked first so a member of the wrong kind (`"capable": []`, which serde would read
+/// as an observation with every field absent) is refused, naming the file and the member.
 pub fn read_observations(path: &Path) -> Result<DecisionInput, ToolError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ToolError::BadInput(format!("cannot read {}: {e}", path.display())))?;
-    serde_json::from_str(&text).map_err(|e| {
-        ToolError::BadInput(format!(
-            "{}: not a valid observation document: {e} (expected {{proposal, efficient, capable, now_ms, local_capable_in_flight}}; see crates/sy-select/README.md)",
-            path.display()
+    let expected = "expected {proposal, efficient, capable, now_ms, local_capable_in_flight}; \
+                    see crates/sy-select/README.md";
+    let bad = |m: String| ToolError::BadInput(format!("{}: {m}", path.display()));
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| bad(format!("not valid JSON: {e} ({expected})")))?;
+    let Some(doc) = value.as_object() else {
+        return Err(bad(format!(
+            "not an observation document: expected a JSON object ({expected})"
+        )));
+    };
+    if !doc.contains_key("proposal") {
+        return Err(bad(format!("field `proposal`: missing ({expected})")));
+    }
+    for side in ["efficient", "capable"] {
+        match doc.get(side) {
+            Some(serde_json::Value::Object(_)) => {}
+            Some(other) => {
+                return Err(bad(format!(
+                    "field `{side}`: expected an observation object, found {}",
+                    json_kind(other)
+                )));
+            }
+            None => return Err(bad(format!("field `{side}`: missing ({expected})"))),
+        }
+    }
+    serde_json::from_value(value).map_err(|e| {
+        bad(format!(
+            "not a valid observation document: {e} ({expected})"
         ))
     })
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
 }
 
 /// One decision with the bundle's parameters and its variant (or `variant`).

@@ -191,8 +191,56 @@ fn now_rfc3339() -> String {
         .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
 }
 
-/// Runs the selection pipeline and writes selection.json, bundle.json and bundles/*.json.
+/// The provenance chain: fit.json was fitted on these records, and margins.json was computed
+/// from these records, this fit.json and this splits.json (`margins.json` lists them in
+/// `input_files`: the records, then fit.json, then splits.json).
+fn check_chain(
+    opts: &SelectOptions,
+    margins: &MarginsFile,
+    records: &[InputFile],
+) -> Result<(), ToolError> {
+    inputs::check_derived_from(
+        &opts.fit,
+        "input_files",
+        &inputs::fit_record_inputs(&opts.fit)?,
+        records,
+    )?;
+    let listed = &margins.input_files;
+    if listed.len() < 3 {
+        return Err(ToolError::BadInput(format!(
+            "{}: field `input_files` lists {} file(s); expected the records, fit.json and \
+             splits.json it was computed from",
+            opts.margins.display(),
+            listed.len()
+        )));
+    }
+    let (rec, tail) = listed.split_at(listed.len() - 2);
+    for (i, (path, flag)) in [(&opts.fit, "fit"), (&opts.splits, "splits")]
+        .into_iter()
+        .enumerate()
+    {
+        let given = inputs::input_file(path)?;
+        inputs::check_derived_from(
+            &opts.margins,
+            &format!("input_files ({flag})"),
+            std::slice::from_ref(&tail[i]),
+            std::slice::from_ref(&given),
+        )?;
+    }
+    inputs::check_derived_from(&opts.margins, "input_files (records)", rec, records)
+}
+
+/// Runs the selection pipeline and writes selection.json, bundle.json and bundles/*.json (all
+/// or none), after checking every output path and the provenance chain of its inputs.
 pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
+    sy_cli::check_output_path(&opts.out, "--out")?;
+    for name in [BUNDLE_FILE, "report.md"] {
+        sy_cli::check_output_path(&opts.out_dir.join(name), "--out (directory)")?;
+    }
+    for v in Variant::ALL {
+        let rel = format!("{BUNDLES_DIR}/{}.json", v.as_str());
+        sy_cli::check_output_path(&opts.out_dir.join(rel), "--out (directory)")?;
+    }
     let bar = sy_cli::spinner(opts.show_progress);
     bar.set_message("loading inputs");
     let fit = inputs::read_fit(&opts.fit)?;
@@ -206,6 +254,7 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
     for f in &loaded.files {
         input_files.push(inputs::input_file(&f.path)?);
     }
+    check_chain(opts, &margins_file, &input_files)?;
     for p in [&opts.fit, &opts.margins, &opts.splits] {
         input_files.push(inputs::input_file(p)?);
     }
@@ -335,21 +384,23 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
             .map_err(|e| ToolError::BadInput(format!("cannot freeze the bundle: {e}")))
     };
     let bundle = freeze(bundle_choice.variant)?;
-    let write_bundle = |path: &Path, b: &Bundle| -> Result<(), ToolError> {
+    // Every output is staged and written together with selection.json below: all or none.
+    let mut outputs: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    let bundle_bytes = |b: &Bundle| -> Result<Vec<u8>, ToolError> {
         let mut text = b
             .to_json_pretty()
             .map_err(|e| ToolError::Runtime(format!("cannot serialise the bundle: {e}")))?;
         text.push('\n');
-        sy_cli::atomic_write(path, text.as_bytes())
+        Ok(text.into_bytes())
     };
     let mut bundles = BTreeMap::new();
     for v in Variant::ALL {
         let b = freeze(v)?;
         let rel = format!("{BUNDLES_DIR}/{}.json", v.as_str());
-        write_bundle(&opts.out_dir.join(&rel), &b)?;
+        outputs.push((opts.out_dir.join(&rel), bundle_bytes(&b)?));
         bundles.insert(rel, b.content_hash.clone());
     }
-    write_bundle(&opts.out_dir.join(BUNDLE_FILE), &bundle)?;
+    outputs.push((opts.out_dir.join(BUNDLE_FILE), bundle_bytes(&bundle)?));
     bundles.insert(BUNDLE_FILE.to_string(), bundle.content_hash.clone());
 
     if fit_unmeasured + sel_unmeasured > 0 {
@@ -388,7 +439,8 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
         stability,
         warnings,
     };
-    sy_cli::atomic_write_json(&opts.out, &selection)?;
+    outputs.push((opts.out.clone(), sy_cli::json_bytes(&opts.out, &selection)?));
+    sy_cli::atomic_write_all(&outputs)?;
     bar.finish_and_clear();
     Ok(SelectOutput {
         selection,

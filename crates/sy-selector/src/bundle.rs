@@ -111,6 +111,26 @@ fn check_finite(path: &str, v: f64) -> Result<(), ParamsError> {
     }
 }
 
+/// The largest magnitude a millisecond parameter (load-correction intercept or coefficient, a
+/// margin) may have: one hour. A larger value is a corrupted or hostile file, not a fit.
+pub const MAX_PLAUSIBLE_MS: f64 = 3_600_000.0;
+
+/// The largest magnitude a standardiser statistic may have: the features are `log1p` of token
+/// and request counts, far below this.
+pub const MAX_PLAUSIBLE_FEATURE: f64 = 1_000.0;
+
+/// Finite and `|v| ≤ max`.
+fn check_at_most(path: &str, v: f64, max: f64) -> Result<(), ParamsError> {
+    check_finite(path, v)?;
+    if v.abs() > max {
+        return Err(ParamsError {
+            path: path.to_string(),
+            problem: format!("= {v} is implausible (|value| must be ≤ {max})"),
+        });
+    }
+    Ok(())
+}
+
 fn check_non_negative(path: &str, v: f64) -> Result<(), ParamsError> {
     check_finite(path, v)?;
     if v < 0.0 {
@@ -138,10 +158,30 @@ impl crate::estimator::ModelEstimators {
                 });
             }
         }
+        for d in 0..3 {
+            check_at_most(
+                &format!("{prefix}.standardiser.mean[{d}]"),
+                self.standardiser.mean[d],
+                MAX_PLAUSIBLE_FEATURE,
+            )?;
+            check_at_most(
+                &format!("{prefix}.standardiser.std[{d}]"),
+                self.standardiser.std[d],
+                MAX_PLAUSIBLE_FEATURE,
+            )?;
+        }
         for (name, c) in [("blind", &self.blind), ("cache", &self.cache)] {
-            check_finite(&format!("{prefix}.{name}.intercept"), c.intercept)?;
+            check_at_most(
+                &format!("{prefix}.{name}.intercept"),
+                c.intercept,
+                MAX_PLAUSIBLE_MS,
+            )?;
             for d in 0..3 {
-                check_finite(&format!("{prefix}.{name}.coef[{d}]"), c.coef[d])?;
+                check_at_most(
+                    &format!("{prefix}.{name}.coef[{d}]"),
+                    c.coef[d],
+                    MAX_PLAUSIBLE_MS,
+                )?;
             }
         }
         Ok(())
@@ -162,6 +202,8 @@ impl RuleParams {
         }
         check_non_negative("params.margins.blind", self.margins.blind)?;
         check_non_negative("params.margins.cache", self.margins.cache)?;
+        check_at_most("params.margins.blind", self.margins.blind, MAX_PLAUSIBLE_MS)?;
+        check_at_most("params.margins.cache", self.margins.cache, MAX_PLAUSIBLE_MS)?;
         check_non_negative("params.limits.max_age_ms", self.limits.max_age_ms)?;
         check_non_negative(
             "params.limits.destination_limit",

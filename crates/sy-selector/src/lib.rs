@@ -53,7 +53,10 @@ mod observation;
 mod qtable;
 mod rule;
 
-pub use bundle::{BUNDLE_SCHEMA_VERSION, Bundle, BundleError, InputFile, ParamsError, Provenance};
+pub use bundle::{
+    BUNDLE_SCHEMA_VERSION, Bundle, BundleError, InputFile, MAX_PLAUSIBLE_FEATURE, MAX_PLAUSIBLE_MS,
+    ParamsError, Provenance,
+};
 pub use estimator::{
     EstimatorInputs, LoadCorrection, ModelEstimators, PredictError, Standardiser,
     StandardiserError, log1p, predict, predict_from_inputs, q_baseline, raw_features,

@@ -6,8 +6,13 @@ use std::process::{Command, Output};
 
 use sy_records::Record;
 
+/// The sy-collect binary: cargo's, or `$SY_TEST_BIN_DIR/sy-collect` when that is set (a copy
+/// that a concurrent build in a shared target directory cannot replace mid-test).
 pub fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_sy-collect"))
+    match std::env::var_os("SY_TEST_BIN_DIR") {
+        Some(dir) => Command::new(PathBuf::from(dir).join("sy-collect")),
+        None => Command::new(env!("CARGO_BIN_EXE_sy-collect")),
+    }
 }
 
 pub fn workspace_root() -> PathBuf {
