@@ -182,6 +182,11 @@ pub struct CorrectionReport {
     /// R² of the whole estimator (Q + correction) on the measured TTFT over the fit split.
     pub r2_ttft: Option<f64>,
     pub residuals: ResidualSpread,
+    /// 95 % grouped-bootstrap intervals of (intercept, bN, bR, bP): fit-split conditions resampled
+    /// (`sy-stats`), the standardiser and the chosen alpha held fixed. `None` with fewer than 2
+    /// conditions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coefficient_intervals: Option<Vec<sy_stats::Interval>>,
 }
 
 /// Diagnostics of one model's standardiser.
@@ -526,20 +531,20 @@ fn fit_correction(
     }
     let shift = sum / n;
     let mut fold_stats: Vec<SuffStats> = (0..k).map(|_| SuffStats::new(3)).collect();
-    let mut conds: Vec<u32> = Vec::new();
+    let mut by_condition: BTreeMap<u32, SuffStats> = BTreeMap::new();
     for r in rows {
         if let Ok(y) = r.target[ei] {
             let z = standardiser.standardise(r.raw);
             if let Some(s) = fold_stats.get_mut(r.fold) {
                 s.push(&z, y - shift);
             }
-            if conds.last() != Some(&r.cond) {
-                conds.push(r.cond);
-            }
+            by_condition
+                .entry(r.cond)
+                .or_insert_with(|| SuffStats::new(3))
+                .push(&z, y - shift);
         }
     }
-    conds.sort_unstable();
-    conds.dedup();
+    let conds: Vec<u32> = by_condition.keys().copied().collect();
     let mut total = SuffStats::new(3);
     for s in &fold_stats {
         total.add(s);
@@ -583,6 +588,8 @@ fn fit_correction(
     }
     let alpha = choose_alpha(&cv).unwrap_or(config.alpha_grid[config.alpha_grid.len() - 1]);
     let sol = solve(&total, alpha).map_err(CorrError::Ridge)?;
+    let condition_stats: Vec<SuffStats> = by_condition.into_values().collect();
+    let coefficient_intervals = coefficient_intervals(&condition_stats, alpha, shift, config.seed);
     let coef = [sol.coef[0], sol.coef[1], sol.coef[2]];
     let correction = LoadCorrection {
         intercept: sol.intercept + shift,
@@ -636,8 +643,42 @@ fn fit_correction(
             r2_target: r2(tss_t),
             r2_ttft: r2(tss_ttft),
             residuals,
+            coefficient_intervals,
         },
     ))
+}
+
+/// Grouped bootstrap intervals of the correction's (intercept, bN, bR, bP): conditions (each with
+/// its sufficient statistics) resampled with replacement, the ridge re-solved at `alpha` with the
+/// same standardiser. `None` with fewer than 2 conditions or when no resample solves.
+fn coefficient_intervals(
+    conditions: &[SuffStats],
+    alpha: f64,
+    shift: f64,
+    seed: u64,
+) -> Option<Vec<sy_stats::Interval>> {
+    if conditions.len() < 2 {
+        return None;
+    }
+    let ids: Vec<usize> = (0..conditions.len()).collect();
+    let groups = sy_stats::Groups::from_ids(&ids);
+    // 1,000 resamples (not the default 2,000): each re-solves the ridge over every condition.
+    let cfg = sy_stats::BootstrapConfig {
+        resamples: 1000,
+        ..sy_stats::BootstrapConfig::default()
+    }
+    .with_seed(sy_stats::DEFAULT_SEED ^ seed);
+    sy_stats::bootstrap_rows_multi(&groups, &cfg, 4, |rows| {
+        let mut total = SuffStats::new(3);
+        for &i in rows {
+            total.add(&conditions[i]);
+        }
+        match solve(&total, alpha) {
+            Ok(s) => vec![s.intercept + shift, s.coef[0], s.coef[1], s.coef[2]],
+            Err(_) => vec![f64::NAN; 4],
+        }
+    })
+    .ok()
 }
 
 /// The largest alpha whose score is within a relative [`ALPHA_RELATIVE_TOLERANCE`] of the

@@ -32,19 +32,7 @@ pub fn fmt_ms(v: f64) -> String {
     format!("{v:.1}")
 }
 
-fn fmt_signed(v: f64) -> String {
-    format!("{v:+.1}").replacen('-', "−", 1)
-}
-
-/// "−14.5 ms (95 % CI −27.3 to −3.7)".
-pub fn fmt_interval(i: &Interval) -> String {
-    format!(
-        "{} ms (95 % CI {} to {})",
-        fmt_signed(i.estimate),
-        fmt_signed(i.lo),
-        fmt_signed(i.hi)
-    )
-}
+pub use crate::uncertainty::{fmt_interval, fmt_signed};
 
 fn fmt_ci(i: Option<&Interval>) -> String {
     i.map_or("—".into(), |i| {
@@ -743,6 +731,35 @@ fn estimator_figures(r: &mut Report, estimator: Estimator, preds: &[Prediction])
     .map_err(draw_err)
 }
 
+/// The fitted load corrections with their bootstrap intervals (from fit.json).
+fn coefficients(r: &mut Report, out: &SelectOutput) {
+    let Some(f) = &out.fit_file else {
+        return;
+    };
+    let mut t = String::from(
+        "### Load-correction coefficients (fit split)\n\n`T = Q(N, f) + b0 + bN·zN + bR·zR + bP·zP` (z: standardised log1p features). Estimate [95 % interval]: fit-split conditions resampled, the standardiser and alpha held fixed.\n\n| model | estimator | rows / conditions | alpha | b0 (ms) | bN (ms) | bR (ms) | bP (ms) |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for (model, m) in [
+        ("efficient", &f.models.efficient),
+        ("capable", &f.models.capable),
+    ] {
+        for (name, c) in [("blind", &m.blind), ("cache", &m.cache)] {
+            let cells: Vec<String> = match &c.coefficient_intervals {
+                Some(iv) => iv.iter().map(|i| fmt_ci(Some(i))).collect(),
+                None => vec!["—".to_string(); 4],
+            };
+            t.push_str(&format!(
+                "| {model} | {name} | {} / {} | {:.3e} | {} |\n",
+                c.rows,
+                c.conditions,
+                c.alpha,
+                cells.join(" | ")
+            ));
+        }
+    }
+    r.markdown(&t);
+}
+
 fn estimators(r: &mut Report, out: &SelectOutput) -> R {
     let mut t = String::from(
         "## Estimators on the selection split\n\n| estimator | model | points | R² (TTFT) | mean error (ms) | mean abs. error (ms) | mean residual, short background (ms) | mean residual, long background (ms) |\n|---|---|---|---|---|---|---|---|\n",
@@ -858,6 +875,7 @@ pub fn write_report(out: &SelectOutput, dir: &Path) -> Result<PathBuf, ToolError
     margins(&mut r, out)?;
     q_tables(&mut r, out)?;
     estimators(&mut r, out)?;
+    coefficients(&mut r, out);
     reproduce(&mut r, out);
     provenance(&mut r, out);
     r.write().map_err(draw_err)

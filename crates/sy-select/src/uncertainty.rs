@@ -135,10 +135,19 @@ pub struct Headline {
     pub caveats: Vec<String>,
 }
 
-fn fmt_interval(i: &Interval) -> String {
+/// A signed number of milliseconds with one decimal and a typographic minus ("−14.5", "+3.7").
+pub fn fmt_signed(v: f64) -> String {
+    format!("{v:+.1}").replacen('-', "−", 1)
+}
+
+/// "−14.5 ms (95 % CI −27.3 to −3.7)": how the report, the terminal and the caveats print an
+/// interval.
+pub fn fmt_interval(i: &Interval) -> String {
     format!(
-        "{:+.1} ms (95 % CI {:+.1} to {:+.1})",
-        i.estimate, i.lo, i.hi
+        "{} ms (95 % CI {} to {})",
+        fmt_signed(i.estimate),
+        fmt_signed(i.lo),
+        fmt_signed(i.hi)
     )
 }
 

@@ -265,6 +265,59 @@ where
     })
 }
 
+/// Like [`bootstrap_rows`] for a statistic with `k` components computed together (e.g. the
+/// coefficients of one regression): one interval per component, all from the same resamples.
+pub fn bootstrap_rows_multi<F>(
+    groups: &Groups,
+    cfg: &BootstrapConfig,
+    k: usize,
+    mut stat: F,
+) -> Result<Vec<Interval>, BootstrapError>
+where
+    F: FnMut(&[usize]) -> Vec<f64>,
+{
+    check(cfg, groups)?;
+    let all: Vec<usize> = (0..groups.rows).collect();
+    let estimate = stat(&all);
+    if estimate.len() != k || estimate.iter().any(|v| !v.is_finite()) {
+        return Err(BootstrapError::NotFinite);
+    }
+    let mut rng = SplitMix64(cfg.seed);
+    let mut rows = Vec::with_capacity(groups.rows);
+    let mut stats: Vec<Vec<f64>> = vec![Vec::with_capacity(cfg.resamples as usize); k];
+    for _ in 0..cfg.resamples {
+        rows.clear();
+        for _ in 0..groups.len() {
+            rows.extend_from_slice(&groups.members[rng.below(groups.len())]);
+        }
+        let s = stat(&rows);
+        if s.len() == k && s.iter().all(|v| v.is_finite()) {
+            for (acc, v) in stats.iter_mut().zip(s) {
+                acc.push(v);
+            }
+        }
+    }
+    let tail = 0.5 * (1.0 - cfg.level);
+    estimate
+        .into_iter()
+        .zip(stats)
+        .map(|(estimate, mut st)| {
+            if st.len() < 2 {
+                return Err(BootstrapError::TooFewFinite(cfg.resamples));
+            }
+            st.sort_by(f64::total_cmp);
+            Ok(Interval {
+                estimate,
+                lo: quantile_sorted(&st, tail).unwrap_or(f64::NAN),
+                hi: quantile_sorted(&st, 1.0 - tail).unwrap_or(f64::NAN),
+                level: cfg.level,
+                resamples: st.len() as u32,
+                groups: groups.len() as u32,
+            })
+        })
+        .collect()
+}
+
 /// Grouped bootstrap of `stat` over `values`, rows grouped by `group_ids` (one id per value).
 pub fn bootstrap<G, F>(
     values: &[f64],
@@ -409,6 +462,21 @@ mod tests {
             bootstrap(&[f64::NAN], &[0], &cfg, mean),
             Err(BootstrapError::NotFinite)
         );
+    }
+
+    #[test]
+    fn multi_component_intervals_match_single_ones() {
+        let v: Vec<f64> = (0..50)
+            .map(|i| f64::from(i % 9) + f64::from(i) * 0.5)
+            .collect();
+        let ids: Vec<u32> = (0..50).map(|i| i / 5).collect();
+        let groups = Groups::from_ids(&ids);
+        let cfg = BootstrapConfig::default();
+        let m = |rows: &[usize]| rows.iter().map(|&i| v[i]).sum::<f64>() / rows.len() as f64;
+        let single = bootstrap_rows(&groups, &cfg, m).unwrap();
+        let multi = bootstrap_rows_multi(&groups, &cfg, 2, |r| vec![m(r), 2.0 * m(r)]).unwrap();
+        assert_eq!(multi[0], single);
+        assert!((multi[1].hi - 2.0 * single.hi).abs() < 1e-9);
     }
 
     #[test]
