@@ -4,11 +4,16 @@
 # What it runs (no GPU, no etcd, no NATS, no model hub):
 #   frontend        python -m dynamo.frontend --router-mode kv       http://127.0.0.1:$FRONTEND_PORT
 #   selection svc   python -m dynamo.select_service                  http://127.0.0.1:$SELECT_PORT
-#   mocker workers  python -m dynamo.mocker, one process per worker (table $WORKERS below):
-#                     model "efficient": efficient-w0, efficient-w1  (fast: speedup 4, 2048 KV blocks)
-#                     model "capable":   capable-w0,   capable-w1    (slow: speedup 1, 1024 KV blocks)
-#                   worker i: /metrics on 127.0.0.1:$((WORKER_SYS_PORT_BASE+i)),
-#                             KV-event ZMQ PUB on port $((ZMQ_KV_PORT_BASE+i))
+#   mocker workers  python -m dynamo.mocker, one process per row of the worker table ($WORKERS, or
+#                   the built-in table named by $TOPOLOGY):
+#                     TOPOLOGY=default (block size $BLOCK_SIZE, 16 unless set):
+#                       model "efficient": efficient-w0, efficient-w1  (fast: speedup 4, 2048 KV blocks)
+#                       model "capable":   capable-w0,   capable-w1    (slow: speedup 1, 1024 KV blocks)
+#                     TOPOLOGY=dp64 (block size 64):
+#                       model "efficient": efficient-w0..w2            (speedup 4, 2048 KV blocks)
+#                       model "capable":   capable-dp                  (speedup 1, data-parallel size 2)
+#                   worker i (row i, 0-based): /metrics on 127.0.0.1:$((WORKER_SYS_PORT_BASE+i)),
+#                   KV-event ZMQ PUB on ZMQ_KV_PORT_BASE + (the ranks of the rows before it) + rank
 # Every worker is registered in the selection service (POST /workers) with its real KV capacity and
 # max_num_batched_tokens, and re-registered (stale id deleted) after a restart.
 #
@@ -26,7 +31,8 @@
 #   scripts/dynamo-local.sh register           (re-)register the running workers, delete stale ids
 #
 # Settings (environment): VENV, RUN_DIR, FRONTEND_PORT (18000), SELECT_PORT (18092),
-# WORKER_SYS_PORT_BASE (18100), ZMQ_KV_PORT_BASE (18200), BLOCK_SIZE (16), WORKERS (table below),
+# WORKER_SYS_PORT_BASE (18100, at most 32767 - rows), ZMQ_KV_PORT_BASE (18200), BLOCK_SIZE (16),
+# TOPOLOGY (default | dp64), WORKERS (a table of your own, below; overrides TOPOLOGY),
 # FRONTEND_EXTRA_ARGS (e.g. "--migration-limit 2"), READY_TIMEOUT (60 s), DYN_LOG (warn).
 #
 # Deliberate misconfigurations, for `sy-collect preflight` to find (worker names, space-separated; read at
@@ -54,18 +60,31 @@ FRONTEND_PORT="${FRONTEND_PORT:-18000}"
 SELECT_PORT="${SELECT_PORT:-18092}"
 WORKER_SYS_PORT_BASE="${WORKER_SYS_PORT_BASE:-18100}"
 ZMQ_KV_PORT_BASE="${ZMQ_KV_PORT_BASE:-18200}"
-BLOCK_SIZE="${BLOCK_SIZE:-16}"
 FRONTEND_EXTRA_ARGS="${FRONTEND_EXTRA_ARGS:-}"
 NO_CAPACITY_WORKERS="${NO_CAPACITY_WORKERS:-}"
 NO_KV_EVENTS_WORKERS="${NO_KV_EVENTS_WORKERS:-}"
 UNREGISTERED_WORKERS="${UNREGISTERED_WORKERS:-}"
+TOPOLOGY="${TOPOLOGY:-default}"
 DYNAMO_VERSION=1.6.1
 
-# name          model      speedup  kv_blocks  max_num_batched_tokens
-WORKERS_DEFAULT="efficient-w0 efficient 4 2048 2048
+# The worker table, one row per mocker process:
+#   name  model  speedup  kv_blocks(per rank)  max_num_batched_tokens  [dp_size (1)]  [block_size ($BLOCK_SIZE)]
+# Every row of one model must have the same block size (the frontend routes a model with one).
+case "$TOPOLOGY" in
+  default)
+    BLOCK_SIZE="${BLOCK_SIZE:-16}"
+    WORKERS_DEFAULT="efficient-w0 efficient 4 2048 2048
 efficient-w1 efficient 4 2048 2048
 capable-w0 capable 1 1024 1024
-capable-w1 capable 1 1024 1024"
+capable-w1 capable 1 1024 1024" ;;
+  dp64)
+    BLOCK_SIZE="${BLOCK_SIZE:-64}"
+    WORKERS_DEFAULT="efficient-w0 efficient 4 2048 2048 1
+efficient-w1 efficient 4 2048 2048 1
+efficient-w2 efficient 4 2048 2048 1
+capable-dp capable 1 1024 1024 2" ;;
+  *) echo "dynamo-local: unknown TOPOLOGY=$TOPOLOGY (default | dp64)" >&2; exit 2 ;;
+esac
 WORKERS="${WORKERS:-$WORKERS_DEFAULT}"
 
 PIDS_FILE="$RUN_DIR/pids"
@@ -194,24 +213,33 @@ start_select() {
   record_pid select_service $!
 }
 
-# worker_line NAME -> "index name model speedup blocks mbt"
+# worker_rows -> one line per table row: "index name model speedup blocks mbt dp block kv_offset"
+# (kv_offset: the ranks of the rows before it, so every rank gets its own KV-event port).
+worker_rows() {
+  echo "$WORKERS" | awk -v bs="$BLOCK_SIZE" 'NF>=5 {
+      dp = (NF >= 6 ? $6 : 1); block = (NF >= 7 ? $7 : bs)
+      print i+0, $1, $2, $3, $4, $5, dp, block, off+0
+      i++; off += dp }'
+}
+
+# worker_line NAME -> its worker_rows line
 worker_line() {
-  echo "$WORKERS" | awk -v n="$1" 'NF>=5{ if ($1==n) {print i, $0; found=1; exit} i++ } END{ if(!found) exit 1 }'
+  worker_rows | awk -v n="$1" '$2==n { print; found=1; exit } END { if (!found) exit 1 }'
 }
 
 # in_list NAME "LIST": whether NAME is one of the space-separated LIST.
 in_list() { case " $2 " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 start_worker() {
-  local idx=$1 name=$2 model=$3 speedup=$4 blocks=$5 mbt=$6
-  local kv_args=(--zmq-kv-events-ports $((ZMQ_KV_PORT_BASE + idx)))
+  local idx=$1 name=$2 model=$3 speedup=$4 blocks=$5 mbt=$6 dp=$7 block=$8 kvoff=$9
+  local kv_args=(--zmq-kv-events-ports $((ZMQ_KV_PORT_BASE + kvoff)))
   if in_list "$name" "$NO_KV_EVENTS_WORKERS"; then
     kv_args=(); echo "dynamo-local: $name starts WITHOUT a KV-event publisher (NO_KV_EVENTS_WORKERS)"
   fi
   DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=$((WORKER_SYS_PORT_BASE + idx)) \
   nohup "$VENV/bin/python" -m dynamo.mocker \
       --model-path "$MODEL_DIR" --model-name "$model" --endpoint "dyn://$model.backend.generate" \
-      --block-size "$BLOCK_SIZE" --num-gpu-blocks-override "$blocks" \
+      --block-size "$block" --num-gpu-blocks-override "$blocks" --data-parallel-size "$dp" \
       --max-num-batched-tokens "$mbt" --max-num-seqs 64 --speedup-ratio "$speedup" \
       "${kv_args[@]}" \
       --discovery-backend file --request-plane tcp --event-plane zmq \
@@ -233,7 +261,17 @@ fe = f"http://127.0.0.1:{os.environ['FRONTEND_PORT']}"
 sel = f"http://127.0.0.1:{os.environ['SELECT_PORT']}"
 sysbase, zmqbase = int(os.environ["WORKER_SYS_PORT_BASE"]), int(os.environ["ZMQ_KV_PORT_BASE"])
 block = int(os.environ["BLOCK_SIZE"])
-workers = [l.split() for l in os.environ["WORKERS"].splitlines() if len(l.split()) >= 5]
+# Rows: name model speedup kv_blocks mbt [dp_size] [block_size]; kv ports follow the ranks.
+workers, kvoff = [], 0
+for line in os.environ["WORKERS"].splitlines():
+    f = line.split()
+    if len(f) < 5:
+        continue
+    dp = int(f[5]) if len(f) >= 6 else 1
+    workers.append({"name": f[0], "model": f[1], "speedup": float(f[2]), "blocks": int(f[3]),
+                    "mbt": int(f[4]), "dp": dp, "block": int(f[6]) if len(f) >= 7 else block,
+                    "kv_port": zmqbase + kvoff})
+    kvoff += dp
 deadline = time.time() + float(os.environ.get("READY_TIMEOUT", "60"))
 
 def http(method, url, body=None, timeout=3):
@@ -277,7 +315,7 @@ def wait(pred, what):
     sys.exit(f"dynamo-local: timed out waiting for {what}")
 
 if cmd == "wait-ready":
-    want_models = {w[1] for w in workers}
+    want_models = {w["model"] for w in workers}
     def ready():
         ids = [worker_id(sysbase + i) for i in range(len(workers))]
         if None in ids or not want_models <= frontend_models():
@@ -294,20 +332,23 @@ elif cmd == "register":
     table, current = [], set()
     _, body = http("GET", sel + "/workers")
     registered = {w["worker_id"]: w.get("model_name") for w in json.loads(body)}
-    for i, (name, model, speedup, blocks, mbt) in enumerate(w[:5] for w in workers):
+    for i, w in enumerate(workers):
+        name, model = w["name"], w["model"]
         wid = worker_id(sysbase + i)
         if wid is None:      # not running (e.g. after kill-worker): leave whatever is registered for it
-            table.append({"name": name, "model": model, "worker_id": None, "running": False})
+            table.append({"name": name, "model": model, "worker_id": None, "running": False,
+                          "data_parallel_size": w["dp"]})
             continue
         current.add(wid)
+        kv = {str(r): f"tcp://127.0.0.1:{w['kv_port'] + r}" for r in range(w["dp"])}
         reg = {"worker_id": wid, "model_name": model, "routing_group": "default",
-               "endpoint": f"dyn://{model}.backend.generate/{wid}", "block_size": block,
-               "data_parallel_start_rank": 0, "data_parallel_size": 1,
-               "kv_events_endpoints": {"0": f"tcp://127.0.0.1:{zmqbase + i}"},
-               "total_kv_blocks": int(blocks), "max_num_batched_tokens": int(mbt)}
-        entry = {"name": name, "model": model, "worker_id": wid, "running": True, "speedup": float(speedup),
-                 "total_kv_blocks": int(blocks), "max_num_batched_tokens": int(mbt), "block_size": block,
-                 "system_port": sysbase + i, "kv_events_port": zmqbase + i}
+               "endpoint": f"dyn://{model}.backend.generate/{wid}", "block_size": w["block"],
+               "data_parallel_start_rank": 0, "data_parallel_size": w["dp"],
+               "kv_events_endpoints": kv,
+               "total_kv_blocks": w["blocks"], "max_num_batched_tokens": w["mbt"]}
+        entry = {"name": name, "model": model, "worker_id": wid, "running": True, "speedup": w["speedup"],
+                 "total_kv_blocks": w["blocks"], "max_num_batched_tokens": w["mbt"], "block_size": w["block"],
+                 "data_parallel_size": w["dp"], "system_port": sysbase + i, "kv_events_port": w["kv_port"]}
         table.append(entry)
         if wid in registered:   # never re-register a live worker: its cache index and bookings stay intact
             continue
@@ -344,7 +385,7 @@ PY
 }
 
 export_settings() {
-  export FRONTEND_PORT SELECT_PORT WORKER_SYS_PORT_BASE ZMQ_KV_PORT_BASE BLOCK_SIZE WORKERS RUN_DIR
+  export FRONTEND_PORT SELECT_PORT WORKER_SYS_PORT_BASE ZMQ_KV_PORT_BASE BLOCK_SIZE WORKERS RUN_DIR TOPOLOGY
   export NO_CAPACITY_WORKERS NO_KV_EVENTS_WORKERS UNREGISTERED_WORKERS
 }
 
@@ -354,6 +395,7 @@ write_stack_env() {
     echo "SY_DYNAMO_SELECT=http://127.0.0.1:$SELECT_PORT"
     echo "SY_DYNAMO_RUN_DIR=$RUN_DIR"
     echo "SY_DYNAMO_MODEL_DIR=$MODEL_DIR"
+    echo "SY_DYNAMO_TOPOLOGY=$TOPOLOGY"
   } > "$RUN_DIR/stack.env"
 }
 
@@ -373,12 +415,11 @@ cmd_start() {
   : > "$PIDS_FILE"
   start_frontend
   start_select
-  local idx=0 name model speedup blocks mbt
-  while read -r name model speedup blocks mbt _; do
-    [ -z "${mbt:-}" ] && continue
-    start_worker "$idx" "$name" "$model" "$speedup" "$blocks" "$mbt"
-    idx=$((idx + 1))
-  done <<< "$WORKERS"
+  local row
+  while read -r row; do
+    # shellcheck disable=SC2086
+    start_worker $row
+  done < <(worker_rows)
   if ! helper wait-ready; then
     echo "dynamo-local: start failed; last log lines:" >&2
     tail -n 5 "$LOG_DIR"/*.log >&2
@@ -431,24 +472,26 @@ cmd_env() {
   echo "export SY_DYNAMO_FRONTEND=http://127.0.0.1:$FRONTEND_PORT"
   echo "export SY_DYNAMO_SELECT=http://127.0.0.1:$SELECT_PORT"
   echo "export SY_DYNAMO_RUN_DIR=$RUN_DIR"
+  echo "export SY_DYNAMO_TOPOLOGY=$TOPOLOGY"
 }
 
 cmd_kill_worker() {
   local target=$1 pid
-  worker_line "$target" >/dev/null || die "unknown worker $target (known: $(echo "$WORKERS" | awk '{printf "%s ", $1}'))"
+  worker_line "$target" >/dev/null || die "unknown worker $target (known: $(worker_rows | awk '{printf "%s ", $2}'))"
   pid=$(pid_of "$target")
   if pid_is_ours "$pid"; then kill -KILL "$pid" && echo "dynamo-local: kill -9 $target ($pid)"; fi
   forget_pid "$target"
 }
 
 cmd_start_worker() {
-  local target=$1 line idx name model speedup blocks mbt
-  line=$(worker_line "$target") || die "unknown worker $target"
-  read -r idx name model speedup blocks mbt _ <<< "$line"
+  local target=$1 line idx
+  line=$(worker_line "$target") || die "unknown worker $target (known: $(worker_rows | awk '{printf "%s ", $2}'))"
+  read -r idx _ <<< "$line"
   pid_is_ours "$(pid_of "$target")" && die "$target is already running"
   dyn_env; export_settings
   local t0; t0=$(now)
-  start_worker "$idx" "$name" "$model" "$speedup" "$blocks" "$mbt"
+  # shellcheck disable=SC2086
+  start_worker $line
   helper wait-worker $((WORKER_SYS_PORT_BASE + idx)) || exit 1
   helper register || exit 1
   echo "dynamo-local: $target back in $(elapsed "$t0") s"

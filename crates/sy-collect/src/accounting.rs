@@ -387,6 +387,7 @@ impl Driver {
             tokens,
             max_tokens,
             worker_id: Some(booking.answer.worker_id),
+            dp_rank: Some(booking.answer.dp_rank),
             ignore_eos,
         };
         let prefill_task: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>> = Arc::default();

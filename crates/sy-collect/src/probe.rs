@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sy_dynamo::observe::{Candidate, CandidateObservation, observe_candidates};
+use sy_dynamo::observe::{Candidate, CandidateObservation, ObservedFields, observe_candidates};
 use sy_dynamo::{CallError, FailureKind, StreamOutcome};
 use sy_records::{ErrorClass, RECORD_SCHEMA_VERSION, Record, Role, Status};
 
@@ -61,6 +61,7 @@ fn class_of(kind: FailureKind) -> ErrorClass {
         FailureKind::NoContent => ErrorClass::NoContent,
         FailureKind::Protocol => ErrorClass::Protocol,
         FailureKind::Cancelled => ErrorClass::Cancelled,
+        FailureKind::Configuration => ErrorClass::Configuration,
     }
 }
 
@@ -333,6 +334,11 @@ impl UnitRunner {
         for (i, o) in [oa, ob].into_iter().enumerate() {
             match o {
                 Some(out) => {
+                    if let (None, Some(b)) = (&out.error, &bookings[i])
+                        && let Some(f) = served_elsewhere(b, &out)
+                    {
+                        failures[i] = Some(f);
+                    }
                     if let Some(e) = &out.error {
                         failures[i] = Some(Failure::from_call(e, None, ""));
                         if crate::accounting::worker_fault(e.kind)
@@ -351,6 +357,15 @@ impl UnitRunner {
         }
     }
 
+    /// The observation fields of the record: the snapshot's view of the reserved worker and
+    /// rank (what was measured), or the advisory pick's when nothing was reserved.
+    fn observed(obs: &CandidateObservation, booking: Option<&Booking>) -> ObservedFields {
+        match booking {
+            Some(b) => obs.fields_for(b.answer.worker_id, b.answer.dp_rank),
+            None => obs.fields(),
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn record(
         &self,
@@ -364,7 +379,8 @@ impl UnitRunner {
         failure: Option<&Failure>,
         attempts: u32,
     ) -> Record {
-        let f = obs.fields();
+        let f = Self::observed(obs, booking);
+        let advisory = obs.fields();
         let has_obs = obs.select.is_some();
         // What the frontend reported, never filled in from the booking: the booking has its own
         // fields, so a disagreement between the two stays visible.
@@ -408,9 +424,18 @@ impl UnitRunner {
             // to `worker_id`, the advisory pick of the query-only observation.
             reserved_worker_id: booking.map(|b| b.answer.worker_id),
             reserved_dp_rank: booking.map(|b| b.answer.dp_rank),
+            advisory_worker_id: advisory.worker_id,
+            advisory_dp_rank: advisory.dp_rank,
+            advisory_k: advisory.k,
+            advisory_r: advisory.r,
+            advisory_p: advisory.p,
+            pick_differs: booking
+                .map(|b| obs.pick() != Some((b.answer.worker_id, b.answer.dp_rank))),
             served_worker_id: served,
+            served_dp_rank: outcome.and_then(|o| o.served_dp_rank),
             ttft_ms: outcome.and_then(|o| o.ttft_ms),
             server_ttft_ms: outcome.and_then(|o| o.server_ttft_ms),
+            client_server_gap_ms: outcome.and_then(StreamOutcome::client_server_gap_ms),
             e2e_ms: outcome.and_then(|o| o.e2e_ms),
             prompt_tokens: outcome.and_then(|o| o.prompt_tokens),
             output_tokens: outcome.and_then(|o| o.output_tokens),
@@ -425,6 +450,26 @@ impl UnitRunner {
             attempts,
         }
     }
+}
+
+/// A probe answered by a worker or rank other than the reserved one (the frontend reports both):
+/// its TTFT does not belong to the observation. Transient: the unit is retried.
+fn served_elsewhere(booking: &Booking, out: &StreamOutcome) -> Option<Failure> {
+    let (worker, rank) = (booking.answer.worker_id, booking.answer.dp_rank);
+    let other_worker = out.served_worker_id.filter(|w| *w != worker);
+    let other_rank = out.served_dp_rank.filter(|r| *r != rank);
+    if other_worker.is_none() && other_rank.is_none() {
+        return None;
+    }
+    Some(Failure {
+        class: ErrorClass::ServedElsewhere,
+        message: format!(
+            "reserved worker {worker} rank {rank} but the frontend reports worker {} rank {}",
+            out.served_worker_id.map_or("?".into(), |w| w.to_string()),
+            out.served_dp_rank.map_or("?".into(), |r| r.to_string()),
+        ),
+        transient: true,
+    })
 }
 
 fn unix_ms_now() -> f64 {

@@ -426,6 +426,7 @@ async fn run_on_target(
     let mut units_run = 0u64;
     let mut session_phases: BTreeMap<String, PhaseTime> = BTreeMap::new();
     let mut write_error: Option<String> = None;
+    let mut config_error = None;
     let done_before = resume.done.len() as u64;
     let mut last_progress_write = std::time::Instant::now();
     'units: for unit in pending {
@@ -498,6 +499,10 @@ async fn run_on_target(
                 }
                 last_progress_write = std::time::Instant::now();
             }
+            if let Some(m) = configuration_error(&result.records) {
+                config_error = Some(m);
+                break 'units;
+            }
             break;
         }
     }
@@ -549,6 +554,12 @@ async fn run_on_target(
         all_done,
         write_error,
     )?;
+    if let Some(m) = config_error {
+        return Err(CollectError::Runtime(format!(
+            "the deployment refused a request as misconfigured: {m}. Fix the deployment (see \
+             docs/dynamo.md), then continue with --resume"
+        )));
+    }
     Ok(RunSummary {
         manifest,
         interrupted,
@@ -620,6 +631,14 @@ fn write_parquet_copy(
         jsonl_sha256: hash(&jsonl)?,
         parquet_sha256: hash(&parquet)?,
     })
+}
+
+/// The message of a record the deployment refused as misconfigured: the run stops there.
+fn configuration_error(records: &[sy_records::Record]) -> Option<String> {
+    records
+        .iter()
+        .find(|r| r.error_class == Some(sy_records::ErrorClass::Configuration))
+        .map(|r| r.error_message.clone().unwrap_or_default())
 }
 
 /// Polls `/loads` briefly: deletes are synchronous, but a server may apply them a moment later.

@@ -1,13 +1,21 @@
 //! Streaming `/v1/completions` with TTFT measured on the monotonic clock.
 //!
-//! TTFT is the time from handing the request to the connection (after the body is serialised)
-//! to the arrival of the network chunk that carries the first SSE event with non-empty text. The
-//! arrival instant is taken before the chunk is parsed, so parsing cost is not part of TTFT.
+//! **The measurement, defined once.** Client TTFT is the time from handing the request to the
+//! connection (after the body is serialised) to the arrival of the network chunk that carries
+//! the first SSE event with non-empty text. The arrival instant is taken before the chunk is
+//! parsed, so parsing cost is not part of TTFT. The request travels on the timed transport
+//! ([`crate::transport`]): `TCP_NODELAY` and a `TCP_QUICKACK` re-armed after every read, so the
+//! first event never waits for a delayed ACK. The server's own TTFT (`nvext.timing.ttft_ms`) is
+//! kept beside it; [`StreamOutcome::client_server_gap_ms`] is their difference, the judge of the
+//! client's overhead (it must stay within about a millisecond at no load).
+//!
 //! Every outcome is returned — failures carry a [`FailureKind`] instead of being dropped.
 
 use std::borrow::Cow;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
 use serde::Deserialize;
 use sy_wire::{
     CompletionRequest, ErrorBody, ErrorField, NvExt, NvExtResponse, Prompt, StreamOptions, Usage,
@@ -17,6 +25,7 @@ use crate::cancel::Cancel;
 use crate::config::ClientConfig;
 use crate::error::{CallError, FailureKind};
 use crate::sse::SseParser;
+use crate::transport::{TimedHttp, timed_http};
 
 /// One streamed request.
 #[derive(Debug, Clone)]
@@ -27,6 +36,9 @@ pub struct ProbeRequest {
     pub max_tokens: u32,
     /// Pin to this worker (`nvext.backend_instance_id`), normally the reserved one.
     pub worker_id: Option<u64>,
+    /// The pinned worker's data-parallel rank (`nvext.dp_rank`), the reserved one. Dynamo
+    /// refuses a pin to a worker with several ranks without it.
+    pub dp_rank: Option<u32>,
     /// Keep generating to `max_tokens` (background decode load).
     pub ignore_eos: bool,
 }
@@ -42,6 +54,9 @@ pub struct StreamOutcome {
     pub e2e_ms: Option<f64>,
     /// The worker that served (`nvext.worker_id`).
     pub served_worker_id: Option<u64>,
+    /// The data-parallel rank that served (`nvext.worker_id.decode_dp_rank`, else the prefill
+    /// rank), when the frontend reports it.
+    pub served_dp_rank: Option<u32>,
     /// Server-reported TTFT (`nvext.timing.ttft_ms`).
     pub server_ttft_ms: Option<f64>,
     pub prompt_tokens: Option<u64>,
@@ -55,6 +70,12 @@ pub struct StreamOutcome {
 impl StreamOutcome {
     pub fn is_ok(&self) -> bool {
         self.error.is_none()
+    }
+
+    /// Client TTFT minus the server's own TTFT, when both are known: what the client and the
+    /// network add to the server's view.
+    pub fn client_server_gap_ms(&self) -> Option<f64> {
+        Some(self.ttft_ms? - self.server_ttft_ms?)
     }
 }
 
@@ -88,11 +109,13 @@ struct LeanDelta<'a> {
 /// Streams completions from the frontend.
 #[derive(Debug, Clone)]
 pub struct CompletionClient {
+    /// Untimed calls (`/health`).
     http: reqwest::Client,
+    /// Timed calls: the streamed completions (see [`crate::transport`]).
+    timed: TimedHttp,
     url: String,
-    /// `url`, parsed once (reqwest would otherwise parse, IDNA-check and normalise the string
-    /// on every request); `None` if it does not parse, in which case the error surfaces on send.
-    parsed_url: Option<reqwest::Url>,
+    /// `url`, parsed once; `None` if it does not parse, in which case the error surfaces on send.
+    parsed_url: Option<hyper::Uri>,
     /// The frontend's base URL (for `/health`).
     base: String,
     bearer: Option<String>,
@@ -116,7 +139,8 @@ impl CompletionClient {
         let url = format!("{}/v1/completions", config.frontend_url);
         Self {
             http,
-            parsed_url: reqwest::Url::parse(&url).ok(),
+            timed: timed_http(config.connect_timeout, Duration::from_secs(30)),
+            parsed_url: url.parse().ok(),
             url,
             base: config.frontend_url.clone(),
             bearer: config.bearer_token.clone(),
@@ -177,6 +201,7 @@ impl CompletionClient {
             ignore_eos: req.ignore_eos.then_some(true),
             nvext: Some(NvExt {
                 backend_instance_id: req.worker_id,
+                dp_rank: req.worker_id.and(req.dp_rank),
                 extra_fields: Some(vec![
                     sy_wire::EXTRA_FIELD_WORKER_ID.to_string(),
                     sy_wire::EXTRA_FIELD_TIMING.to_string(),
@@ -210,17 +235,13 @@ impl CompletionClient {
                 return out;
             }
         };
-        let builder = match &self.parsed_url {
-            Some(url) => self.http.post(url.clone()),
-            None => self.http.post(&self.url),
+        let request = match self.http_request(body) {
+            Ok(r) => r,
+            Err(e) => {
+                out.error = Some(e);
+                return out;
+            }
         };
-        let mut builder = builder
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(reqwest::header::ACCEPT, "text/event-stream")
-            .body(body);
-        if let Some(token) = &self.bearer {
-            builder = builder.bearer_auth(token);
-        }
         out.sent_at_unix_ms = unix_ms_now();
         let start = Instant::now();
         let first_deadline = tokio::time::Instant::from_std(start + self.first_token_timeout);
@@ -238,33 +259,25 @@ impl CompletionClient {
                     "no answer within {} ms", self.first_token_timeout.as_millis())));
                 return out;
             }
-            r = builder.send() => r,
+            r = self.timed.request(request) => r,
         };
-        let mut resp = match resp {
-            Ok(r) => r,
+        let mut body = match resp {
+            Ok(r) if r.status().is_success() => r.into_body(),
+            Ok(r) => {
+                let status = r.status().as_u16();
+                let text = error_text(r.into_body()).await;
+                out.e2e_ms = Some(ms(start.elapsed()));
+                out.error = Some(CallError::status(
+                    status,
+                    format!("frontend HTTP {status}: {}", truncate(&text, 300)),
+                ));
+                return out;
+            }
             Err(e) => {
-                out.error = Some(CallError::from_reqwest("frontend request", &e));
+                out.error = Some(CallError::from_transport("frontend request", &e));
                 return out;
             }
         };
-        let status = resp.status().as_u16();
-        if !resp.status().is_success() {
-            let text = tokio::time::timeout(Duration::from_secs(5), resp.text())
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or_default();
-            let detail = serde_json::from_str::<ErrorBody>(&text)
-                .ok()
-                .and_then(|b| b.message_text().map(str::to_owned))
-                .unwrap_or(text);
-            out.e2e_ms = Some(ms(start.elapsed()));
-            out.error = Some(CallError::status(
-                status,
-                format!("frontend HTTP {status}: {}", truncate(&detail, 300)),
-            ));
-            return out;
-        }
 
         let mut parser = SseParser::new();
         let mut content_events = 0u64;
@@ -290,7 +303,7 @@ impl CompletionClient {
                     out.error = Some(CallError::new(FailureKind::Timeout, msg));
                     break;
                 }
-                c = resp.chunk() => c,
+                c = next_data(&mut body) => c,
             };
             let arrived = Instant::now();
             let bytes = match chunk {
@@ -317,11 +330,10 @@ impl CompletionClient {
                     break;
                 }
                 Err(e) => {
-                    let mut err = CallError::from_reqwest("frontend stream", &e);
-                    if err.kind != FailureKind::Timeout {
-                        err.kind = FailureKind::StreamDropped;
-                    }
-                    out.error = Some(err);
+                    out.error = Some(CallError::new(
+                        FailureKind::StreamDropped,
+                        format!("frontend stream: {e}"),
+                    ));
                     break;
                 }
             };
@@ -426,8 +438,13 @@ impl CompletionClient {
             }
         }
         if let Some(nv) = chunk.nvext {
-            if let Some(w) = nv.worker_id.as_ref().and_then(|w| w.worker()) {
-                out.served_worker_id = Some(w);
+            if let Some(info) = nv.worker_id.as_ref() {
+                if let Some(w) = info.worker() {
+                    out.served_worker_id = Some(w);
+                }
+                if let Some(r) = info.decode_dp_rank.or(info.prefill_dp_rank) {
+                    out.served_dp_rank = Some(r);
+                }
             }
             if let Some(t) = nv.timing.as_ref().and_then(|t| t.ttft_ms) {
                 out.server_ttft_ms = Some(t);
@@ -439,6 +456,58 @@ impl CompletionClient {
             out.cached_tokens = u.cached_tokens();
         }
     }
+}
+
+impl CompletionClient {
+    /// The HTTP request of a streamed completion.
+    fn http_request(&self, body: Vec<u8>) -> Result<hyper::Request<Full<Bytes>>, CallError> {
+        let uri = self.parsed_url.clone().ok_or_else(|| {
+            CallError::new(
+                FailureKind::Connect,
+                format!("frontend URL {} is not a valid URL", self.url),
+            )
+        })?;
+        let mut builder = hyper::Request::post(uri)
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .header(hyper::header::ACCEPT, "text/event-stream");
+        if let Some(token) = &self.bearer {
+            builder = builder.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        builder.body(Full::new(Bytes::from(body))).map_err(|e| {
+            CallError::new(FailureKind::Protocol, format!("cannot build the request: {e}"))
+        })
+    }
+}
+
+/// The next data chunk of a streamed body (`Ok(None)` at its end; trailers are skipped).
+async fn next_data(body: &mut hyper::body::Incoming) -> Result<Option<Bytes>, hyper::Error> {
+    loop {
+        match body.frame().await {
+            None => return Ok(None),
+            Some(Err(e)) => return Err(e),
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    return Ok(Some(data));
+                }
+            }
+        }
+    }
+}
+
+/// The message of an error answer (its JSON `error` text when there is one), read for at most
+/// five seconds.
+async fn error_text(body: hyper::body::Incoming) -> String {
+    let bytes = tokio::time::timeout(Duration::from_secs(5), body.collect())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    serde_json::from_str::<ErrorBody>(&text)
+        .ok()
+        .and_then(|b| b.message_text().map(str::to_owned))
+        .unwrap_or(text)
 }
 
 fn truncate(s: &str, max: usize) -> &str {
@@ -463,6 +532,7 @@ mod tests {
             tokens: vec![1, 2, 3],
             max_tokens: 2,
             worker_id: Some(u64::MAX - 1),
+            dp_rank: Some(1),
             ignore_eos: true,
         })
         .unwrap();
@@ -471,6 +541,7 @@ mod tests {
         assert_eq!(v["stream"], true);
         assert_eq!(v["stream_options"]["include_usage"], true);
         assert_eq!(v["ignore_eos"], true);
+        assert_eq!(v["nvext"]["dp_rank"], 1, "the pin names the reserved rank");
         // Exact u64, not rounded through f64.
         let text = String::from_utf8(body).unwrap();
         assert!(

@@ -21,6 +21,9 @@ pub enum FailureKind {
     Protocol,
     /// Cancelled by the caller (Ctrl-C).
     Cancelled,
+    /// The deployment refused the request as misconfigured — e.g. a pin to a worker with several
+    /// data-parallel ranks that names no rank. Retrying cannot help.
+    Configuration,
 }
 
 impl FailureKind {
@@ -69,11 +72,19 @@ impl CallError {
         }
     }
 
+    /// A failed HTTP answer. A 5xx whose message says a pin lacks its data-parallel rank is a
+    /// [`FailureKind::Configuration`] error, not a transient one.
     pub fn status(status: u16, message: impl Into<String>) -> Self {
+        let message = message.into();
+        let kind = if status >= 500 && says_pin_incomplete(&message) {
+            FailureKind::Configuration
+        } else {
+            FailureKind::from_status(status)
+        };
         Self {
-            kind: FailureKind::from_status(status),
+            kind,
             status: Some(status),
-            message: message.into(),
+            message,
             retryable: None,
         }
     }
@@ -92,6 +103,23 @@ impl CallError {
             FailureKind::Connect
         };
         // reqwest's Display does not include the bearer token; the URL has no credentials.
+        let mut message = format!("{what}: {e}");
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            message.push_str(&format!(": {s}"));
+            source = s.source();
+        }
+        Self::new(kind, message)
+    }
+
+    /// Classifies a transport error of the timed client ([`crate::transport`]).
+    pub fn from_transport(what: &str, e: &hyper_util::client::legacy::Error) -> Self {
+        let kind = if e.is_connect() {
+            FailureKind::Connect
+        } else {
+            // The request was sent (or the pooled connection died under it): no answer came.
+            FailureKind::StreamDropped
+        };
         let mut message = format!("{what}: {e}");
         let mut source = std::error::Error::source(e);
         while let Some(s) = source {
@@ -127,6 +155,15 @@ impl CallError {
     }
 }
 
+/// Whether a server message says a pinned request lacks the data-parallel rank it needs (Dynamo
+/// 1.6.1 logs "Pinned worker … requires an explicit dp_rank"; its HTTP answer says only "Failed
+/// to generate completions", which the collector never provokes: every pin carries the reserved
+/// rank).
+fn says_pin_incomplete(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("dp_rank") && (m.contains("requires") || m.contains("missing"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +179,20 @@ mod tests {
         assert!(f.is_transient());
         f.retryable = Some(false);
         assert!(!f.is_transient());
+    }
+
+    #[test]
+    fn a_pin_without_its_rank_is_a_configuration_error() {
+        let e = CallError::status(
+            500,
+            "frontend HTTP 500: Pinned worker 7 requires an explicit dp_rank because it has multiple or unknown DP ranks",
+        );
+        assert_eq!(e.kind, FailureKind::Configuration);
+        assert!(!e.is_transient(), "never silently retried");
+        assert_eq!(
+            CallError::status(500, "Failed to generate completions").kind,
+            FailureKind::Http5xx
+        );
     }
 
     #[test]

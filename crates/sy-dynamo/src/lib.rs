@@ -17,6 +17,8 @@
 //! - [`observe`]: the observation adapter. One [`observe::CandidateObservation`] combines an
 //!   advisory select, the pool's `/loads` and the `/workers` catalogue into what the rule sees
 //!   (N, K, R, P and the recorded extras) and converts to [`sy_selector::Observation`].
+//! - [`transport`]: the connection timed requests travel on (`TCP_NODELAY`, `TCP_QUICKACK`
+//!   re-armed after every read), so the first token never waits for a delayed ACK.
 //! - [`Cancel`]: a cheap cancellation signal (Ctrl-C) that every request honours.
 
 pub mod cancel;
@@ -26,6 +28,7 @@ pub mod error;
 pub mod observe;
 pub mod selection;
 pub mod sse;
+pub mod transport;
 
 pub use cancel::Cancel;
 pub use completions::{CompletionClient, ProbeRequest, StreamOutcome};

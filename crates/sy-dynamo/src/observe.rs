@@ -3,16 +3,26 @@
 //!
 //! For each candidate model: a query-only advisory `POST /select` of the prompt (the worker and
 //! rank Dynamo would pick, its GPU/host/disk overlap, effective prefill tokens and `worker_load`),
-//! that worker's row of `GET /loads` (R = `active_requests`, booked decode blocks, the pool's
-//! pending counts) and its `GET /workers` entry (lifecycle, capacities). The three reads run
-//! concurrently; they are not an atomic snapshot, and `query_duration_ms` records what they cost.
+//! `POST /overlap_scores` of the prompt (its cached prefix on every worker and rank), `GET /loads`
+//! (R = `active_requests`, booked prefill tokens and decode blocks of every worker and rank, the
+//! pool's pending counts) and `GET /workers` (lifecycle, capacities). The reads run concurrently;
+//! they are not an atomic snapshot, and `query_duration_ms` records what they cost.
+//!
+//! The advisory pick is not always the worker a later `select_and_reserve` books (load moves,
+//! ties break randomly). So the snapshot covers every worker of the model:
+//! [`CandidateObservation::fields`] is the advisory pick's view, and
+//! [`CandidateObservation::fields_for`] the same snapshot's view of any other worker and rank —
+//! the one a record must describe is the one that was reserved and served.
 //!
 //! Values the server did not give stay `None`. A prefill capacity of 0 or Dynamo's 10,000,000
 //! default is kept as reported (the guard in `sy-selector` rejects it) but yields no `p`.
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use sy_wire::{ModelLoads, PotentialLoad, SelectResponse, WorkerLifecycle, WorkerRecord};
+use sy_wire::{
+    ModelLoads, OverlapScoresResponse, PotentialLoad, SelectResponse, WorkerLifecycle,
+    WorkerRecord,
+};
 
 use crate::error::CallError;
 use crate::selection::SelectionClient;
@@ -34,6 +44,10 @@ pub struct CandidateObservation {
     pub pool: Option<ModelLoads>,
     /// The picked worker's `/workers` entry.
     pub worker: Option<WorkerRecord>,
+    /// Every `/workers` entry of the model (to view a worker other than the pick).
+    pub model_workers: Vec<WorkerRecord>,
+    /// The prompt's overlap on every worker and rank of the model (`/overlap_scores`, blocks).
+    pub overlaps: Option<OverlapScoresResponse>,
     pub observed_at_unix_ms: f64,
     pub query_duration_ms: f64,
     /// The first read that failed, if any (the observation is then partial).
@@ -82,14 +96,7 @@ impl CandidateObservation {
             .map(|l| l.prefill_token_capacity)
             .or_else(|| self.worker.as_ref().and_then(|w| w.max_num_batched_tokens));
         let booked = load.map(|l| l.active_prefill_tokens);
-        // P has one definition (the runtime crate's): invalid capacity → no P.
-        let p = sy_selector::Observation {
-            prefill_tokens_booked: booked.map(|b| b as f64),
-            prefill_capacity_tokens: capacity.map(|c| c as f64),
-            ..sy_selector::Observation::default()
-        }
-        .valid_p()
-        .ok();
+        let p = p_of(booked, capacity);
         // A model entry without a row for the worker means nothing is booked there.
         let r = match (&self.load_row, &self.pool) {
             (Some(row), _) => Some(row.active_requests),
@@ -135,6 +142,75 @@ impl CandidateObservation {
         }
     }
 
+    /// The advisory pick's (worker, rank), when the select answered.
+    pub fn pick(&self) -> Option<(u64, u32)> {
+        self.select.as_ref().map(|s| (s.worker_id, s.dp_rank))
+    }
+
+    /// The same snapshot's view of `worker`/`dp_rank` of this model: K from `/overlap_scores`
+    /// (blocks × block size), R, booked prefill tokens and decode blocks from its `/loads` row,
+    /// capacities and lifecycle from its `/workers` entry. For the advisory pick itself this is
+    /// [`Self::fields`]. A worker the snapshot does not know (e.g. registered after it was
+    /// taken) gets no K, R or P — never another worker's values. Diagnostics that only the
+    /// advisory answer carries (host/disk overlap, effective prefill tokens) stay `None`.
+    pub fn fields_for(&self, worker_id: u64, dp_rank: u32) -> ObservedFields {
+        if self.pick() == Some((worker_id, dp_rank)) {
+            return self.fields();
+        }
+        let entry = self.model_workers.iter().find(|w| w.worker_id == worker_id);
+        let known = entry.is_some();
+        let row = self.pool.as_ref().and_then(|p| {
+            p.loads
+                .iter()
+                .find(|l| l.worker_id == worker_id && l.dp_rank == dp_rank)
+        });
+        // A known worker without a `/loads` row has nothing booked.
+        let booked_row = |get: fn(&PotentialLoad) -> u64| match row {
+            Some(l) => Some(get(l)),
+            None => (known && self.pool.is_some()).then_some(0),
+        };
+        let block_size = self
+            .overlaps
+            .as_ref()
+            .map(|o| o.block_size)
+            .filter(|b| *b > 0)
+            .or_else(|| entry.and_then(|w| w.block_size))
+            .or_else(|| self.select.as_ref().map(|s| s.block_size).filter(|b| *b > 0));
+        let k = self.overlaps.as_ref().filter(|_| known).and_then(|o| {
+            let blocks = o
+                .workers
+                .iter()
+                .find(|w| w.worker_id == worker_id && w.dp_rank == dp_rank)
+                .map_or(0, |w| w.device_blocks);
+            Some(blocks * u64::from(block_size?))
+        });
+        let booked = booked_row(|l| l.potential_prefill_tokens);
+        let capacity = entry.and_then(|w| w.max_num_batched_tokens);
+        ObservedFields {
+            n: Some(self.n),
+            k: k.map(|k| k.min(self.n)),
+            r: booked_row(|l| l.active_requests),
+            prefill_tokens_booked: booked,
+            prefill_capacity_tokens: capacity,
+            p: p_of(booked, capacity),
+            decode_blocks: booked_row(|l| l.potential_decode_blocks),
+            kv_capacity_blocks: entry.and_then(|w| w.total_kv_blocks),
+            pool_pending_requests: self.pool.as_ref().map(|p| p.pending_count),
+            pool_pending_tokens: self.pool.as_ref().map(|p| p.pending_isl_tokens),
+            schedulable: entry.map(|w| w.lifecycle == WorkerLifecycle::Schedulable),
+            worker_id: Some(worker_id),
+            dp_rank: Some(dp_rank),
+            endpoint: entry.and_then(|w| w.endpoint.clone()),
+            routing_group: entry
+                .map(|w| w.routing_group.clone())
+                .filter(|g| !g.is_empty()),
+            block_size,
+            observed_at_unix_ms: Some(self.observed_at_unix_ms),
+            query_duration_ms: Some(self.query_duration_ms),
+            ..ObservedFields::default()
+        }
+    }
+
     /// What `sy-selector` decides on.
     pub fn to_observation(&self) -> sy_selector::Observation {
         let f = self.fields();
@@ -161,6 +237,18 @@ impl CandidateObservation {
             query_duration_ms: f.query_duration_ms,
         }
     }
+}
+
+/// P from booked prefill tokens and capacity. P has one definition (the runtime crate's): an
+/// invalid capacity gives no P.
+fn p_of(booked: Option<u64>, capacity: Option<u64>) -> Option<f64> {
+    sy_selector::Observation {
+        prefill_tokens_booked: booked.map(|b| b as f64),
+        prefill_capacity_tokens: capacity.map(|c| c as f64),
+        ..sy_selector::Observation::default()
+    }
+    .valid_p()
+    .ok()
 }
 
 fn unix_ms_now() -> f64 {
@@ -199,7 +287,7 @@ pub async fn observe_candidate(
 }
 
 /// Observes several candidates at once (one `/loads` and one `/workers` read shared by all,
-/// one advisory select per candidate, all concurrently).
+/// one advisory select and one `/overlap_scores` per candidate, all concurrently).
 pub async fn observe_candidates(
     sel: &SelectionClient,
     candidates: &[Candidate<'_>],
@@ -210,13 +298,19 @@ pub async fn observe_candidates(
             .iter()
             .map(|c| sel.select_among(c.model, c.tokens, true, c.allowed)),
     );
-    let (selects, loads, workers) = tokio::join!(selects, sel.loads(None), sel.workers());
+    let overlaps = futures::future::join_all(
+        candidates
+            .iter()
+            .map(|c| sel.overlap_scores(c.model, c.tokens)),
+    );
+    let (selects, overlaps, loads, workers) =
+        tokio::join!(selects, overlaps, sel.loads(None), sel.workers());
     let query_duration_ms = start.elapsed().as_secs_f64() * 1000.0;
     let observed_at_unix_ms = unix_ms_now();
     candidates
         .iter()
-        .zip(selects)
-        .map(|(Candidate { model, tokens, .. }, select)| {
+        .zip(selects.into_iter().zip(overlaps))
+        .map(|(Candidate { model, tokens, .. }, (select, overlap))| {
             let mut obs = CandidateObservation {
                 model: model.to_string(),
                 n: tokens.len() as u64,
@@ -227,6 +321,12 @@ pub async fn observe_candidates(
             match select {
                 Ok(s) => obs.select = Some(s),
                 Err(e) => obs.error = Some(e),
+            }
+            match overlap {
+                Ok(o) => obs.overlaps = Some(o),
+                Err(e) => {
+                    obs.error.get_or_insert(e);
+                }
             }
             match &loads {
                 Ok(all) => {
@@ -245,6 +345,11 @@ pub async fn observe_candidates(
             }
             match &workers {
                 Ok(ws) => {
+                    obs.model_workers = ws
+                        .iter()
+                        .filter(|w| w.model_name == *model)
+                        .cloned()
+                        .collect();
                     if let Some(s) = &obs.select {
                         obs.worker = ws.iter().find(|w| w.worker_id == s.worker_id).cloned();
                     }
@@ -303,6 +408,8 @@ mod tests {
                 ..ModelLoads::default()
             }),
             worker: None,
+            model_workers: Vec::new(),
+            overlaps: None,
             observed_at_unix_ms: 1.0e12,
             query_duration_ms: 1.5,
             error: None,
@@ -336,6 +443,82 @@ mod tests {
         let f = o.fields();
         assert_eq!(f.p, None);
         assert_eq!(f.prefill_capacity_tokens, Some(CAPACITY_SENTINEL));
+    }
+
+    const OTHER: u64 = 9_007_199_254_740_995;
+
+    /// The advisory pick plus a second worker (two ranks) in the same snapshot.
+    fn two_workers() -> CandidateObservation {
+        let mut o = obs();
+        let entry = |id: u64, mbt: Option<u64>| WorkerRecord {
+            worker_id: id,
+            model_name: "efficient".into(),
+            lifecycle: WorkerLifecycle::Schedulable,
+            max_num_batched_tokens: mbt,
+            total_kv_blocks: Some(1024),
+            block_size: Some(16),
+            ..WorkerRecord::default()
+        };
+        o.model_workers = vec![entry(9_007_199_254_740_993, Some(2048)), entry(OTHER, Some(1024))];
+        o.overlaps = Some(OverlapScoresResponse {
+            block_size: 16,
+            workers: vec![sy_wire::WorkerOverlapScore {
+                worker_id: OTHER,
+                dp_rank: 1,
+                device_blocks: 48,
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        if let Some(pool) = o.pool.as_mut() {
+            pool.loads = vec![
+                o.load_row.clone().unwrap_or_default(),
+                PotentialLoad {
+                    worker_id: OTHER,
+                    dp_rank: 1,
+                    potential_prefill_tokens: 512,
+                    potential_decode_blocks: 9,
+                    active_requests: 2,
+                    ..PotentialLoad::default()
+                },
+            ];
+        }
+        o
+    }
+
+    #[test]
+    fn fields_for_the_pick_are_the_advisory_fields() {
+        let o = two_workers();
+        assert_eq!(o.fields_for(9_007_199_254_740_993, 0), o.fields());
+    }
+
+    #[test]
+    fn fields_for_another_worker_come_from_its_own_rows() {
+        let o = two_workers();
+        let f = o.fields_for(OTHER, 1);
+        assert_eq!(f.worker_id, Some(OTHER));
+        assert_eq!(f.dp_rank, Some(1));
+        assert_eq!(f.k, Some(48 * 16), "device blocks × block size");
+        assert_eq!(f.r, Some(2));
+        assert_eq!(f.prefill_tokens_booked, Some(512));
+        assert_eq!(f.prefill_capacity_tokens, Some(1024));
+        assert_eq!(f.p, Some(0.5));
+        assert_eq!(f.decode_blocks, Some(9));
+        assert_eq!(f.schedulable, Some(true));
+        // Only the advisory answer has these.
+        assert_eq!(f.effective_prefill_tokens, None);
+        assert_eq!(f.host_overlap_tokens, None);
+        // Rank 0 of the same worker: no overlap row, no load row → nothing cached, nothing booked.
+        let g = o.fields_for(OTHER, 0);
+        assert_eq!((g.k, g.r, g.p), (Some(0), Some(0), Some(0.0)));
+    }
+
+    #[test]
+    fn fields_for_an_unknown_worker_have_no_observation() {
+        let o = two_workers();
+        let f = o.fields_for(42, 0);
+        assert_eq!((f.k, f.r, f.p, f.schedulable), (None, None, None, None));
+        assert_eq!(f.worker_id, Some(42));
     }
 
     #[test]

@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use sy_wire::{ErrorBody, ModelLoads, SelectRequest, SelectResponse, WorkerRecord};
+use sy_wire::{
+    ErrorBody, ModelLoads, OverlapScoresResponse, PromptQuery, SelectRequest, SelectResponse,
+    WorkerRecord,
+};
 
 use crate::config::ClientConfig;
 use crate::error::{CallError, FailureKind};
@@ -264,6 +267,21 @@ impl SelectionClient {
         };
         self.send("loads", self.request(reqwest::Method::GET, &path))
             .await
+    }
+
+    /// `POST /overlap_scores`: the prompt's cached prefix on every worker/rank of `model`, in
+    /// blocks.
+    pub async fn overlap_scores(
+        &self,
+        model: &str,
+        tokens: &[u32],
+    ) -> Result<OverlapScoresResponse, CallError> {
+        let body = PromptQuery {
+            model_name: Some(model.to_string()),
+            token_ids: Some(tokens.to_vec()),
+            ..PromptQuery::default()
+        };
+        self.post("overlap_scores", "/overlap_scores", &body).await
     }
 
     /// `GET /workers`.

@@ -225,6 +225,7 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
         loaded.records.len(),
         started.elapsed().as_secs_f64()
     );
+    tracing::info!("{}", sy_records::PickSummary::of(&loaded.records));
     for s in loaded.skipped.iter().take(20) {
         tracing::warn!("skipped: {s}");
     }

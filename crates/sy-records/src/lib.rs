@@ -38,7 +38,8 @@ mod write;
 pub use error::{RecordsError, RowIssue};
 pub use frame::{ALL_COLUMNS, REQUIRED_COLUMNS, records_to_frame};
 pub use load::{
-    FileSummary, Format, LoadOptions, LoadedRecords, RUN_DIR_RECORD_FILES, RowOrigin, load_records,
+    FileSummary, Format, LoadOptions, LoadedRecords, PickSummary, RUN_DIR_RECORD_FILES, RowOrigin,
+    load_records,
     resolve_inputs, validate_record,
 };
 pub use pairing::{ProbePair, pair_indices, pair_probes};

@@ -298,6 +298,9 @@ pub fn validate_record(r: &Record) -> Result<(), (&'static str, String)> {
             ),
         ));
     }
+    if r.status == Status::Ok {
+        served_as_reserved(r)?;
+    }
     if r.run_id.is_empty() {
         return Err(("run_id", "empty".to_string()));
     }
@@ -308,6 +311,80 @@ pub fn validate_record(r: &Record) -> Result<(), (&'static str, String)> {
         return Err(("probe_id", "empty".to_string()));
     }
     Ok(())
+}
+
+/// An ok record's TTFT belongs to its observation only if the worker and rank that served are the
+/// reserved ones (where both are known). The collector marks a mismatch as `served_elsewhere`;
+/// an ok record that still carries one is refused.
+fn served_as_reserved(r: &Record) -> Result<(), (&'static str, String)> {
+    if let (Some(s), Some(b)) = (r.served_worker_id, r.reserved_worker_id)
+        && s != b
+    {
+        return Err((
+            "served_worker_id",
+            format!("served by worker {s} but reserved on worker {b} (status ok): the observation does not describe the measured worker"),
+        ));
+    }
+    if let (Some(s), Some(b)) = (r.served_dp_rank, r.reserved_dp_rank)
+        && s != b
+    {
+        return Err((
+            "served_dp_rank",
+            format!("served on rank {s} but reserved rank {b} (status ok): the observation does not describe the measured rank"),
+        ));
+    }
+    Ok(())
+}
+
+/// How the records' observations relate to the advisory pick (see `docs/formats.md`): every
+/// observation describes the reserved worker and rank; `pick_differs` counts those where the
+/// query-only advisory pick named another one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PickSummary {
+    /// Records with a reservation and a known advisory pick.
+    pub compared: usize,
+    /// Of those, records whose advisory pick differs from the reservation.
+    pub pick_differs: usize,
+    /// Records written before the advisory pick was recorded (their observation is of the
+    /// advisory pick, which may not be the worker that served).
+    pub legacy: usize,
+}
+
+impl PickSummary {
+    /// Counts over `records` (reserved records only).
+    pub fn of(records: &[Record]) -> Self {
+        let mut s = PickSummary::default();
+        for r in records.iter().filter(|r| r.reserved_worker_id.is_some()) {
+            match r.pick_differs {
+                Some(d) => {
+                    s.compared += 1;
+                    s.pick_differs += usize::from(d);
+                }
+                None => s.legacy += 1,
+            }
+        }
+        s
+    }
+}
+
+impl std::fmt::Display for PickSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "advisory pick differed from the reservation in {} of {} records ({:.1} %); their observation is of the reserved worker and they are used as is",
+            self.pick_differs,
+            self.compared,
+            100.0 * self.pick_differs as f64 / self.compared.max(1) as f64
+        )?;
+        if self.legacy > 0 {
+            write!(
+                f,
+                "; {} records predate this check (observation of the advisory pick)",
+                self.legacy
+            )?;
+        }
+        Ok(())
+    }
 }
 
 fn read_err(path: &Path, e: impl std::fmt::Display) -> RecordsError {

@@ -77,6 +77,12 @@ pub enum ErrorClass {
     Cancelled,
     /// An answer that could not be parsed.
     Protocol,
+    /// The deployment refused the request as misconfigured (e.g. a pin to a worker with several
+    /// data-parallel ranks without the rank): not retried, the run stops.
+    Configuration,
+    /// The frontend reported a worker or rank other than the reserved one: the measured TTFT
+    /// does not belong to the recorded observation.
+    ServedElsewhere,
 }
 
 /// The background load held steady while a probe runs.
@@ -154,8 +160,11 @@ pub struct Record {
     pub pool_pending_tokens: Option<u64>,
     /// Whether the candidate worker's lifecycle was `schedulable`.
     pub schedulable: Option<bool>,
-    /// The worker Dynamo would pick (u64 above 2^53: never a float).
+    /// The worker these observation fields describe: the one the reservation booked and the
+    /// probe was pinned to (u64 above 2^53: never a float). Records written before
+    /// `pick_differs` existed describe the advisory pick here instead.
     pub worker_id: Option<u64>,
+    /// The data-parallel rank these observation fields describe (the reserved one).
     pub dp_rank: Option<u32>,
     pub endpoint: Option<String>,
     pub routing_group: Option<String>,
@@ -177,14 +186,39 @@ pub struct Record {
     /// The data-parallel rank the reservation booked (see `reserved_worker_id`).
     #[serde(default)]
     pub reserved_dp_rank: Option<u32>,
+    /// The worker the query-only advisory `/select` picked when the observation was taken. A
+    /// host that observes, decides and then reserves meets the same gap between the two.
+    #[serde(default)]
+    pub advisory_worker_id: Option<u64>,
+    /// The advisory pick's data-parallel rank.
+    #[serde(default)]
+    pub advisory_dp_rank: Option<u32>,
+    /// K, R and P of the advisory pick (equal to `k`, `r`, `p` unless `pick_differs`).
+    #[serde(default)]
+    pub advisory_k: Option<u64>,
+    #[serde(default)]
+    pub advisory_r: Option<u64>,
+    #[serde(default)]
+    pub advisory_p: Option<f64>,
+    /// Whether the advisory pick (worker, rank) differs from the reserved one; `None` when no
+    /// reservation was made (or in files written before this field existed).
+    #[serde(default)]
+    pub pick_differs: Option<bool>,
     /// The worker that actually served the probe, as the frontend reported it (the `worker_id`
     /// extra field of the stream); `None` when it reported none. Compare with
     /// `reserved_worker_id`.
     pub served_worker_id: Option<u64>,
+    /// The data-parallel rank that served, as the frontend reported it.
+    #[serde(default)]
+    pub served_dp_rank: Option<u32>,
     /// Client-measured time to the first non-empty token (monotonic clock).
     pub ttft_ms: Option<f64>,
     /// Server-reported TTFT (`nvext` timing), when present.
     pub server_ttft_ms: Option<f64>,
+    /// `ttft_ms − server_ttft_ms`: what the client and the network add (about a millisecond at
+    /// no load on loopback); `None` unless both are known.
+    #[serde(default)]
+    pub client_server_gap_ms: Option<f64>,
     /// Client-measured end-to-end latency.
     pub e2e_ms: Option<f64>,
     pub prompt_tokens: Option<u64>,

@@ -53,6 +53,11 @@ pub struct NvExt {
     /// Pins the request to one worker (instance id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend_instance_id: Option<WorkerId>,
+    /// The data-parallel rank of the pinned worker. Dynamo 1.6.1 refuses a pin to a worker with
+    /// data-parallel size > 1 without it (HTTP 500, "Pinned worker … requires an explicit
+    /// dp_rank").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dp_rank: Option<DpRank>,
     /// Token-exact prompt for chat requests (bypasses the chat template).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_data: Option<Vec<TokenId>>,
