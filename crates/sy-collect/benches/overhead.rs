@@ -142,6 +142,7 @@ fn main() {
                         tokens: prompt(i),
                         max_tokens: 1,
                         worker_id: None,
+                        dp_rank: None,
                         ignore_eos: false,
                     };
                     client.stream(&req, &Cancel::new(), || {}).await.is_ok()
@@ -200,6 +201,7 @@ async fn open_loop_errors(
                 tokens: prompt(k),
                 max_tokens: 1,
                 worker_id: None,
+                dp_rank: None,
                 ignore_eos: false,
             };
             let o = client.stream(&req, &Cancel::new(), || {}).await;
@@ -250,6 +252,7 @@ async fn ttft_errors(
                     tokens: prompt(i),
                     max_tokens: 1,
                     worker_id: None,
+                    dp_rank: None,
                     ignore_eos: false,
                 };
                 let o = client.stream(&req, &Cancel::new(), || {}).await;

@@ -47,6 +47,7 @@ async fn ttft_tracks_an_injected_first_token_delay() {
             tokens: tokens(i, 32),
             max_tokens: 3,
             worker_id: None,
+            dp_rank: None,
             ignore_eos: true,
         };
         let o = c.stream(&req, &Cancel::new(), || {}).await;
@@ -72,6 +73,7 @@ async fn failures_are_classified() {
         tokens: tokens(1, 16),
         max_tokens: 2,
         worker_id: None,
+        dp_rank: None,
         ignore_eos: false,
     };
     let o = c.stream(&req, &Cancel::new(), || {}).await;
@@ -190,6 +192,7 @@ async fn accounting_path_books_observes_and_releases() {
                 tokens: prompt.clone(),
                 max_tokens: 2,
                 worker_id: Some(booking.worker_id),
+                dp_rank: None,
                 ignore_eos: true,
             },
             &Cancel::new(),
