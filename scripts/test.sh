@@ -2,19 +2,23 @@
 # The whole test suite: the command the README names and .ci/run calls.
 #
 # Phase 1: every test except the real-Dynamo ones (test binaries named real_dynamo*), in parallel, + doc tests.
-# Phase 2: the real-Dynamo tests, one at a time, against a real Dynamo 1.6.1 stack on 127.0.0.1:
+# Phase 2: the real-Dynamo tests, one at a time, against a real Dynamo 1.6.1 stack on 127.0.0.1 —
+#   2a: every real_dynamo* binary but real_dynamo_dp, against the default topology (4 workers, block 16):
 #   - SY_DYNAMO_FRONTEND / SY_DYNAMO_SELECT already set (e.g. by .ci/run): that stack is used as is;
 #   - otherwise, when the Dynamo venv exists (scripts/dynamo-local.sh install), a private stack is started
 #     on test ports (frontend 28000, selection 28092, workers 28100+/28200+, run dir .dynamo/test-run) and
 #     always stopped on exit;
 #   - otherwise the real-Dynamo tests report themselves skipped — unless SY_REQUIRE_DYNAMO=1, which makes
 #     a missing stack (or zero executed real-Dynamo tests) a failure.
+#   2b: real_dynamo_dp against a second stack it starts itself when the venv exists (TOPOLOGY=dp64:
+#       block 64, three efficient workers, a data-parallel-size-2 capable worker; ports 29500+).
 # Each real-Dynamo test that ran against the stack appends its name to $SY_DYNAMO_TEST_LOG; the count is
 # printed at the end ("real-Dynamo tests executed: N"). SY_TEST_ONLY_REAL_DYNAMO=1 runs phase 2 only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 REAL='binary(~real_dynamo)'
+DP='binary(=real_dynamo_dp)'
 status=0
 
 if [ "${SY_TEST_ONLY_REAL_DYNAMO:-0}" != 1 ]; then   # SY_TEST_ONLY_REAL_DYNAMO=1: phase 2 only
@@ -52,7 +56,22 @@ fi
 
 SY_DYNAMO_TEST_LOG="$(mktemp "${TMPDIR:-/tmp}/sy-real-dynamo.XXXXXX")"
 export SY_DYNAMO_TEST_LOG
-cargo nextest run --workspace --no-fail-fast --test-threads 1 -E "$REAL" --no-tests pass || status=1
+cargo nextest run --workspace --no-fail-fast --test-threads 1 -E "$REAL and not $DP" --no-tests pass || status=1
+
+# 2b: the second topology, on its own ports and run dir, always stopped on the way out.
+if "${VENV:-.dynamo/venv}/bin/python" -c 'import dynamo.frontend' 2>/dev/null; then
+  dp_env=(TOPOLOGY=dp64 RUN_DIR="$PWD/.dynamo/test-run-dp64" FRONTEND_PORT=29500 SELECT_PORT=29592
+          WORKER_SYS_PORT_BASE=29600 ZMQ_KV_PORT_BASE=29700)
+  env "${dp_env[@]}" scripts/dynamo-local.sh stop >/dev/null 2>&1 || true
+  if env "${dp_env[@]}" scripts/dynamo-local.sh start >/dev/null; then
+    ( eval "$(env "${dp_env[@]}" scripts/dynamo-local.sh env)"
+      cargo nextest run --workspace --no-fail-fast --test-threads 1 -E "$DP" --no-tests pass ) || status=1
+  else
+    echo "scripts/test.sh: starting the dp64 Dynamo stack failed (logs: .dynamo/test-run-dp64/logs)" >&2
+    status=1
+  fi
+  env "${dp_env[@]}" scripts/dynamo-local.sh stop >/dev/null 2>&1 || true
+fi
 executed=$(grep -c . "$SY_DYNAMO_TEST_LOG" || true)
 rm -f "$SY_DYNAMO_TEST_LOG"
 echo "real-Dynamo tests executed: $executed (against ${SY_DYNAMO_FRONTEND:-no stack})"

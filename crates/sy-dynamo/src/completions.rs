@@ -474,7 +474,10 @@ impl CompletionClient {
             builder = builder.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
         }
         builder.body(Full::new(Bytes::from(body))).map_err(|e| {
-            CallError::new(FailureKind::Protocol, format!("cannot build the request: {e}"))
+            CallError::new(
+                FailureKind::Protocol,
+                format!("cannot build the request: {e}"),
+            )
         })
     }
 }

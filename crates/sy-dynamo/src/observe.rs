@@ -20,8 +20,7 @@
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use sy_wire::{
-    ModelLoads, OverlapScoresResponse, PotentialLoad, SelectResponse, WorkerLifecycle,
-    WorkerRecord,
+    ModelLoads, OverlapScoresResponse, PotentialLoad, SelectResponse, WorkerLifecycle, WorkerRecord,
 };
 
 use crate::error::CallError;
@@ -175,7 +174,12 @@ impl CandidateObservation {
             .map(|o| o.block_size)
             .filter(|b| *b > 0)
             .or_else(|| entry.and_then(|w| w.block_size))
-            .or_else(|| self.select.as_ref().map(|s| s.block_size).filter(|b| *b > 0));
+            .or_else(|| {
+                self.select
+                    .as_ref()
+                    .map(|s| s.block_size)
+                    .filter(|b| *b > 0)
+            });
         let k = self.overlaps.as_ref().filter(|_| known).and_then(|o| {
             let blocks = o
                 .workers
@@ -450,16 +454,14 @@ mod tests {
     /// The advisory pick plus a second worker (two ranks) in the same snapshot.
     fn two_workers() -> CandidateObservation {
         let mut o = obs();
-        let entry = |id: u64, mbt: Option<u64>| WorkerRecord {
-            worker_id: id,
-            model_name: "efficient".into(),
-            lifecycle: WorkerLifecycle::Schedulable,
-            max_num_batched_tokens: mbt,
-            total_kv_blocks: Some(1024),
-            block_size: Some(16),
-            ..WorkerRecord::default()
+        let entry = |id: u64, mbt: u64| -> WorkerRecord {
+            serde_json::from_value(serde_json::json!({
+                "worker_id": id, "model_name": "efficient", "lifecycle": "schedulable",
+                "max_num_batched_tokens": mbt, "total_kv_blocks": 1024, "block_size": 16
+            }))
+            .unwrap()
         };
-        o.model_workers = vec![entry(9_007_199_254_740_993, Some(2048)), entry(OTHER, Some(1024))];
+        o.model_workers = vec![entry(9_007_199_254_740_993, 2048), entry(OTHER, 1024)];
         o.overlaps = Some(OverlapScoresResponse {
             block_size: 16,
             workers: vec![sy_wire::WorkerOverlapScore {

@@ -197,11 +197,17 @@ mod tests {
             connect_timeout: Duration::from_secs(2),
         };
         let uri: Uri = format!("http://{addr}/").parse().unwrap();
-        let mut io = tower_service::Service::call(&mut c, uri).await.unwrap().into_inner();
+        let mut io = tower_service::Service::call(&mut c, uri)
+            .await
+            .unwrap()
+            .into_inner();
         let mut b = [0u8; 1];
         for _ in 0..3 {
             io.read_exact(&mut b).await.unwrap();
-            assert!(io.quickack().unwrap(), "quick-ACK mode re-armed after a read");
+            assert!(
+                io.quickack().unwrap(),
+                "quick-ACK mode re-armed after a read"
+            );
         }
         server.await.unwrap();
     }

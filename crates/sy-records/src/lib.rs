@@ -39,8 +39,7 @@ pub use error::{RecordsError, RowIssue};
 pub use frame::{ALL_COLUMNS, REQUIRED_COLUMNS, records_to_frame};
 pub use load::{
     FileSummary, Format, LoadOptions, LoadedRecords, PickSummary, RUN_DIR_RECORD_FILES, RowOrigin,
-    load_records,
-    resolve_inputs, validate_record,
+    load_records, resolve_inputs, validate_record,
 };
 pub use pairing::{ProbePair, pair_indices, pair_probes};
 pub use record::{Background, ErrorClass, Phase, RECORD_SCHEMA_VERSION, Record, Role, Status};

@@ -322,7 +322,9 @@ fn served_as_reserved(r: &Record) -> Result<(), (&'static str, String)> {
     {
         return Err((
             "served_worker_id",
-            format!("served by worker {s} but reserved on worker {b} (status ok): the observation does not describe the measured worker"),
+            format!(
+                "served by worker {s} but reserved on worker {b} (status ok): the observation does not describe the measured worker"
+            ),
         ));
     }
     if let (Some(s), Some(b)) = (r.served_dp_rank, r.reserved_dp_rank)
@@ -330,7 +332,9 @@ fn served_as_reserved(r: &Record) -> Result<(), (&'static str, String)> {
     {
         return Err((
             "served_dp_rank",
-            format!("served on rank {s} but reserved rank {b} (status ok): the observation does not describe the measured rank"),
+            format!(
+                "served on rank {s} but reserved rank {b} (status ok): the observation does not describe the measured rank"
+            ),
         ));
     }
     Ok(())
