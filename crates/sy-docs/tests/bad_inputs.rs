@@ -545,6 +545,16 @@ fn records_cases() -> Vec<Case> {
             vec!["bad.jsonl", "probe_id", "l-other"],
         ),
         (
+            "no load phase",
+            jsonl_text(|t| {
+                t.lines()
+                    .filter(|l| !l.contains("\"phase\":\"load\""))
+                    .map(|l| format!("{l}\n"))
+                    .collect()
+            }),
+            vec!["bad.jsonl", "load-phase"],
+        ),
+        (
             "binary garbage",
             write("bad.jsonl", "\u{0}\u{1}\u{2}garbage\n"),
             vec!["bad.jsonl", "row 1"],

@@ -10,7 +10,7 @@ use sy_records::{
     LoadOptions, Phase, RecordsError, SPLITS_FILE, Split, SplitFractions, SplitTable, load_records,
 };
 
-use crate::fit::{ALPHA_RULE, FitConfig, FitError, default_alpha_grid, fit, parse_alpha_grid};
+use crate::fit::{ALPHA_RULE, FitConfig, default_alpha_grid, fit, parse_alpha_grid};
 use crate::fitfile::{
     FIT_FILE, FIT_SCHEMA_VERSION, FitFile, FitSettings, RecordCounts, SplitInfo, ToolInfo,
 };
@@ -125,10 +125,6 @@ fn records_error(e: RecordsError) -> ToolError {
     } else {
         ToolError::Runtime(e.to_string())
     }
-}
-
-fn fit_error(e: FitError) -> ToolError {
-    ToolError::BadInput(e.to_string())
 }
 
 /// Runs the CLI (after parsing).
@@ -261,7 +257,15 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
         seed: splits.seed,
     };
     let fit_started = Instant::now();
-    let result = fit(&loaded.records, &splits, &config).map_err(fit_error)?;
+    // A fitting problem is one of the records': name the files they came from.
+    let result = fit(&loaded.records, &splits, &config).map_err(|e| {
+        let files: Vec<String> = loaded
+            .files
+            .iter()
+            .map(|f| f.path.display().to_string())
+            .collect();
+        ToolError::BadInput(format!("{}: {e}", files.join(", ")))
+    })?;
     tracing::info!(
         "split and fitted in {:.2} s (fit alone {:.2} s)",
         started.elapsed().as_secs_f64(),
