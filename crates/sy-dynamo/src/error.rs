@@ -103,13 +103,7 @@ impl CallError {
             FailureKind::Connect
         };
         // reqwest's Display does not include the bearer token; the URL has no credentials.
-        let mut message = format!("{what}: {e}");
-        let mut source = std::error::Error::source(e);
-        while let Some(s) = source {
-            message.push_str(&format!(": {s}"));
-            source = s.source();
-        }
-        Self::new(kind, message)
+        Self::new(kind, with_sources(what, e))
     }
 
     /// Classifies a transport error of the timed client ([`crate::transport`]).
@@ -120,13 +114,7 @@ impl CallError {
             // The request was sent (or the pooled connection died under it): no answer came.
             FailureKind::StreamDropped
         };
-        let mut message = format!("{what}: {e}");
-        let mut source = std::error::Error::source(e);
-        while let Some(s) = source {
-            message.push_str(&format!(": {s}"));
-            source = s.source();
-        }
-        Self::new(kind, message)
+        Self::new(kind, with_sources(what, e))
     }
 
     /// Whether a retry may succeed: the caller's override if set, else the kind's default.
@@ -153,6 +141,17 @@ impl CallError {
             .iter()
             .any(|w| m.contains(w))
     }
+}
+
+/// `what: error: source: source…` — the whole chain of a transport error, for the record.
+fn with_sources(what: &str, e: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = format!("{what}: {e}");
+    let mut source = e.source();
+    while let Some(s) = source {
+        message.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    message
 }
 
 /// Whether a server message says a pinned request lacks the data-parallel rank it needs (Dynamo
