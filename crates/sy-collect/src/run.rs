@@ -512,7 +512,7 @@ async fn run_on_target(
 
     // Sweep: every reservation must be gone, and /loads must show it.
     let outstanding = selection.release_all().await;
-    let loads_zero = check_loads_zero(&selection).await;
+    let loads_zero = selection.wait_loads_zero(20).await;
     let records = results::read_all(&opts.run_dir)?;
     let done_units = {
         let mut set = std::collections::HashSet::new();
@@ -639,21 +639,4 @@ fn configuration_error(records: &[sy_records::Record]) -> Option<String> {
         .iter()
         .find(|r| r.error_class == Some(sy_records::ErrorClass::Configuration))
         .map(|r| r.error_message.clone().unwrap_or_default())
-}
-
-/// Polls `/loads` briefly: deletes are synchronous, but a server may apply them a moment later.
-async fn check_loads_zero(selection: &SelectionClient) -> Option<bool> {
-    for _ in 0..20 {
-        match selection.loads(None).await {
-            Ok(loads) => {
-                let (r, p) = sy_dynamo::selection::total_booked(&loads);
-                if r == 0 && p == 0 {
-                    return Some(true);
-                }
-            }
-            Err(_) => return None,
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Some(false)
 }

@@ -284,6 +284,20 @@ impl SelectionClient {
         self.post("overlap_scores", "/overlap_scores", &body).await
     }
 
+    /// Polls `/loads` until nothing is booked (deletes are synchronous, but a server may apply
+    /// them a moment later): `Some(true)` once every booked count is zero, `Some(false)` after
+    /// `tries` reads 50 ms apart, `None` when `/loads` cannot be read.
+    pub async fn wait_loads_zero(&self, tries: u32) -> Option<bool> {
+        for _ in 0..tries {
+            let loads = self.loads(None).await.ok()?;
+            if total_booked(&loads) == (0, 0) {
+                return Some(true);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Some(false)
+    }
+
     /// `GET /workers`.
     pub async fn workers(&self) -> Result<Vec<WorkerRecord>, CallError> {
         self.send("workers", self.request(reqwest::Method::GET, "/workers"))

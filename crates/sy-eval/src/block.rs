@@ -197,7 +197,7 @@ pub async fn run_block(inputs: &BlockInputs, id: &BlockId) -> Result<BlockResult
             stragglers.len()
         );
     }
-    let loads_zero_at_end = loads_zero(&selection).await;
+    let loads_zero_at_end = selection.wait_loads_zero(40).await;
     if inputs.cancel.is_cancelled() {
         return Err(EvalError::Interrupted);
     }
@@ -433,21 +433,4 @@ async fn execute(
             driver.suspect(booking.answer.worker_id);
         }
     }
-}
-
-/// Polls `/loads` briefly until nothing is booked; `None` when it cannot be read.
-pub async fn loads_zero(selection: &SelectionClient) -> Option<bool> {
-    for _ in 0..40 {
-        match selection.loads(None).await {
-            Ok(loads) => {
-                let (r, p) = sy_dynamo::selection::total_booked(&loads);
-                if r == 0 && p == 0 {
-                    return Some(true);
-                }
-            }
-            Err(_) => return None,
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Some(false)
 }

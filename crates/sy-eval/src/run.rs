@@ -20,7 +20,7 @@ use sy_collect::TargetKind;
 use sy_dynamo::{Cancel, ClientConfig, SelectionClient};
 use sy_selector::{Bundle, Variant};
 
-use crate::block::{BlockId, BlockInputs, loads_zero, run_block};
+use crate::block::{BlockId, BlockInputs, run_block};
 use crate::compare::{Comparison, compare};
 use crate::error::EvalError;
 use crate::plan::{LoadedPlan, Models, Order};
@@ -457,7 +457,7 @@ async fn quiescent(frontend: &str, selection: &str, models: &Models) -> Result<b
         )));
     }
     for _ in 0..15 {
-        if loads_zero(&sel).await == Some(true) {
+        if sel.wait_loads_zero(40).await == Some(true) {
             return Ok(true);
         }
     }
