@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 use sy_cli::{CommonArgs, ToolError};
 use sy_records::{
-    LoadOptions, Phase, RecordsError, SPLITS_FILE, Split, SplitFractions, SplitTable, load_records,
+    LoadOptions, Phase, RecordsError, SPLITS_FILE, Split, SplitFractions, SplitTable,
 };
 
 use crate::fit::{ALPHA_RULE, FitConfig, default_alpha_grid, fit, parse_alpha_grid};
@@ -209,7 +209,7 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
     }
     let spinner = sy_cli::spinner(common.show_progress());
     spinner.set_message("loading records");
-    let loaded = load_records(
+    let loaded = sy_records::ProbeTable::load(
         &inputs,
         &LoadOptions {
             skip_invalid: args.skip_invalid,
@@ -218,17 +218,17 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
     .map_err(records_error)?;
     tracing::info!(
         "loaded {} records in {:.2} s",
-        loaded.records.len(),
+        loaded.len(),
         started.elapsed().as_secs_f64()
     );
-    tracing::info!("{}", sy_records::PickSummary::of(&loaded.records));
-    for s in loaded.skipped.iter().take(20) {
+    tracing::info!("{}", loaded.pick_summary());
+    for s in loaded.skipped().iter().take(20) {
         tracing::warn!("skipped: {s}");
     }
-    if loaded.skipped.len() > 20 {
-        tracing::warn!("… and {} more skipped rows", loaded.skipped.len() - 20);
+    if loaded.skipped().len() > 20 {
+        tracing::warn!("… and {} more skipped rows", loaded.skipped().len() - 20);
     }
-    for f in &loaded.files {
+    for f in loaded.files() {
         if f.torn_tail {
             tracing::warn!("{}: torn last line ignored", f.path.display());
         }
@@ -244,7 +244,7 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
     spinner.set_message("splitting");
     let (splits, reused) = SplitTable::load_or_build(
         &splits_path,
-        &loaded.records,
+        &loaded,
         common.seed,
         args.split_fractions,
     )
@@ -258,9 +258,9 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
     };
     let fit_started = Instant::now();
     // A fitting problem is one of the records': name the files they came from.
-    let result = fit(&loaded.records, &splits, &config).map_err(|e| {
+    let result = fit(&loaded, &splits, &config).map_err(|e| {
         let files: Vec<String> = loaded
-            .files
+            .files()
             .iter()
             .map(|f| f.path.display().to_string())
             .collect();
@@ -273,13 +273,14 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
     );
 
     let mut counts = RecordCounts {
-        skipped_invalid: loaded.skipped.len(),
+        skipped_invalid: loaded.skipped().len(),
         ..RecordCounts::default()
     };
-    for r in &loaded.records {
-        match r.phase {
+    let condition_splits = loaded.condition_splits(&splits);
+    for r in loaded.rows() {
+        match r.phase() {
             Phase::Qgrid => counts.qgrid += 1,
-            Phase::Load => match splits.split_of_record(r) {
+            Phase::Load => match condition_splits[r.condition() as usize] {
                 Some(Split::Fit) => counts.load_fit += 1,
                 Some(Split::Uncertainty) => counts.load_uncertainty += 1,
                 Some(Split::Selection) => counts.load_selection += 1,
@@ -302,12 +303,12 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
             version: env!("CARGO_PKG_VERSION").to_string(),
         },
         inputs: loaded
-            .files
+            .files()
             .iter()
             .map(|f| f.path.display().to_string())
             .collect(),
         input_files: loaded
-            .files
+            .files()
             .iter()
             .map(|f| {
                 Ok(sy_selector::InputFile {
@@ -363,7 +364,7 @@ fn print_summary(
     out: &Path,
     splits_path: &Path,
     reused: bool,
-    loaded: &sy_records::LoadedRecords,
+    loaded: &sy_records::ProbeTable,
     seconds: f64,
 ) -> Result<(), ToolError> {
     let model_summary = |m: &crate::fit::ModelFit| ModelSummary {

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
-use sy_records::{Phase, Record, Role, Split, SplitTable, Status};
+use sy_records::{Phase, ProbeTable, Role, Split, SplitTable, Status};
 use sy_selector::{
     Estimator, InvalidInput, LoadCorrection, ModelEstimators, PredictError, QTable, Standardiser,
     raw_features, regression_target,
@@ -306,7 +306,7 @@ fn estimator_name(e: Estimator) -> &'static str {
 
 /// Fits both models (see the module docs).
 pub fn fit(
-    records: &[Record],
+    records: &ProbeTable,
     splits: &SplitTable,
     config: &FitConfig,
 ) -> Result<FitResult, FitError> {
@@ -347,7 +347,7 @@ pub fn fit(
 }
 
 fn fit_model(
-    records: &[Record],
+    records: &ProbeTable,
     splits: &SplitTable,
     folds_of: &FoldMap,
     k: usize,
@@ -376,34 +376,35 @@ fn fit_model(
     // Rows of the fit split.
     let mut rows: Vec<Row> = Vec::new();
     let mut std_skipped: BTreeMap<String, usize> = BTreeMap::new();
-    let mut last: Option<(&str, &str, ConditionInfo)> = None;
+    let mut last: Option<(u32, ConditionInfo)> = None;
     let mut cond_counter: u32 = 0;
-    for r in records {
-        if r.phase != Phase::Load || r.role != role || r.status != Status::Ok {
+    for r in records.rows() {
+        if r.phase() != Phase::Load || r.role() != role || r.status() != Status::Ok {
             continue;
         }
         // Consecutive records usually share a condition: cache its split and fold.
-        let info = match &last {
-            Some((run, c, info)) if *run == r.run_id && *c == r.condition_id => *info,
+        let info = match last {
+            Some((c, info)) if c == r.condition() => info,
             _ => {
-                let info = splits.split_of(&r.run_id, &r.condition_id).map(|s| {
+                let (run_id, condition_id) = (r.run_id(), r.condition_id());
+                let info = splits.split_of(run_id, condition_id).map(|s| {
                     let fold = folds_of
-                        .get(&r.run_id)
-                        .and_then(|m| m.get(&r.condition_id))
+                        .get(run_id)
+                        .and_then(|m| m.get(condition_id))
                         .copied()
                         .unwrap_or(usize::MAX);
                     cond_counter += 1;
                     (s, fold, cond_counter)
                 });
-                last = Some((r.run_id.as_str(), r.condition_id.as_str(), info));
+                last = Some((r.condition(), info));
                 info
             }
         };
         let Some((Split::Fit, fold, cond)) = info else {
             continue;
         };
-        if !served.contains(&r.model) {
-            served.push(r.model.clone());
+        if !served.iter().any(|m| m == r.model()) {
+            served.push(r.model().to_string());
         }
         let obs = r.rule_observation();
         let raw = match raw_features(&obs) {
@@ -413,7 +414,7 @@ fn fit_model(
                 continue;
             }
         };
-        let Some(ttft) = r.ttft_ms else {
+        let Some(ttft) = r.ttft_ms() else {
             *std_skipped.entry("ttft_ms".to_string()).or_insert(0) += 1;
             continue;
         };

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use sy_records::{Phase, Record, Role, Status};
+use sy_records::{Phase, ProbeTable, Role, Status};
 use sy_selector::QTable;
 
 use crate::stats::{median, quantile_sorted};
@@ -92,7 +92,7 @@ type CellSamples = BTreeMap<(u64, u64), (Vec<f64>, Vec<f64>)>;
 
 /// Builds the Q table of `role` from the Q-grid records among `records`.
 pub fn build_q_table(
-    records: &[Record],
+    table: &ProbeTable,
     role: Role,
 ) -> Result<(QTable, QTableReport), QBuildError> {
     let name = role.as_str();
@@ -102,16 +102,16 @@ pub fn build_q_table(
     let mut fs: Vec<f64> = Vec::new();
     let mut cells: CellSamples = BTreeMap::new();
     let mut used = 0usize;
-    for r in records {
-        if r.phase != Phase::Qgrid || r.role != role {
+    for r in table.rows() {
+        if r.phase() != Phase::Qgrid || r.role() != role {
             continue;
         }
         let mut skip = |why: &str| *skipped.entry(why.to_string()).or_insert(0) += 1;
-        if r.status != Status::Ok {
+        if r.status() != Status::Ok {
             skip("status_error");
             continue;
         }
-        let Some(ttft) = r.ttft_ms.filter(|t| t.is_finite()) else {
+        let Some(ttft) = r.ttft_ms().filter(|t| t.is_finite()) else {
             skip("ttft_ms");
             continue;
         };
@@ -121,17 +121,18 @@ pub fn build_q_table(
             continue;
         };
         let observed_f = obs.valid_f().ok();
-        if !(r.planned_f.is_finite() && (0.0..=1.0).contains(&r.planned_f)) {
+        let (planned_n, planned_f) = (r.planned_n(), r.planned_f());
+        if !(planned_f.is_finite() && (0.0..=1.0).contains(&planned_f)) {
             skip("planned_f");
             continue;
         }
         used += 1;
-        ns.entry(r.planned_n).or_default().push(n);
-        let f_key = r.planned_f.to_bits();
+        ns.entry(planned_n).or_default().push(n);
+        let f_key = planned_f.to_bits();
         if !fs.iter().any(|v| v.to_bits() == f_key) {
-            fs.push(r.planned_f);
+            fs.push(planned_f);
         }
-        let cell = cells.entry((r.planned_n, f_key)).or_default();
+        let cell = cells.entry((planned_n, f_key)).or_default();
         cell.0.push(ttft);
         if let Some(f) = observed_f {
             cell.1.push(f);
@@ -282,7 +283,12 @@ fn monotone_violations(cells: &[QCell]) -> (usize, Vec<MonotoneViolation>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sy_records::Record;
     use sy_records::synth::template_record;
+
+    fn table(rs: &[Record]) -> ProbeTable {
+        ProbeTable::from_records(rs).unwrap()
+    }
 
     fn q(n: u64, f: f64, ttft: f64, role: Role) -> Record {
         let mut r = template_record();
@@ -310,7 +316,7 @@ mod tests {
         let mut failed = q(200, 0.5, 1.0, Role::Efficient);
         failed.status = Status::Error;
         rs.push(failed);
-        let (t, rep) = build_q_table(&rs, Role::Efficient).unwrap();
+        let (t, rep) = build_q_table(&table(&rs), Role::Efficient).unwrap();
         assert_eq!(t.n_axis(), &[100.0, 200.0]);
         assert_eq!(t.f_axis(), &[0.0, 0.5]);
         assert_eq!(t.lookup(100.0, 0.0), Ok(12.0));
@@ -324,7 +330,7 @@ mod tests {
 
         // A cell with more uncached tokens but a clearly smaller median is flagged.
         rs.push(q(200, 0.5, 50.0, Role::Efficient)); // u = 100, median 50 > Q(200,0)=20 (u=200)
-        let (_, rep) = build_q_table(&rs, Role::Efficient).unwrap();
+        let (_, rep) = build_q_table(&table(&rs), Role::Efficient).unwrap();
         assert!(rep.monotone_violation_count >= 1);
         assert_eq!(rep.monotone_violations[0].lower[2], 50.0);
     }
@@ -332,12 +338,12 @@ mod tests {
     #[test]
     fn needs_records_and_a_zero_column() {
         assert!(matches!(
-            build_q_table(&[], Role::Capable),
+            build_q_table(&table(&[]), Role::Capable),
             Err(QBuildError::NoRecords("capable"))
         ));
         let rs = vec![q(100, 0.5, 8.0, Role::Capable)];
         assert!(matches!(
-            build_q_table(&rs, Role::Capable),
+            build_q_table(&table(&rs), Role::Capable),
             Err(QBuildError::NoZeroF(_))
         ));
     }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use sy_cli::ToolError;
 use sy_fit::FIT_SCHEMA_VERSION;
-use sy_records::{LoadOptions, LoadedRecords, RecordsError, SplitTable};
+use sy_records::{LoadOptions, ProbeTable, RecordsError, SplitTable};
 use sy_selector::{InputFile, ModelEstimators};
 
 /// Both models' estimators, as `sy-fit` froze them in `fit.json`.
@@ -58,13 +58,13 @@ pub fn record_paths(
     }
 }
 
-/// Loads and validates records (see `sy_records::load_records`).
-pub fn load_records(paths: &[PathBuf], skip_invalid: bool) -> Result<LoadedRecords, ToolError> {
+/// Loads and validates the records' calibration columns (see `sy_records::ProbeTable::load`).
+pub fn load_records(paths: &[PathBuf], skip_invalid: bool) -> Result<ProbeTable, ToolError> {
     let loaded =
-        sy_records::load_records(paths, &LoadOptions { skip_invalid }).map_err(records_error)?;
-    if !loaded.skipped.is_empty() {
+        ProbeTable::load(paths, &LoadOptions { skip_invalid }).map_err(records_error)?;
+    if !loaded.skipped().is_empty() {
         tracing::warn!(
-            skipped = loaded.skipped.len(),
+            skipped = loaded.skipped().len(),
             "skipped invalid rows: {:?}",
             loaded.skipped_by_field()
         );

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sy_cli::ToolError;
-use sy_records::{ProbePair, Split, Status, condition_key};
+use sy_records::{ProbePair, Split, condition_key};
 use sy_selector::{Estimator, InputFile, ModelEstimators, PredictError};
 
 pub use inputs::FitEstimators;
@@ -134,21 +134,17 @@ pub fn predicted_advantage(
     estimator: Estimator,
     pair: &ProbePair,
 ) -> Result<f64, PredictError> {
-    let t_eff = sy_selector::predict(
-        &fit.efficient,
-        estimator,
-        &pair.efficient.rule_observation(),
-    )?;
+    let t_eff = sy_selector::predict(&fit.efficient, estimator, &pair.efficient.rule_observation())?;
     let t_cap = sy_selector::predict(&fit.capable, estimator, &pair.capable.rule_observation())?;
     Ok(t_eff - t_cap)
 }
 
 /// The measured advantage `TTFT_eff − TTFT_cap` of a pair where both probes answered.
 pub fn measured_advantage(pair: &ProbePair) -> Option<f64> {
-    if pair.efficient.status != Status::Ok || pair.capable.status != Status::Ok {
+    if !pair.both_ok() {
         return None;
     }
-    let (e, c) = (pair.efficient.ttft_ms?, pair.capable.ttft_ms?);
+    let (e, c) = (pair.efficient.ttft_ms()?, pair.capable.ttft_ms()?);
     (e.is_finite() && c.is_finite()).then_some(e - c)
 }
 
@@ -156,7 +152,7 @@ pub fn measured_advantage(pair: &ProbePair) -> Option<f64> {
 /// split). Returns the margins and the number of unmeasured pairs.
 pub fn compute_margins(
     fit: &FitEstimators,
-    pairs: &[&ProbePair],
+    pairs: &[ProbePair],
     level: f64,
 ) -> (EstimatorMargin, EstimatorMargin, u64) {
     let keys: Vec<String> = pairs
@@ -220,7 +216,7 @@ pub fn run(opts: &MarginOptions) -> Result<MarginsFile, ToolError> {
     let splits = inputs::read_splits(&opts.splits)?;
     let loaded = inputs::load_records(&opts.records, opts.skip_invalid)?;
     let mut input_files = Vec::new();
-    for f in &loaded.files {
+    for f in loaded.files() {
         input_files.push(inputs::input_file(&f.path)?);
     }
     inputs::check_derived_from(
@@ -232,13 +228,13 @@ pub fn run(opts: &MarginOptions) -> Result<MarginsFile, ToolError> {
     input_files.push(inputs::input_file(&opts.fit)?);
     input_files.push(inputs::input_file(&opts.splits)?);
     splits
-        .check_covers(&loaded.records, &opts.splits)
+        .check_covers(&loaded, &opts.splits)
         .map_err(inputs::records_error)?;
     spinner.set_message("pairing probes");
-    let pairs = sy_records::pair_probes(&loaded.records).map_err(inputs::records_error)?;
-    let in_split: Vec<&ProbePair> = pairs
-        .iter()
-        .filter(|p| splits.split_of(p.run_id(), p.condition_id()) == Some(Split::Uncertainty))
+    let condition_splits = loaded.condition_splits(&splits);
+    let in_split: Vec<ProbePair> = loaded
+        .pairs()
+        .filter(|p| condition_splits[p.condition() as usize] == Some(Split::Uncertainty))
         .collect();
     spinner.set_message("computing margins");
     let (blind, cache, unmeasured) = compute_margins(&fit, &in_split, opts.level);

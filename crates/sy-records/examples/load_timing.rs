@@ -1,5 +1,6 @@
-//! Times the stages of loading a record file: the Parquet decode alone, `load_records`
-//! (decode + conversion + validation + pairing check) and `pair_probes`.
+//! Times the stages of loading a record file: the Parquet decode alone (every column, and the
+//! probe table's columns only), `load_records` (every field, as `Record`s) and
+//! `ProbeTable::load` (the calibration columns, validated and paired).
 //!
 //! ```text
 //! cargo run --release -p sy-records --example load_timing -- /tmp/sybench/records.parquet
@@ -9,32 +10,48 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use polars::prelude::*;
-use sy_records::{LoadOptions, load_records, pair_probes};
+use sy_records::{LoadOptions, PROBE_TABLE_COLUMNS, ProbeTable, load_records};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = PathBuf::from(std::env::args().nth(1).ok_or("usage: load_timing FILE")?);
     let t = Instant::now();
     let df = ParquetReader::new(std::fs::File::open(&path)?).finish()?;
     println!(
-        "parquet decode: {:?} ({} rows × {} columns)",
+        "parquet decode, all columns:   {:?} ({} rows × {} columns)",
         t.elapsed(),
         df.height(),
         df.width()
     );
     drop(df);
     let t = Instant::now();
-    let loaded = load_records(std::slice::from_ref(&path), &LoadOptions::default())?;
+    let columns: Vec<String> = PROBE_TABLE_COLUMNS.iter().map(|c| c.to_string()).collect();
+    let df = ParquetReader::new(std::fs::File::open(&path)?)
+        .with_columns(Some(columns))
+        .finish()?;
     println!(
-        "load_records:   {:?} ({} records)",
+        "parquet decode, table columns: {:?} ({} columns)",
         t.elapsed(),
-        loaded.records.len()
+        df.width()
     );
+    drop(df);
     let t = Instant::now();
-    let pairs = pair_probes(&loaded.records)?;
-    println!("pair_probes:    {:?} ({} pairs)", t.elapsed(), pairs.len());
+    let table = ProbeTable::load(std::slice::from_ref(&path), &LoadOptions::default())?;
     println!(
-        "size_of Record: {} bytes",
-        std::mem::size_of::<sy_records::Record>()
+        "ProbeTable::load:              {:?} ({} rows, {} pairs)",
+        t.elapsed(),
+        table.len(),
+        table.pair_count()
     );
+    drop(table);
+    if std::env::args().nth(2).as_deref() == Some("--records") {
+        let t = Instant::now();
+        let loaded = load_records(std::slice::from_ref(&path), &LoadOptions::default())?;
+        println!(
+            "load_records:                  {:?} ({} records of {} bytes)",
+            t.elapsed(),
+            loaded.records.len(),
+            std::mem::size_of::<sy_records::Record>()
+        );
+    }
     Ok(())
 }

@@ -868,3 +868,285 @@ mod tests {
         assert!(parse_f64("NaN").unwrap().is_nan());
     }
 }
+
+/// The columns the calibration tools read (see [`crate::ProbeTable`]): a Parquet file is read
+/// with only these projected.
+pub const PROBE_TABLE_COLUMNS: &[&str] = &[
+    "schema_version",
+    "run_id",
+    "condition_id",
+    "phase",
+    "repeat",
+    "probe_id",
+    "role",
+    "model",
+    "planned_n",
+    "planned_f",
+    "background_decode_length",
+    "status",
+    "n",
+    "k",
+    "r",
+    "prefill_tokens_booked",
+    "prefill_capacity_tokens",
+    "schedulable",
+    "observed_at_unix_ms",
+    "sent_at_unix_ms",
+    "reserved_worker_id",
+    "reserved_dp_rank",
+    "pick_differs",
+    "served_worker_id",
+    "served_dp_rank",
+    "ttft_ms",
+    "client_server_gap_ms",
+];
+
+/// The calibration columns of one frame, typed, converted a column at a time, with every cell
+/// problem kept as `(row in frame, position of the field in the record layout, field, message)`
+/// so that the first problem of a row is the one a row-by-row read reports.
+pub(crate) struct ProbeColumns<'a> {
+    pub height: usize,
+    pub schema_version: Vec<u32>,
+    pub run_id: Vec<Option<Cow<'a, str>>>,
+    pub condition_id: Vec<Option<Cow<'a, str>>>,
+    pub phase: Vec<Option<Phase>>,
+    pub repeat: Vec<u32>,
+    pub probe_id: Vec<Option<Cow<'a, str>>>,
+    pub role: Vec<Option<Role>>,
+    pub model: Vec<Option<Cow<'a, str>>>,
+    pub planned_n: Vec<u64>,
+    pub planned_f: Vec<f64>,
+    pub decode_length: Vec<Option<Cow<'a, str>>>,
+    pub status: Vec<Option<Status>>,
+    pub n: Vec<Option<u64>>,
+    pub k: Vec<Option<u64>>,
+    pub r: Vec<Option<u64>>,
+    pub prefill_tokens_booked: Vec<Option<u64>>,
+    pub prefill_capacity_tokens: Vec<Option<u64>>,
+    pub schedulable: Vec<Option<bool>>,
+    pub observed_at_unix_ms: Vec<Option<f64>>,
+    pub sent_at_unix_ms: Vec<f64>,
+    pub reserved_worker_id: Vec<Option<u64>>,
+    pub reserved_dp_rank: Vec<Option<u32>>,
+    pub pick_differs: Vec<Option<bool>>,
+    pub served_worker_id: Vec<Option<u64>>,
+    pub served_dp_rank: Vec<Option<u32>>,
+    pub ttft_ms: Vec<Option<f64>>,
+    pub client_server_gap_ms: Vec<Option<f64>>,
+    /// Cell problems, unordered.
+    pub issues: Vec<(usize, u16, &'static str, String)>,
+}
+
+/// Position of a field in [`row_to_record`]'s reading order (ties between problems of one row
+/// go to the earlier field, as a row-by-row read notes the first).
+fn field_order(field: &str) -> u16 {
+    const ORDER: &[&str] = &[
+        "schema_version",
+        "run_id",
+        "condition_id",
+        "phase",
+        "repeat",
+        "probe_id",
+        "role",
+        "model",
+        "planned_n",
+        "planned_f",
+        "background_decode_length",
+        "status",
+        "n",
+        "k",
+        "r",
+        "prefill_tokens_booked",
+        "prefill_capacity_tokens",
+        "schedulable",
+        "observed_at_unix_ms",
+        "sent_at_unix_ms",
+        "reserved_worker_id",
+        "reserved_dp_rank",
+        "pick_differs",
+        "served_worker_id",
+        "served_dp_rank",
+        "ttft_ms",
+        "client_server_gap_ms",
+    ];
+    ORDER
+        .iter()
+        .position(|f| *f == field)
+        .map_or(u16::MAX, |p| p as u16)
+}
+
+/// Converts one column: every cell through `get`, problems kept with their row.
+fn column<T>(
+    height: usize,
+    field: &'static str,
+    issues: &mut Vec<(usize, u16, &'static str, String)>,
+    get: impl Fn(usize) -> Result<Option<T>, String>,
+) -> Vec<Option<T>> {
+    let order = field_order(field);
+    (0..height)
+        .map(|i| match get(i) {
+            Ok(v) => v,
+            Err(m) => {
+                issues.push((i, order, field, m));
+                None
+            }
+        })
+        .collect()
+}
+
+/// A column that must have a value in every row (`missing value` otherwise).
+fn required<T>(
+    values: Vec<Option<T>>,
+    field: &'static str,
+    issues: &mut Vec<(usize, u16, &'static str, String)>,
+    already: &[bool],
+) -> Vec<Option<T>> {
+    let order = field_order(field);
+    for (i, v) in values.iter().enumerate() {
+        if v.is_none() && !already.get(i).copied().unwrap_or(false) {
+            issues.push((i, order, field, "missing value".to_string()));
+        }
+    }
+    values
+}
+
+/// Rows that already have a problem in `field` (so that a missing value is not noted twice).
+fn flagged(height: usize, issues: &[(usize, u16, &'static str, String)], field: &str) -> Vec<bool> {
+    let mut f = vec![false; height];
+    for (i, _, name, _) in issues {
+        if *name == field {
+            f[*i] = true;
+        }
+    }
+    f
+}
+
+/// A text column parsed into an enum with `parse`.
+fn parsed_column<T>(
+    c: &Col<'_>,
+    height: usize,
+    field: &'static str,
+    issues: &mut Vec<(usize, u16, &'static str, String)>,
+    parse: fn(&str) -> Result<T, String>,
+) -> Vec<Option<T>> {
+    let values = column(height, field, issues, |i| match c.text(i)? {
+        None => Ok(None),
+        Some(s) => parse(s.trim()).map(Some),
+    });
+    let already = flagged(height, issues, field);
+    required(values, field, issues, &already)
+}
+
+/// Reads the calibration columns of `df` (see [`ProbeColumns`]).
+fn probe_columns<'a>(
+    cols: &Cols<'a>,
+    height: usize,
+    path: &Path,
+) -> Result<ProbeColumns<'a>, RecordsError> {
+    for name in REQUIRED_COLUMNS {
+        if cols.get(name).is_none_or(Col::is_absent) {
+            return Err(RecordsError::MissingColumn {
+                path: path.to_path_buf(),
+                column: (*name).to_string(),
+            });
+        }
+    }
+    let mut is = Vec::new();
+    let h = height;
+    let text = |c: &Col<'a>, i: usize| c.text(i);
+    let req_text = |c: &Col<'a>, field: &'static str, is: &mut Vec<_>| {
+        let v = column(h, field, is, |i| text(c, i));
+        let already = flagged(h, is, field);
+        required(v, field, is, &already)
+    };
+    let schema_version = column(h, "schema_version", &mut is, |i| {
+        let v = cols.schema_version.u32(i)?.unwrap_or(RECORD_SCHEMA_VERSION);
+        if v > RECORD_SCHEMA_VERSION {
+            return Err(format!(
+                "record schema version {v} is newer than this tool's {RECORD_SCHEMA_VERSION}"
+            ));
+        }
+        Ok(Some(v))
+    });
+    let run_id = req_text(&cols.run_id, "run_id", &mut is);
+    let condition_id = req_text(&cols.condition_id, "condition_id", &mut is);
+    let phase = parsed_column(&cols.phase, h, "phase", &mut is, parse_phase);
+    let repeat = column(h, "repeat", &mut is, |i| cols.repeat.u32(i));
+    let already = flagged(h, &is, "repeat");
+    let repeat = required(repeat, "repeat", &mut is, &already);
+    let probe_id = req_text(&cols.probe_id, "probe_id", &mut is);
+    let role = parsed_column(&cols.role, h, "role", &mut is, parse_role);
+    let model = req_text(&cols.model, "model", &mut is);
+    let planned_n = column(h, "planned_n", &mut is, |i| cols.planned_n.u64(i));
+    let planned_f = column(h, "planned_f", &mut is, |i| cols.planned_f.f64(i));
+    let decode_length = column(h, "background_decode_length", &mut is, |i| {
+        text(&cols.background_decode_length, i)
+    });
+    let status = parsed_column(&cols.status, h, "status", &mut is, parse_status);
+    let u64s = |c: &Col<'a>, field: &'static str, is: &mut Vec<_>| column(h, field, is, |i| c.u64(i));
+    let n = u64s(&cols.n, "n", &mut is);
+    let k = u64s(&cols.k, "k", &mut is);
+    let r = u64s(&cols.r, "r", &mut is);
+    let prefill_tokens_booked = u64s(&cols.prefill_tokens_booked, "prefill_tokens_booked", &mut is);
+    let prefill_capacity_tokens =
+        u64s(&cols.prefill_capacity_tokens, "prefill_capacity_tokens", &mut is);
+    let schedulable = column(h, "schedulable", &mut is, |i| cols.schedulable.bool(i));
+    let observed_at_unix_ms =
+        column(h, "observed_at_unix_ms", &mut is, |i| cols.observed_at_unix_ms.f64(i));
+    let sent_at_unix_ms = column(h, "sent_at_unix_ms", &mut is, |i| cols.sent_at_unix_ms.f64(i));
+    let reserved_worker_id = u64s(&cols.reserved_worker_id, "reserved_worker_id", &mut is);
+    let reserved_dp_rank =
+        column(h, "reserved_dp_rank", &mut is, |i| cols.reserved_dp_rank.u32(i));
+    let pick_differs = column(h, "pick_differs", &mut is, |i| cols.pick_differs.bool(i));
+    let served_worker_id = u64s(&cols.served_worker_id, "served_worker_id", &mut is);
+    let served_dp_rank = column(h, "served_dp_rank", &mut is, |i| cols.served_dp_rank.u32(i));
+    let ttft_ms = column(h, "ttft_ms", &mut is, |i| cols.ttft_ms.f64(i));
+    let client_server_gap_ms =
+        column(h, "client_server_gap_ms", &mut is, |i| cols.client_server_gap_ms.f64(i));
+    let or0 = |v: Vec<Option<u32>>| v.into_iter().map(Option::unwrap_or_default).collect();
+    Ok(ProbeColumns {
+        height,
+        schema_version: schema_version
+            .into_iter()
+            .map(|v| v.unwrap_or(RECORD_SCHEMA_VERSION))
+            .collect(),
+        run_id,
+        condition_id,
+        phase,
+        repeat: or0(repeat),
+        probe_id,
+        role,
+        model,
+        planned_n: planned_n.into_iter().map(Option::unwrap_or_default).collect(),
+        planned_f: planned_f.into_iter().map(|v| v.unwrap_or(0.0)).collect(),
+        decode_length,
+        status,
+        n,
+        k,
+        r,
+        prefill_tokens_booked,
+        prefill_capacity_tokens,
+        schedulable,
+        observed_at_unix_ms,
+        sent_at_unix_ms: sent_at_unix_ms.into_iter().map(|v| v.unwrap_or(0.0)).collect(),
+        reserved_worker_id,
+        reserved_dp_rank,
+        pick_differs,
+        served_worker_id,
+        served_dp_rank,
+        ttft_ms,
+        client_server_gap_ms,
+        issues: is,
+    })
+}
+
+/// Runs `f` on the calibration columns of `df` (see [`ProbeColumns`]).
+pub(crate) fn with_probe_columns<R>(
+    df: &DataFrame,
+    path: &Path,
+    f: impl FnOnce(ProbeColumns<'_>) -> R,
+) -> Result<R, RecordsError> {
+    let data = ColsData::from_df(df, path)?;
+    let cols = data.view();
+    Ok(f(probe_columns(&cols, df.height(), path)?))
+}

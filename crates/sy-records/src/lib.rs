@@ -14,7 +14,8 @@
 //!   of a run directory, [`rundir`]), merged, validated; every
 //!   problem names the file, the row and the field ([`RowIssue`]), or is skipped and counted with
 //!   [`LoadOptions::skip_invalid`].
-//! - [`pair_probes`] / [`ProbePair`]: the two candidates of a load-phase probe.
+//! - [`ProbeTable`]: the columns the calibration tools read, loaded with the same validation,
+//!   with its load-phase probes paired ([`ProbePair`]).
 //! - [`Record::observation`]: the runtime selector's [`sy_selector::Observation`] of a record.
 //! - [`SplitTable`]: the grouped fit / uncertainty / selection split of conditions
 //!   (`splits.json`), by a seeded hash of `(run_id, condition_id)`.
@@ -33,18 +34,20 @@ mod record;
 pub mod rundir;
 mod splits;
 pub mod synth;
+mod table;
 mod write;
 
 pub use error::{RecordsError, RowIssue};
-pub use frame::{ALL_COLUMNS, REQUIRED_COLUMNS, records_to_frame};
+pub use frame::{ALL_COLUMNS, PROBE_TABLE_COLUMNS, REQUIRED_COLUMNS, records_to_frame};
 pub use load::{
     FileSummary, Format, LoadOptions, LoadedRecords, PickSummary, RUN_DIR_RECORD_FILES, RowOrigin,
     load_records, resolve_inputs, validate_record,
 };
-pub use pairing::{ProbePair, pair_indices, pair_probes};
+pub use pairing::pair_indices;
+pub use table::{ProbePair, ProbeTable, Row};
 pub use record::{Background, ErrorClass, Phase, RECORD_SCHEMA_VERSION, Record, Role, Status};
 pub use splits::{
-    SPLITS_FILE, SPLITS_SCHEMA_VERSION, Split, SplitCounts, SplitFractions, SplitTable,
+    LoadConditions,    SPLITS_FILE, SPLITS_SCHEMA_VERSION, Split, SplitCounts, SplitFractions, SplitTable,
     assign_split, split_point,
 };
 pub use write::{

@@ -17,7 +17,6 @@
 //! everything downstream keys conditions by `(run_id, condition_id)` (see [`crate::condition_key`]),
 //! so condition ids of different runs never collide.
 
-use rustc_hash::FxHashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -27,7 +26,8 @@ use serde::Serialize;
 
 use crate::error::{RecordsError, RowIssue};
 use crate::frame::{frame_to_records, unknown_columns};
-use crate::record::{Phase, Record, Role, Status};
+use crate::pairing::{PairIssue, PairKeys, check_pairing};
+use crate::record::{Phase, Record, Status};
 
 /// Threads that convert rows into records (at most).
 const MAX_CONVERT_THREADS: usize = 8;
@@ -267,9 +267,52 @@ fn validated(path: &Path, row: usize, record: Record) -> Result<Record, RowIssue
     }
 }
 
+/// The fields of one row that [`validate_fields`] checks (borrowed from a [`Record`] or from
+/// the columns of a [`crate::ProbeTable`] being loaded).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CheckedFields<'a> {
+    pub status: Status,
+    pub ttft_ms: Option<f64>,
+    pub n: Option<u64>,
+    pub k: Option<u64>,
+    pub schema_version: u32,
+    pub served_worker_id: Option<u64>,
+    pub reserved_worker_id: Option<u64>,
+    pub served_dp_rank: Option<u32>,
+    pub reserved_dp_rank: Option<u32>,
+    pub run_id: &'a str,
+    pub condition_id: &'a str,
+    pub probe_id: &'a str,
+}
+
+impl<'a> CheckedFields<'a> {
+    fn of(r: &'a Record) -> Self {
+        CheckedFields {
+            status: r.status,
+            ttft_ms: r.ttft_ms,
+            n: r.n,
+            k: r.k,
+            schema_version: r.schema_version,
+            served_worker_id: r.served_worker_id,
+            reserved_worker_id: r.reserved_worker_id,
+            served_dp_rank: r.served_dp_rank,
+            reserved_dp_rank: r.reserved_dp_rank,
+            run_id: &r.run_id,
+            condition_id: &r.condition_id,
+            probe_id: &r.probe_id,
+        }
+    }
+}
+
 /// The checks of one record that its types do not already guarantee: an ok record has a finite,
 /// non-negative TTFT; K ≤ N. Returns the field and the message of the first problem.
 pub fn validate_record(r: &Record) -> Result<(), (&'static str, String)> {
+    validate_fields(&CheckedFields::of(r))
+}
+
+/// [`validate_record`] on the fields it reads: the one definition of a row's semantic checks,
+/// shared by the record loader and the columnar probe table.
+pub(crate) fn validate_fields(r: &CheckedFields<'_>) -> Result<(), (&'static str, String)> {
     if r.status == Status::Ok {
         match r.ttft_ms {
             None => return Err(("ttft_ms", "missing on an ok record".to_string())),
@@ -316,7 +359,7 @@ pub fn validate_record(r: &Record) -> Result<(), (&'static str, String)> {
 /// An ok record's TTFT belongs to its observation only if the worker and rank that served are the
 /// reserved ones (where both are known). The collector marks a mismatch as `served_elsewhere`;
 /// an ok record that still carries one is refused.
-fn served_as_reserved(r: &Record) -> Result<(), (&'static str, String)> {
+fn served_as_reserved(r: &CheckedFields<'_>) -> Result<(), (&'static str, String)> {
     if let (Some(s), Some(b)) = (r.served_worker_id, r.reserved_worker_id)
         && s != b
     {
@@ -358,16 +401,25 @@ impl PickSummary {
     /// Counts over `records` (reserved records only).
     pub fn of(records: &[Record]) -> Self {
         let mut s = PickSummary::default();
-        for r in records.iter().filter(|r| r.reserved_worker_id.is_some()) {
-            match r.pick_differs {
-                Some(d) => {
-                    s.compared += 1;
-                    s.pick_differs += usize::from(d);
-                }
-                None => s.legacy += 1,
-            }
+        for r in records {
+            s.count(r.reserved_worker_id.is_some(), r.pick_differs);
         }
         s
+    }
+
+    /// Counts one record: whether it has a reservation, and its `pick_differs`.
+    #[inline]
+    pub(crate) fn count(&mut self, reserved: bool, pick_differs: Option<bool>) {
+        if !reserved {
+            return;
+        }
+        match pick_differs {
+            Some(d) => {
+                self.compared += 1;
+                self.pick_differs += usize::from(d);
+            }
+            None => self.legacy += 1,
+        }
     }
 }
 
@@ -532,17 +584,33 @@ fn read_csv(
     sink: &mut Sink<'_>,
     summary: &mut FileSummary,
 ) -> Result<(), RecordsError> {
-    // Every cell is read as text and parsed by the record layout, so a bad cell is reported with
-    // its row and column instead of failing the whole read.
-    let df = CsvReadOptions::default()
+    let df = read_csv_frame(path)?;
+    summary.rows = df.height();
+    summary.unknown_columns = unknown_columns(&df);
+    push_frame(&df, path, 0, sink, &mut Vec::new())
+}
+
+/// A CSV record file as a frame of text columns: every cell is parsed by the record layout, so a
+/// bad cell is reported with its row and column instead of failing the whole read.
+pub(crate) fn read_csv_frame(path: &Path) -> Result<DataFrame, RecordsError> {
+    CsvReadOptions::default()
         .with_has_header(true)
         .with_infer_schema_length(Some(0))
         .try_into_reader_with_file_path(Some(path.to_path_buf()))
         .and_then(|r| r.finish())
-        .map_err(|e| read_err(path, format!("not a readable CSV file: {e}")))?;
-    summary.rows = df.height();
-    summary.unknown_columns = unknown_columns(&df);
-    push_frame(&df, path, 0, sink, &mut Vec::new())
+        .map_err(|e| read_err(path, format!("not a readable CSV file: {e}")))
+}
+
+/// Reads a JSONL record file into `out` (records of file index `file`).
+pub(crate) fn read_jsonl_into(
+    path: &Path,
+    file: u32,
+    options: &LoadOptions,
+    out: &mut LoadedRecords,
+    summary: &mut FileSummary,
+) -> Result<(), RecordsError> {
+    let mut sink = Sink { out, file, options };
+    read_jsonl(path, &mut sink, summary)
 }
 
 fn read_jsonl(
@@ -649,159 +717,25 @@ fn diagnose_json_line(text: &str, err: &serde_json::Error) -> (String, String) {
     ("(record)".to_string(), err.to_string())
 }
 
-/// Checks that every load-phase probe pairs up: exactly one efficient and one capable record,
-/// with the same condition and repeat. Q-grid records are not paired (they feed only the Q
-/// tables, per model).
+/// Checks that every load-phase probe pairs up (see [`crate::pairing::check_pairing`]): without
+/// `skip_invalid` the first offending row (in file/row order) is the error; with it, the
+/// offending records and their partners are dropped and reported.
 fn check_pairs(out: &mut LoadedRecords, options: &LoadOptions) -> Result<(), RecordsError> {
-    // (run_id, probe_id) → [efficient index, capable index]
-    let mut slots: FxHashMap<(&str, &str), [Option<usize>; 2]> =
-        FxHashMap::with_capacity_and_hasher(out.records.len() / 2 + 1, Default::default());
-    let mut bad: Vec<(usize, &'static str, String)> = Vec::new();
-    for (i, r) in out.records.iter().enumerate() {
-        if r.phase != Phase::Load {
-            continue;
-        }
-        let entry = slots
-            .entry((r.run_id.as_str(), r.probe_id.as_str()))
-            .or_insert([None, None]);
-        let (mine, other) = match r.role {
-            Role::Efficient => (0, 1),
-            Role::Capable => (1, 0),
-        };
-        if let Some(prev) = entry[mine] {
-            bad.push((
-                i,
-                "role",
-                format!(
-                    "probe {:?} has two {} records (the other one is {})",
-                    r.probe_id,
-                    r.role.as_str(),
-                    describe(out, prev)
-                ),
-            ));
-            continue;
-        }
-        if let Some(o) = entry[other] {
-            let partner = &out.records[o];
-            if partner.condition_id != r.condition_id {
-                bad.push((
-                    i,
-                    "condition_id",
-                    format!(
-                        "probe {:?} has condition {:?} but its {} record ({}) has {:?}",
-                        r.probe_id,
-                        r.condition_id,
-                        partner.role.as_str(),
-                        describe(out, o),
-                        partner.condition_id
-                    ),
-                ));
-                continue;
-            }
-            if partner.repeat != r.repeat {
-                bad.push((
-                    i,
-                    "repeat",
-                    format!(
-                        "probe {:?} has repeat {} but its {} record ({}) has repeat {}",
-                        r.probe_id,
-                        r.repeat,
-                        partner.role.as_str(),
-                        describe(out, o),
-                        partner.repeat
-                    ),
-                ));
-                continue;
-            }
-        }
-        entry[mine] = Some(i);
-    }
-    for slot in slots.values() {
-        match *slot {
-            [Some(_), Some(_)] | [None, None] => {}
-            [Some(i), None] | [None, Some(i)] => {
-                let r = &out.records[i];
-                let missing = match r.role {
-                    Role::Efficient => "capable",
-                    Role::Capable => "efficient",
-                };
-                let torn = out
-                    .origins
-                    .get(i)
-                    .and_then(|o| out.files.get(o.file as usize))
-                    .filter(|f| f.torn_tail)
-                    .map(|f| {
-                        format!(
-                            " (the last line of {} is torn — a crash while appending — and was \
-                             ignored: it may have been this partner)",
-                            f.path.display()
-                        )
-                    })
-                    .unwrap_or_default();
-                bad.push((
-                    i,
-                    "probe_id",
-                    format!(
-                        "load-phase probe {:?} of condition {:?} has no {missing} record: efficient and capable probes do not pair up{torn}",
-                        r.probe_id, r.condition_id
-                    ),
-                ));
-            }
-        }
-    }
+    let describe = |i: usize| describe(out, i);
+    let torn = |i: usize| torn_note(&out.origins, &out.files, i);
+    let mut bad = check_pairing(out.records.as_slice(), &describe, &torn).bad;
     if bad.is_empty() {
         return Ok(());
     }
-    // Report in file/row order.
-    bad.sort_by_key(|(i, _, _)| {
-        let o = out.origins[*i];
-        (o.file, o.row)
-    });
-    let issue_of = |out: &LoadedRecords, (i, field, message): &(usize, &'static str, String)| {
-        let (path, row) = out
-            .origin_of(*i)
-            .map(|(p, r)| (p.to_path_buf(), r))
-            .unwrap_or_default();
-        RowIssue {
-            path,
-            row,
-            field: (*field).to_string(),
-            message: message.clone(),
-        }
-    };
+    sort_by_origin(&mut bad, &out.origins);
+    let issue = |b: &PairIssue| pair_row_issue(&out.origins, &out.files, b);
     if !options.skip_invalid {
-        if let Some(first) = bad.first() {
-            return Err(RecordsError::Row(issue_of(out, first)));
-        }
-        return Ok(());
+        return Err(RecordsError::Row(issue(&bad[0])));
     }
-    // Drop the offending records and their partners (a probe is usable only as a pair).
-    let mut drop = vec![false; out.records.len()];
-    let mut bad_probes: std::collections::HashSet<(String, String)> = Default::default();
-    for b in &bad {
-        let r = &out.records[b.0];
-        bad_probes.insert((r.run_id.clone(), r.probe_id.clone()));
-        drop[b.0] = true;
-    }
-    let mut issues: Vec<RowIssue> = bad.iter().map(|b| issue_of(out, b)).collect();
-    for (i, r) in out.records.iter().enumerate() {
-        if r.phase == Phase::Load
-            && !drop[i]
-            && bad_probes.contains(&(r.run_id.clone(), r.probe_id.clone()))
-        {
-            drop[i] = true;
-            let (path, row) = out
-                .origin_of(i)
-                .map(|(p, r)| (p.to_path_buf(), r))
-                .unwrap_or_default();
-            issues.push(RowIssue {
-                path,
-                row,
-                field: "probe_id".to_string(),
-                message: format!("partner of an invalid record of probe {:?}", r.probe_id),
-            });
-        }
-    }
+    let mut issues: Vec<RowIssue> = bad.iter().map(issue).collect();
+    let drop = drop_mask(out.records.as_slice(), &bad, |i| {
+        issues.push(partner_issue(&out.origins, &out.files, i, &out.records[i].probe_id));
+    });
     out.skipped.extend(issues);
     let mut keep = drop.iter().map(|d| !d);
     out.records.retain(|_| keep.next().unwrap_or(true));
@@ -810,9 +744,99 @@ fn check_pairs(out: &mut LoadedRecords, options: &LoadOptions) -> Result<(), Rec
     Ok(())
 }
 
-fn describe(out: &LoadedRecords, i: usize) -> String {
-    match out.origin_of(i) {
-        Some((p, row)) => format!("{} row {row}", p.display()),
+/// Sorts pairing issues into file/row order.
+pub(crate) fn sort_by_origin(bad: &mut [PairIssue], origins: &[RowOrigin]) {
+    bad.sort_by_key(|(i, _, _)| origins.get(*i).map(|o| (o.file, o.row)));
+}
+
+/// The [`RowIssue`] of a pairing issue.
+pub(crate) fn pair_row_issue(
+    origins: &[RowOrigin],
+    files: &[FileSummary],
+    (i, field, message): &PairIssue,
+) -> RowIssue {
+    let (path, row) = origin_of(origins, files, *i);
+    RowIssue {
+        path,
+        row,
+        field: (*field).to_string(),
+        message: message.clone(),
+    }
+}
+
+/// The issue of a valid record dropped because its partner is invalid.
+pub(crate) fn partner_issue(
+    origins: &[RowOrigin],
+    files: &[FileSummary],
+    i: usize,
+    probe_id: &str,
+) -> RowIssue {
+    let (path, row) = origin_of(origins, files, i);
+    RowIssue {
+        path,
+        row,
+        field: "probe_id".to_string(),
+        message: format!("partner of an invalid record of probe {probe_id:?}"),
+    }
+}
+
+/// Rows to drop with `skip_invalid`: the offending ones and every load-phase row of the same
+/// probe (a probe is usable only as a pair); `partner(i)` is called for each partner dropped.
+pub(crate) fn drop_mask<K: PairKeys + ?Sized>(
+    keys: &K,
+    bad: &[PairIssue],
+    mut partner: impl FnMut(usize),
+) -> Vec<bool> {
+    let mut drop = vec![false; keys.rows()];
+    let mut bad_probes: std::collections::HashSet<(&str, &str)> = Default::default();
+    for b in bad {
+        bad_probes.insert((keys.run_id(b.0), keys.probe_id(b.0)));
+        drop[b.0] = true;
+    }
+    for (i, d) in drop.iter_mut().enumerate() {
+        if keys.phase(i) == Phase::Load
+            && !*d
+            && bad_probes.contains(&(keys.run_id(i), keys.probe_id(i)))
+        {
+            *d = true;
+            partner(i);
+        }
+    }
+    drop
+}
+
+/// The file and row of row `i`.
+fn origin_of(origins: &[RowOrigin], files: &[FileSummary], i: usize) -> (PathBuf, usize) {
+    origins
+        .get(i)
+        .and_then(|o| Some((files.get(o.file as usize)?.path.clone(), o.row as usize)))
+        .unwrap_or_default()
+}
+
+/// The hint for a row whose partner is missing when its file ends in a torn line.
+pub(crate) fn torn_note(origins: &[RowOrigin], files: &[FileSummary], i: usize) -> String {
+    origins
+        .get(i)
+        .and_then(|o| files.get(o.file as usize))
+        .filter(|f| f.torn_tail)
+        .map(|f| {
+            format!(
+                " (the last line of {} is torn — a crash while appending — and was ignored: it \
+                 may have been this partner)",
+                f.path.display()
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// Row `i` as "FILE row N", for messages.
+pub(crate) fn describe_origin(origins: &[RowOrigin], files: &[FileSummary], i: usize) -> String {
+    match origins.get(i).and_then(|o| Some((files.get(o.file as usize)?, o.row))) {
+        Some((f, row)) => format!("{} row {row}", f.path.display()),
         None => format!("record {i}"),
     }
+}
+
+fn describe(out: &LoadedRecords, i: usize) -> String {
+    describe_origin(&out.origins, &out.files, i)
 }

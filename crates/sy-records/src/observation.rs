@@ -35,16 +35,39 @@ impl Record {
     /// time); no allocation, for hot loops over many records.
     #[inline]
     pub fn rule_observation(&self) -> Observation {
-        Observation {
-            n: f(self.n),
-            k: f(self.k),
-            r: f(self.r),
-            prefill_tokens_booked: f(self.prefill_tokens_booked),
-            prefill_capacity_tokens: f(self.prefill_capacity_tokens),
-            schedulable: self.schedulable,
-            observed_at_ms: self.observed_at_unix_ms,
-            ..Observation::default()
-        }
+        rule_observation(
+            self.n,
+            self.k,
+            self.r,
+            self.prefill_tokens_booked,
+            self.prefill_capacity_tokens,
+            self.schedulable,
+            self.observed_at_unix_ms,
+        )
+    }
+}
+
+/// The rule's inputs from a record's fields: the one conversion from recorded counts to an
+/// [`Observation`] (used by [`Record::rule_observation`] and the probe table's rows).
+#[inline]
+pub(crate) fn rule_observation(
+    n: Option<u64>,
+    k: Option<u64>,
+    r: Option<u64>,
+    prefill_tokens_booked: Option<u64>,
+    prefill_capacity_tokens: Option<u64>,
+    schedulable: Option<bool>,
+    observed_at_unix_ms: Option<f64>,
+) -> Observation {
+    Observation {
+        n: f(n),
+        k: f(k),
+        r: f(r),
+        prefill_tokens_booked: f(prefill_tokens_booked),
+        prefill_capacity_tokens: f(prefill_capacity_tokens),
+        schedulable,
+        observed_at_ms: observed_at_unix_ms,
+        ..Observation::default()
     }
 }
 

@@ -1,128 +1,174 @@
 //! Paired probes: the efficient and the capable record of one probe, measured at the same time.
+//!
+//! [`check_pairing`] is the one definition of how records pair up (by `(run_id, probe_id)`, one
+//! efficient and one capable record with the same condition and repeat; Q-grid records are not
+//! paired). It works on anything that exposes those keys by row ([`PairKeys`]): a slice of
+//! [`Record`]s or the columnar [`crate::ProbeTable`].
 
 use rustc_hash::FxHashMap;
 
 use crate::error::RecordsError;
-use crate::record::{Phase, Record, Role, Status};
+use crate::record::{Phase, Record, Role};
 
-/// The two candidates of one load-phase probe.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ProbePair<'a> {
-    pub efficient: &'a Record,
-    pub capable: &'a Record,
+/// The keys of rows that pairing reads.
+pub(crate) trait PairKeys {
+    fn rows(&self) -> usize;
+    fn phase(&self, i: usize) -> Phase;
+    fn role(&self, i: usize) -> Role;
+    fn run_id(&self, i: usize) -> &str;
+    fn probe_id(&self, i: usize) -> &str;
+    fn condition_id(&self, i: usize) -> &str;
+    fn repeat(&self, i: usize) -> u32;
 }
 
-impl<'a> ProbePair<'a> {
-    /// Both candidates answered (status ok, so both have a TTFT).
-    pub fn both_ok(&self) -> bool {
-        self.efficient.status == Status::Ok && self.capable.status == Status::Ok
+impl PairKeys for [Record] {
+    fn rows(&self) -> usize {
+        self.len()
     }
-
-    pub fn run_id(&self) -> &'a str {
-        self.efficient.run_id.as_str()
+    fn phase(&self, i: usize) -> Phase {
+        self[i].phase
     }
-
-    pub fn condition_id(&self) -> &'a str {
-        self.efficient.condition_id.as_str()
+    fn role(&self, i: usize) -> Role {
+        self[i].role
     }
-
-    pub fn probe_id(&self) -> &'a str {
-        self.efficient.probe_id.as_str()
+    fn run_id(&self, i: usize) -> &str {
+        &self[i].run_id
     }
-
-    pub fn repeat(&self) -> u32 {
-        self.efficient.repeat
+    fn probe_id(&self, i: usize) -> &str {
+        &self[i].probe_id
     }
+    fn condition_id(&self, i: usize) -> &str {
+        &self[i].condition_id
+    }
+    fn repeat(&self, i: usize) -> u32 {
+        self[i].repeat
+    }
+}
 
-    /// The record of one role.
-    pub fn get(&self, role: Role) -> &'a Record {
-        match role {
-            Role::Efficient => self.efficient,
-            Role::Capable => self.capable,
+/// A row that does not pair: its index, the field at fault and the message.
+pub(crate) type PairIssue = (usize, &'static str, String);
+
+/// The outcome of [`check_pairing`]: `(efficient, capable)` row indices of every complete
+/// load-phase probe in order of first appearance, and the rows that do not pair.
+pub(crate) struct Pairing {
+    pub pairs: Vec<(usize, usize)>,
+    pub bad: Vec<PairIssue>,
+}
+
+/// Pairs the load-phase rows of `keys`. `describe(i)` names row `i` for messages (file and row);
+/// `unpaired_note(i)` adds a hint to the message of a row whose partner is missing.
+pub(crate) fn check_pairing<K: PairKeys + ?Sized>(
+    keys: &K,
+    describe: &dyn Fn(usize) -> String,
+    unpaired_note: &dyn Fn(usize) -> String,
+) -> Pairing {
+    let n = keys.rows();
+    let mut slot_of: FxHashMap<(&str, &str), usize> =
+        FxHashMap::with_capacity_and_hasher(n / 2 + 1, Default::default());
+    let mut slots: Vec<[Option<usize>; 2]> = Vec::with_capacity(n / 2 + 1);
+    let mut bad: Vec<PairIssue> = Vec::new();
+    for i in 0..n {
+        if keys.phase(i) != Phase::Load {
+            continue;
+        }
+        let s = *slot_of
+            .entry((keys.run_id(i), keys.probe_id(i)))
+            .or_insert_with(|| {
+                slots.push([None, None]);
+                slots.len() - 1
+            });
+        let role = keys.role(i);
+        let (mine, other) = match role {
+            Role::Efficient => (0, 1),
+            Role::Capable => (1, 0),
+        };
+        if let Some(prev) = slots[s][mine] {
+            let msg = format!(
+                "probe {:?} has two {} records (the other one is {})",
+                keys.probe_id(i),
+                role.as_str(),
+                describe(prev)
+            );
+            bad.push((i, "role", msg));
+            continue;
+        }
+        if let Some(o) = slots[s][other] {
+            if let Some(issue) = mismatch(keys, i, o, describe) {
+                bad.push(issue);
+                continue;
+            }
+        }
+        slots[s][mine] = Some(i);
+    }
+    let mut pairs = Vec::with_capacity(slots.len());
+    for slot in slots {
+        match slot {
+            [Some(e), Some(c)] => pairs.push((e, c)),
+            [Some(i), None] | [None, Some(i)] => {
+                let missing = match keys.role(i) {
+                    Role::Efficient => "capable",
+                    Role::Capable => "efficient",
+                };
+                let msg = format!(
+                    "load-phase probe {:?} of condition {:?} has no {missing} record: efficient and capable probes do not pair up{}",
+                    keys.probe_id(i),
+                    keys.condition_id(i),
+                    unpaired_note(i)
+                );
+                bad.push((i, "probe_id", msg));
+            }
+            [None, None] => {}
         }
     }
+    Pairing { pairs, bad }
+}
+
+/// The issue of row `i` whose partner `o` has another condition or repeat.
+fn mismatch<K: PairKeys + ?Sized>(
+    keys: &K,
+    i: usize,
+    o: usize,
+    describe: &dyn Fn(usize) -> String,
+) -> Option<PairIssue> {
+    let partner_role = keys.role(o).as_str();
+    if keys.condition_id(o) != keys.condition_id(i) {
+        let msg = format!(
+            "probe {:?} has condition {:?} but its {partner_role} record ({}) has {:?}",
+            keys.probe_id(i),
+            keys.condition_id(i),
+            describe(o),
+            keys.condition_id(o)
+        );
+        return Some((i, "condition_id", msg));
+    }
+    if keys.repeat(o) != keys.repeat(i) {
+        let msg = format!(
+            "probe {:?} has repeat {} but its {partner_role} record ({}) has repeat {}",
+            keys.probe_id(i),
+            keys.repeat(i),
+            describe(o),
+            keys.repeat(o)
+        );
+        return Some((i, "repeat", msg));
+    }
+    None
 }
 
 /// Indices `(efficient, capable)` into `records` of every load-phase probe, in order of first
 /// appearance. Q-grid records are ignored (they feed only the Q tables).
 ///
 /// Errors when a load-phase probe does not have exactly one efficient and one capable record
-/// with the same condition and repeat. [`crate::load_records`] already checks this (naming file
-/// and row), so records it returned always pair.
+/// with the same condition and repeat (the first such record, in row order).
 pub fn pair_indices(records: &[Record]) -> Result<Vec<(usize, usize)>, RecordsError> {
-    let mut slot_of: FxHashMap<(&str, &str), usize> =
-        FxHashMap::with_capacity_and_hasher(records.len() / 2 + 1, Default::default());
-    let mut slots: Vec<[Option<usize>; 2]> = Vec::new();
-    for (i, r) in records.iter().enumerate() {
-        if r.phase != Phase::Load {
-            continue;
-        }
-        let s = *slot_of
-            .entry((r.run_id.as_str(), r.probe_id.as_str()))
-            .or_insert_with(|| {
-                slots.push([None, None]);
-                slots.len() - 1
-            });
-        let (mine, other) = match r.role {
-            Role::Efficient => (0, 1),
-            Role::Capable => (1, 0),
-        };
-        let slot = &mut slots[s];
-        if slot[mine].is_some() {
-            return Err(RecordsError::Pairing(format!(
-                "run {:?} probe {:?} has two {} records",
-                r.run_id,
-                r.probe_id,
-                r.role.as_str()
-            )));
-        }
-        if let Some(o) = slot[other] {
-            let p = &records[o];
-            if p.condition_id != r.condition_id || p.repeat != r.repeat {
-                return Err(RecordsError::Pairing(format!(
-                    "run {:?} probe {:?}: the efficient and capable records disagree on condition/repeat ({:?}/{} vs {:?}/{})",
-                    r.run_id, r.probe_id, p.condition_id, p.repeat, r.condition_id, r.repeat
-                )));
-            }
-        }
-        slot[mine] = Some(i);
+    let describe = |i: usize| format!("record {}", i + 1);
+    let outcome = check_pairing(records, &describe, &|_| String::new());
+    match outcome.bad.into_iter().min_by_key(|b| b.0) {
+        Some((i, _, msg)) => Err(RecordsError::Pairing(format!(
+            "run {:?}: {msg}",
+            records[i].run_id
+        ))),
+        None => Ok(outcome.pairs),
     }
-    let mut out = Vec::with_capacity(slots.len());
-    for slot in slots {
-        match slot {
-            [Some(e), Some(c)] => out.push((e, c)),
-            [Some(i), None] | [None, Some(i)] => {
-                let r = &records[i];
-                return Err(RecordsError::Pairing(format!(
-                    "run {:?} probe {:?} (condition {:?}) has only a {} record: efficient and capable probes do not pair up",
-                    r.run_id,
-                    r.probe_id,
-                    r.condition_id,
-                    r.role.as_str()
-                )));
-            }
-            [None, None] => {}
-        }
-    }
-    Ok(out)
-}
-
-/// Pairs the load-phase records into probes that borrow them. Q-grid records are left out.
-/// Pairs are in order of first appearance.
-///
-/// Borrowing rather than moving keeps memory at one copy of the records and costs one hash
-/// lookup per record: at a million records, moving 700-byte records into pairs (and shrinking
-/// the source as it empties) took about a second; building the views takes a tenth of that.
-pub fn pair_probes(records: &[Record]) -> Result<Vec<ProbePair<'_>>, RecordsError> {
-    Ok(pair_indices(records)?
-        .into_iter()
-        .filter_map(|(e, c)| {
-            Some(ProbePair {
-                efficient: records.get(e)?,
-                capable: records.get(c)?,
-            })
-        })
-        .collect())
 }
 
 #[cfg(test)]
@@ -150,39 +196,12 @@ mod tests {
             rec("a", Role::Capable, "c2"),
         ];
         assert_eq!(pair_indices(&records).unwrap(), vec![(3, 0), (2, 4)]);
-        let pairs = pair_probes(&records).unwrap();
-        assert_eq!(pairs.len(), 2);
-        assert_eq!(pairs[0].probe_id(), "b");
-        assert_eq!(pairs[0].efficient.role, Role::Efficient);
-        assert_eq!(pairs[1].capable.condition_id, "c2");
-    }
-
-    #[test]
-    fn pairing_equals_pairing_by_index_on_shuffled_records() {
-        use rand::SeedableRng;
-        use rand::seq::SliceRandom;
-        let mut records = crate::synth::generate(&crate::synth::SynthSpec {
-            conditions: 40,
-            repeats: 3,
-            ..crate::synth::SynthSpec::default()
-        });
-        records.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(3));
-        let idx = pair_indices(&records).unwrap();
-        let expected: Vec<ProbePair> = idx
-            .iter()
-            .map(|&(e, c)| ProbePair {
-                efficient: &records[e],
-                capable: &records[c],
-            })
-            .collect();
-        assert_eq!(expected.len(), 120);
-        assert_eq!(pair_probes(&records).unwrap(), expected);
     }
 
     #[test]
     fn unpaired_duplicate_and_mismatched_are_errors() {
         let err = pair_indices(&[rec("a", Role::Efficient, "c")]).unwrap_err();
-        assert!(err.to_string().contains("only a efficient record"), "{err}");
+        assert!(err.to_string().contains("has no capable record"), "{err}");
         let err = pair_indices(&[
             rec("a", Role::Efficient, "c"),
             rec("a", Role::Efficient, "c"),
@@ -191,6 +210,6 @@ mod tests {
         assert!(err.to_string().contains("two efficient"), "{err}");
         let err = pair_indices(&[rec("a", Role::Efficient, "c"), rec("a", Role::Capable, "d")])
             .unwrap_err();
-        assert!(err.to_string().contains("disagree"), "{err}");
+        assert!(err.to_string().contains("has condition"), "{err}");
     }
 }

@@ -195,6 +195,34 @@ impl SplitCounts {
     }
 }
 
+/// What has load-phase conditions to split: records, or a [`crate::ProbeTable`].
+pub trait LoadConditions {
+    /// `(run_id, condition_id)` of the load-phase rows, in row order (repeats allowed).
+    fn load_conditions(&self) -> Box<dyn Iterator<Item = (&str, &str)> + '_>;
+}
+
+impl LoadConditions for [Record] {
+    fn load_conditions(&self) -> Box<dyn Iterator<Item = (&str, &str)> + '_> {
+        Box::new(
+            self.iter()
+                .filter(|r| r.phase == Phase::Load)
+                .map(|r| (r.run_id.as_str(), r.condition_id.as_str())),
+        )
+    }
+}
+
+impl LoadConditions for Vec<Record> {
+    fn load_conditions(&self) -> Box<dyn Iterator<Item = (&str, &str)> + '_> {
+        self.as_slice().load_conditions()
+    }
+}
+
+impl LoadConditions for crate::ProbeTable {
+    fn load_conditions(&self) -> Box<dyn Iterator<Item = (&str, &str)> + '_> {
+        Box::new(crate::ProbeTable::load_conditions(self))
+    }
+}
+
 /// The split of every load-phase condition, as written to `splits.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -226,7 +254,11 @@ impl SplitTable {
     }
 
     /// The table of every load-phase condition in `records`.
-    pub fn build(records: &[Record], seed: u64, fractions: SplitFractions) -> Self {
+    pub fn build<S: LoadConditions + ?Sized>(
+        records: &S,
+        seed: u64,
+        fractions: SplitFractions,
+    ) -> Self {
         let mut t = SplitTable::new(seed, fractions);
         t.extend(records);
         t
@@ -234,20 +266,17 @@ impl SplitTable {
 
     /// Adds the load-phase conditions of `records` that the table does not have yet (with the
     /// table's seed and fractions). Returns how many were added.
-    pub fn extend(&mut self, records: &[Record]) -> usize {
+    pub fn extend<S: LoadConditions + ?Sized>(&mut self, records: &S) -> usize {
         let mut added = 0;
-        for r in records {
-            if r.phase != Phase::Load {
+        for (run_id, condition_id) in records.load_conditions() {
+            if self.split_of(run_id, condition_id).is_some() {
                 continue;
             }
-            if self.split_of(&r.run_id, &r.condition_id).is_some() {
-                continue;
-            }
-            let s = assign_split(self.seed, &self.fractions, &r.run_id, &r.condition_id);
+            let s = assign_split(self.seed, &self.fractions, run_id, condition_id);
             self.conditions
-                .entry(r.run_id.clone())
+                .entry(run_id.to_string())
                 .or_default()
-                .insert(r.condition_id.clone(), s);
+                .insert(condition_id.to_string(), s);
             self.counts.bump(s);
             added += 1;
         }
@@ -279,18 +308,19 @@ impl SplitTable {
     }
 
     /// Errors naming the first load-phase condition of `records` that the table lacks.
-    pub fn check_covers(&self, records: &[Record], table_path: &Path) -> Result<(), RecordsError> {
+    pub fn check_covers<S: LoadConditions + ?Sized>(
+        &self,
+        records: &S,
+        table_path: &Path,
+    ) -> Result<(), RecordsError> {
         let missing = records
-            .iter()
-            .filter(|r| r.phase == Phase::Load)
-            .find(|r| self.split_of(&r.run_id, &r.condition_id).is_none());
+            .load_conditions()
+            .find(|(run, c)| self.split_of(run, c).is_none());
         match missing {
             None => Ok(()),
-            Some(r) => Err(RecordsError::Splits(format!(
-                "{}: condition {:?} of run {:?} is not in the split table (re-run sy-fit on these records)",
+            Some((run_id, condition_id)) => Err(RecordsError::Splits(format!(
+                "{}: condition {condition_id:?} of run {run_id:?} is not in the split table (re-run sy-fit on these records)",
                 table_path.display(),
-                r.condition_id,
-                r.run_id
             ))),
         }
     }
@@ -348,9 +378,9 @@ impl SplitTable {
     /// from `records` with `seed` (default 0) and `fractions` (default 60/20/20).
     ///
     /// Returns the table and whether it was read from `path`. Nothing is written.
-    pub fn load_or_build(
+    pub fn load_or_build<S: LoadConditions + ?Sized>(
         path: &Path,
-        records: &[Record],
+        records: &S,
         seed: Option<u64>,
         fractions: Option<SplitFractions>,
     ) -> Result<(SplitTable, bool), RecordsError> {
@@ -492,16 +522,11 @@ mod tests {
         assert!(err.to_string().contains("seed 3"), "{err}");
         let mut extra = template_record();
         extra.condition_id = "new".into();
-        let (grown, _) = SplitTable::load_or_build(&path, &[extra], Some(3), None).unwrap();
+        let (grown, _) = SplitTable::load_or_build(&path, &[extra][..], Some(3), None).unwrap();
         assert_eq!(grown.len(), 51);
-        let err = t.check_covers(
-            &[{
-                let mut r = template_record();
-                r.condition_id = "zzz".into();
-                r
-            }],
-            &path,
-        );
+        let mut zzz = template_record();
+        zzz.condition_id = "zzz".into();
+        let err = t.check_covers(&[zzz][..], &path);
         assert!(err.unwrap_err().to_string().contains("zzz"));
     }
 }

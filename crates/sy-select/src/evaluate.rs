@@ -68,12 +68,12 @@ impl EvalPair {
     /// the capable in-flight count is 0 (calibration has no local accounting).
     pub fn from_pair(pair: &ProbePair) -> Option<EvalPair> {
         let (e, c) = (&pair.efficient, &pair.capable);
-        if e.status != sy_records::Status::Ok || c.status != sy_records::Status::Ok {
+        if !pair.both_ok() {
             return None;
         }
-        let ttft_eff_ms = measured(e.ttft_ms)?;
-        let ttft_cap_ms = measured(c.ttft_ms)?;
-        let decode_length = match e.background.decode_length.as_deref() {
+        let ttft_eff_ms = measured(e.ttft_ms())?;
+        let ttft_cap_ms = measured(c.ttft_ms())?;
+        let decode_length = match e.decode_length() {
             Some("short") => Some(DecodeLength::Short),
             Some("long") => Some(DecodeLength::Long),
             _ => None,
@@ -83,7 +83,7 @@ impl EvalPair {
                 proposal: Model::Efficient,
                 efficient: e.rule_observation(),
                 capable: c.rule_observation(),
-                now_ms: e.sent_at_unix_ms,
+                now_ms: e.sent_at_unix_ms(),
                 local_capable_in_flight: 0,
             },
             ttft_eff_ms,
@@ -340,13 +340,11 @@ pub fn replay_all(params: &RuleParams, pairs: &[EvalPair], unmeasured: u64) -> R
 }
 
 /// Decision inputs of the pairs, and how many pairs lacked a measured TTFT.
-pub fn eval_pairs<'a, 'r: 'a>(
-    pairs: impl IntoIterator<Item = &'a ProbePair<'r>>,
-) -> (Vec<EvalPair>, u64) {
+pub fn eval_pairs<'r>(pairs: impl IntoIterator<Item = ProbePair<'r>>) -> (Vec<EvalPair>, u64) {
     let mut out = Vec::new();
     let mut unmeasured = 0;
     for p in pairs {
-        match EvalPair::from_pair(p) {
+        match EvalPair::from_pair(&p) {
             Some(e) => out.push(e),
             None => unmeasured += 1,
         }

@@ -52,18 +52,18 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayResult, ToolError> {
     let table = match &opts.split {
         Some((path, split)) => {
             let t = inputs::read_splits(path)?;
-            t.check_covers(&loaded.records, path)
+            t.check_covers(&loaded, path)
                 .map_err(inputs::records_error)?;
             Some((t, *split))
         }
         None => None,
     };
-    let pairs = sy_records::pair_probes(&loaded.records).map_err(inputs::records_error)?;
-    let keep = |p: &&ProbePair| match &table {
-        Some((t, s)) => t.split_of(p.run_id(), p.condition_id()) == Some(*s),
+    let condition_splits = table.as_ref().map(|(t, s)| (loaded.condition_splits(t), *s));
+    let keep = |p: &ProbePair| match &condition_splits {
+        Some((splits, s)) => splits[p.condition() as usize] == Some(*s),
         None => true,
     };
-    let (eval, unmeasured) = eval_pairs(pairs.iter().filter(keep));
+    let (eval, unmeasured) = eval_pairs(loaded.pairs().filter(keep));
     if eval.is_empty() {
         return Err(ToolError::BadInput(format!(
             "no measured load-phase pair to replay{}",
@@ -73,12 +73,12 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayResult, ToolError> {
             }
         )));
     }
-    let files: Vec<PathBuf> = loaded.files.iter().map(|f| f.path.clone()).collect();
+    let files: Vec<PathBuf> = loaded.files().iter().map(|f| f.path.clone()).collect();
     let out_of_sample = matches!(opts.split, Some((_, Split::Selection | Split::Uncertainty)));
     let in_sample = !out_of_sample && shares_calibration_records(&bundle, &files)?;
     let mut decisions_written = 0;
     if let Some(path) = &opts.decisions {
-        let rows = decision_rows(&bundle, pairs.iter().filter(keep));
+        let rows = decision_rows(&bundle, loaded.pairs().filter(keep));
         write_decisions(&rows, path)?;
         decisions_written = rows.len();
     }
@@ -173,13 +173,13 @@ pub struct DecisionRow {
 }
 
 /// Every variant's decision on every measured pair among `pairs`, with the bundle's parameters.
-pub fn decision_rows<'a, 'r: 'a>(
+pub fn decision_rows<'r>(
     bundle: &Bundle,
-    pairs: impl IntoIterator<Item = &'a ProbePair<'r>>,
+    pairs: impl IntoIterator<Item = ProbePair<'r>>,
 ) -> Vec<DecisionRow> {
     let mut rows = Vec::new();
     for p in pairs {
-        let Some(e) = crate::evaluate::EvalPair::from_pair(p) else {
+        let Some(e) = crate::evaluate::EvalPair::from_pair(&p) else {
             continue;
         };
         let (oe, oc) = (&e.input.efficient, &e.input.capable);
@@ -188,7 +188,7 @@ pub fn decision_rows<'a, 'r: 'a>(
             rows.push(DecisionRow {
                 run_id: p.run_id().to_string(),
                 condition_id: p.condition_id().to_string(),
-                repeat: p.efficient.repeat,
+                repeat: p.repeat(),
                 decode_length: e.decode_length.map(|l| l.as_str()),
                 n_efficient: oe.valid_n().ok(),
                 k_efficient: oe.k,

@@ -147,7 +147,7 @@ fn stability_check(
     fit_file: Option<&sy_fit::FitFile>,
     splits: &sy_records::SplitTable,
     margin_level: f64,
-    records: &[sy_records::Record],
+    records: &sy_records::ProbeTable,
     chosen: Variant,
 ) -> Result<Option<Stability>, ToolError> {
     if opts.stability_seeds.is_empty() {
@@ -251,7 +251,7 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
     let splits = inputs::read_splits(&opts.splits)?;
     let loaded = inputs::load_records(&opts.records, opts.skip_invalid)?;
     let mut input_files = Vec::new();
-    for f in &loaded.files {
+    for f in loaded.files() {
         input_files.push(inputs::input_file(&f.path)?);
     }
     check_chain(opts, &margins_file, &input_files)?;
@@ -259,7 +259,7 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
         input_files.push(inputs::input_file(p)?);
     }
     splits
-        .check_covers(&loaded.records, &opts.splits)
+        .check_covers(&loaded, &opts.splits)
         .map_err(inputs::records_error)?;
     if margins_file.split_seed != splits.seed {
         return Err(ToolError::BadInput(format!(
@@ -271,16 +271,15 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
         )));
     }
     bar.set_message("pairing probes");
-    let pairs = sy_records::pair_probes(&loaded.records).map_err(inputs::records_error)?;
-    let table = &splits;
+    let condition_splits = loaded.condition_splits(&splits);
     let of = |s: Split| {
-        pairs
-            .iter()
-            .filter(move |p: &&ProbePair| table.split_of(p.run_id(), p.condition_id()) == Some(s))
+        let condition_splits = &condition_splits;
+        loaded
+            .pairs()
+            .filter(move |p: &ProbePair| condition_splits[p.condition() as usize] == Some(s))
     };
     let (fit_pairs, fit_unmeasured) = eval_pairs(of(Split::Fit));
     let (sel_pairs, sel_unmeasured) = eval_pairs(of(Split::Selection));
-    drop(pairs);
     let mut warnings = Vec::new();
     if fit_pairs.is_empty() {
         return Err(ToolError::BadInput(
@@ -345,7 +344,7 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
         fit_file.as_ref(),
         &splits,
         margins_file.level,
-        &loaded.records,
+        &loaded,
         bundle_choice.variant,
     )?;
     let headline = headline(

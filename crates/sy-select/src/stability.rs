@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sy_cli::ToolError;
 use sy_margin::FitEstimators;
-use sy_records::{ProbePair, Record, Split, SplitFractions, SplitTable};
+use sy_records::{ProbePair, ProbeTable, Split, SplitFractions, SplitTable};
 use sy_selector::{Margins, RuleParams, Thresholds, Variant};
 
 use crate::choice::search_and_choose;
@@ -64,8 +64,7 @@ pub struct Stability {
 }
 
 fn one_seed(
-    records: &[Record],
-    pairs: &[ProbePair],
+    records: &ProbeTable,
     seed: u64,
     s: &StabilitySettings,
 ) -> Result<SeedChoice, String> {
@@ -80,13 +79,14 @@ fn one_seed(
         efficient: fitted.models.efficient.estimators,
         capable: fitted.models.capable.estimators,
     };
-    let table = &splits;
+    let condition_splits = records.condition_splits(&splits);
     let of = |split: Split| {
-        pairs
-            .iter()
-            .filter(move |p| table.split_of(p.run_id(), p.condition_id()) == Some(split))
+        let condition_splits = &condition_splits;
+        records
+            .pairs()
+            .filter(move |p| condition_splits[p.condition() as usize] == Some(split))
     };
-    let uncertainty: Vec<&ProbePair> = of(Split::Uncertainty).collect();
+    let uncertainty: Vec<ProbePair> = of(Split::Uncertainty).collect();
     let (blind, cache, _) = sy_margin::compute_margins(&fit, &uncertainty, s.margin_level);
     let margins = Margins {
         blind: blind
@@ -138,15 +138,14 @@ fn count(runs: &[SeedChoice], key: impl Fn(&SeedChoice) -> Variant) -> BTreeMap<
 /// Repeats the calibration for every seed of `settings` over `records`; `chosen` is the run's own
 /// bundle variant.
 pub fn stability(
-    records: &[Record],
+    records: &ProbeTable,
     settings: &StabilitySettings,
     chosen: Variant,
 ) -> Result<Stability, ToolError> {
-    let pairs = sy_records::pair_probes(records).map_err(sy_margin::inputs::records_error)?;
     let mut runs = Vec::new();
     let mut failed = BTreeMap::new();
     for &seed in &settings.seeds {
-        match one_seed(records, &pairs, seed, settings) {
+        match one_seed(records, seed, settings) {
             Ok(r) => runs.push(r),
             Err(why) => {
                 tracing::warn!("stability: split seed {seed}: {why}");

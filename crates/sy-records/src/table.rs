@@ -1,0 +1,897 @@
+//! The probe table: the records the calibration tools read, as columns.
+//!
+//! `sy-fit`, `sy-margin` and `sy-select` need about a third of a record's fields. A
+//! [`ProbeTable`] holds just those, one vector per field ([`crate::PROBE_TABLE_COLUMNS`]); text
+//! that repeats (run, condition, model, background generation length) is interned once and
+//! rows carry a `u32` index. A Parquet file is read with only these columns projected, in row
+//! slices, each slice converted a column at a time with the same cell parsing and the same
+//! semantic checks as [`crate::load_records`] ([`crate::validate_record`]), so a bad row gets the
+//! same file / row / field message. Probes are paired once, by the same rule
+//! ([`crate::pair_indices`]), and kept as row indices ([`ProbeTable::pairs`]).
+//!
+//! Memory: about 190 bytes per record (the columns, the probe id text and the row origin), e.g.
+//! ~190 MB for a million records, plus one Parquet slice being decoded.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use polars::prelude::*;
+use rustc_hash::FxHashMap;
+use sy_selector::Observation;
+
+use crate::error::{RecordsError, RowIssue};
+use crate::frame::{PROBE_TABLE_COLUMNS, ProbeColumns, with_probe_columns};
+use crate::load::{
+    CheckedFields, FileSummary, Format, LoadOptions, LoadedRecords, PickSummary, RowOrigin,
+    describe_origin, drop_mask, pair_row_issue, partner_issue, read_csv_frame, read_jsonl_into,
+    resolve_inputs, sort_by_origin, torn_note, validate_fields,
+};
+use crate::pairing::{PairKeys, check_pairing};
+use crate::record::{Phase, Record, Role, Status};
+use crate::splits::{Split, SplitTable};
+
+/// Rows read from a Parquet file per slice.
+const PARQUET_SLICE_ROWS: usize = 262_144;
+
+/// `decode_length` of a row without one.
+const NO_TEXT: u32 = u32::MAX;
+
+/// Interned text: each distinct value once, rows refer to it by index.
+#[derive(Debug, Clone, Default)]
+struct Interner {
+    values: Vec<String>,
+    index: FxHashMap<String, u32>,
+}
+
+impl Interner {
+    fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.index.get(s) {
+            return i;
+        }
+        let i = u32::try_from(self.values.len()).unwrap_or(u32::MAX);
+        self.values.push(s.to_string());
+        self.index.insert(s.to_string(), i);
+        i
+    }
+
+    fn get(&self, i: u32) -> &str {
+        self.values.get(i as usize).map_or("", String::as_str)
+    }
+}
+
+/// The records the calibration tools read, as columns (see the module docs).
+#[derive(Debug, Clone, Default)]
+pub struct ProbeTable {
+    runs: Interner,
+    /// Condition dictionary: (run index, condition id); per run, condition id → index.
+    conditions: Vec<(u32, String)>,
+    condition_index: Vec<FxHashMap<String, u32>>,
+    /// Whether a condition has load-phase rows.
+    condition_is_load: Vec<bool>,
+    models: Interner,
+    decode_lengths: Interner,
+    probe_text: String,
+    probe_end: Vec<usize>,
+    condition: Vec<u32>,
+    phase: Vec<Phase>,
+    role: Vec<Role>,
+    status: Vec<Status>,
+    repeat: Vec<u32>,
+    model: Vec<u32>,
+    decode_length: Vec<u32>,
+    planned_n: Vec<u64>,
+    planned_f: Vec<f64>,
+    n: Vec<Option<u64>>,
+    k: Vec<Option<u64>>,
+    r: Vec<Option<u64>>,
+    prefill_tokens_booked: Vec<Option<u64>>,
+    prefill_capacity_tokens: Vec<Option<u64>>,
+    schedulable: Vec<Option<bool>>,
+    observed_at_unix_ms: Vec<Option<f64>>,
+    sent_at_unix_ms: Vec<f64>,
+    ttft_ms: Vec<Option<f64>>,
+    client_server_gap_ms: Vec<Option<f64>>,
+    /// 0 no reservation; 1 reserved, `pick_differs` unknown; 2 / 3 reserved, differs false / true.
+    pick: Vec<u8>,
+    origins: Vec<RowOrigin>,
+    files: Vec<FileSummary>,
+    skipped: Vec<RowIssue>,
+    pairs: Vec<(u32, u32)>,
+}
+
+/// One row of a [`ProbeTable`] (one candidate of one probe).
+#[derive(Debug, Clone, Copy)]
+pub struct Row<'a> {
+    table: &'a ProbeTable,
+    i: usize,
+}
+
+/// The two candidates of one load-phase probe.
+#[derive(Debug, Clone, Copy)]
+pub struct ProbePair<'a> {
+    pub efficient: Row<'a>,
+    pub capable: Row<'a>,
+}
+
+impl<'a> Row<'a> {
+    /// The row's index in the table.
+    pub fn index(&self) -> usize {
+        self.i
+    }
+    pub fn run_id(&self) -> &'a str {
+        self.table.run_id_of(self.i)
+    }
+    pub fn condition_id(&self) -> &'a str {
+        self.table.condition_id_of(self.i)
+    }
+    /// The condition's index in the table (the same for every row of a `(run, condition)`).
+    pub fn condition(&self) -> u32 {
+        self.table.condition[self.i]
+    }
+    pub fn probe_id(&self) -> &'a str {
+        self.table.probe_id_of(self.i)
+    }
+    pub fn phase(&self) -> Phase {
+        self.table.phase[self.i]
+    }
+    pub fn role(&self) -> Role {
+        self.table.role[self.i]
+    }
+    pub fn status(&self) -> Status {
+        self.table.status[self.i]
+    }
+    pub fn repeat(&self) -> u32 {
+        self.table.repeat[self.i]
+    }
+    pub fn model(&self) -> &'a str {
+        self.table.models.get(self.table.model[self.i])
+    }
+    pub fn planned_n(&self) -> u64 {
+        self.table.planned_n[self.i]
+    }
+    pub fn planned_f(&self) -> f64 {
+        self.table.planned_f[self.i]
+    }
+    pub fn n(&self) -> Option<u64> {
+        self.table.n[self.i]
+    }
+    pub fn k(&self) -> Option<u64> {
+        self.table.k[self.i]
+    }
+    pub fn ttft_ms(&self) -> Option<f64> {
+        self.table.ttft_ms[self.i]
+    }
+    /// When the probe was sent, milliseconds since the Unix epoch.
+    pub fn sent_at_unix_ms(&self) -> f64 {
+        self.table.sent_at_unix_ms[self.i]
+    }
+    pub fn client_server_gap_ms(&self) -> Option<f64> {
+        self.table.client_server_gap_ms[self.i]
+    }
+    /// The background's `decode_length` (`"short"` / `"long"`), if any.
+    pub fn decode_length(&self) -> Option<&'a str> {
+        match self.table.decode_length[self.i] {
+            NO_TEXT => None,
+            d => Some(self.table.decode_lengths.get(d)),
+        }
+    }
+    /// The rule's inputs (see [`Record::rule_observation`], the same conversion).
+    #[inline]
+    pub fn rule_observation(&self) -> Observation {
+        let t = self.table;
+        let i = self.i;
+        crate::observation::rule_observation(
+            t.n[i],
+            t.k[i],
+            t.r[i],
+            t.prefill_tokens_booked[i],
+            t.prefill_capacity_tokens[i],
+            t.schedulable[i],
+            t.observed_at_unix_ms[i],
+        )
+    }
+}
+
+impl<'a> ProbePair<'a> {
+    /// Both candidates answered (status ok, so both have a TTFT).
+    pub fn both_ok(&self) -> bool {
+        self.efficient.status() == Status::Ok && self.capable.status() == Status::Ok
+    }
+    pub fn run_id(&self) -> &'a str {
+        self.efficient.run_id()
+    }
+    pub fn condition_id(&self) -> &'a str {
+        self.efficient.condition_id()
+    }
+    /// The condition's index in the table.
+    pub fn condition(&self) -> u32 {
+        self.efficient.condition()
+    }
+    pub fn probe_id(&self) -> &'a str {
+        self.efficient.probe_id()
+    }
+    pub fn repeat(&self) -> u32 {
+        self.efficient.repeat()
+    }
+    /// The row of one role.
+    pub fn get(&self, role: Role) -> Row<'a> {
+        match role {
+            Role::Efficient => self.efficient,
+            Role::Capable => self.capable,
+        }
+    }
+}
+
+impl PairKeys for ProbeTable {
+    fn rows(&self) -> usize {
+        self.phase.len()
+    }
+    fn phase(&self, i: usize) -> Phase {
+        self.phase[i]
+    }
+    fn role(&self, i: usize) -> Role {
+        self.role[i]
+    }
+    fn run_id(&self, i: usize) -> &str {
+        self.run_id_of(i)
+    }
+    fn probe_id(&self, i: usize) -> &str {
+        self.probe_id_of(i)
+    }
+    fn condition_id(&self, i: usize) -> &str {
+        self.condition_id_of(i)
+    }
+    fn repeat(&self, i: usize) -> u32 {
+        self.repeat[i]
+    }
+}
+
+impl ProbeTable {
+    /// Loads and validates the records of files or run directories (see the module docs and
+    /// [`crate::load_records`], whose rules apply unchanged).
+    pub fn load(paths: &[PathBuf], options: &LoadOptions) -> Result<ProbeTable, RecordsError> {
+        let files = resolve_inputs(paths)?;
+        let mut t = ProbeTable::default();
+        for (index, path) in files.iter().enumerate() {
+            let file = u32::try_from(index).unwrap_or(u32::MAX);
+            let summary = t.read_file(path, file, options)?;
+            t.files.push(summary);
+        }
+        t.pair_up(options)?;
+        t.count_per_file();
+        if t.is_empty() {
+            return Err(RecordsError::NoRecords(format!(
+                "no valid records in {}",
+                files
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        Ok(t)
+    }
+
+    /// The table of records already in memory (all valid; paired like [`ProbeTable::load`]).
+    pub fn from_records(records: &[Record]) -> Result<ProbeTable, RecordsError> {
+        let mut t = ProbeTable::default();
+        for (i, r) in records.iter().enumerate() {
+            let row = u32::try_from(i + 1).unwrap_or(u32::MAX);
+            t.push_record(r, RowOrigin { file: 0, row });
+        }
+        t.files.push(FileSummary {
+            path: PathBuf::from("(records)"),
+            format: Format::Jsonl,
+            rows: records.len(),
+            loaded: records.len(),
+            skipped: 0,
+            torn_tail: false,
+            unknown_columns: Vec::new(),
+        });
+        t.pair_up(&LoadOptions::default())?;
+        Ok(t)
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.phase.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.phase.is_empty()
+    }
+
+    /// Row `i`.
+    pub fn row(&self, i: usize) -> Row<'_> {
+        Row { table: self, i }
+    }
+
+    /// Every row, in file order.
+    pub fn rows(&self) -> impl ExactSizeIterator<Item = Row<'_>> + '_ {
+        (0..self.len()).map(move |i| Row { table: self, i })
+    }
+
+    /// The load-phase probes, in order of first appearance.
+    pub fn pairs(&self) -> impl ExactSizeIterator<Item = ProbePair<'_>> + '_ {
+        self.pairs.iter().map(move |&(e, c)| ProbePair {
+            efficient: self.row(e as usize),
+            capable: self.row(c as usize),
+        })
+    }
+
+    /// Number of load-phase probes.
+    pub fn pair_count(&self) -> usize {
+        self.pairs.len()
+    }
+
+    /// The files read, in argument order.
+    pub fn files(&self) -> &[FileSummary] {
+        &self.files
+    }
+
+    /// Rows skipped as invalid (empty unless `skip_invalid`).
+    pub fn skipped(&self) -> &[RowIssue] {
+        &self.skipped
+    }
+
+    /// Skipped rows counted per field, for summaries.
+    pub fn skipped_by_field(&self) -> std::collections::BTreeMap<String, usize> {
+        let mut m = std::collections::BTreeMap::new();
+        for s in &self.skipped {
+            *m.entry(s.field.clone()).or_insert(0) += 1;
+        }
+        m
+    }
+
+    /// How the observations relate to the advisory pick (see [`PickSummary`]).
+    pub fn pick_summary(&self) -> PickSummary {
+        let mut s = PickSummary::default();
+        for &p in &self.pick {
+            let differs = match p {
+                2 => Some(false),
+                3 => Some(true),
+                _ => None,
+            };
+            s.count(p > 0, differs);
+        }
+        s
+    }
+
+    /// The file and row of row `i`, for messages.
+    pub fn origin_of(&self, i: usize) -> Option<(&Path, usize)> {
+        let o = self.origins.get(i)?;
+        let f = self.files.get(o.file as usize)?;
+        Some((f.path.as_path(), o.row as usize))
+    }
+
+    /// Number of distinct `(run, condition)`s.
+    pub fn condition_count(&self) -> usize {
+        self.conditions.len()
+    }
+
+    /// `(run_id, condition_id)` of condition index `c`.
+    pub fn condition_key(&self, c: u32) -> (&str, &str) {
+        match self.conditions.get(c as usize) {
+            Some((run, cond)) => (self.runs.get(*run), cond.as_str()),
+            None => ("", ""),
+        }
+    }
+
+    /// The conditions that have load-phase rows, in order of first appearance.
+    pub fn load_conditions(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        (0..self.conditions.len())
+            .filter(|&c| self.condition_is_load[c])
+            .map(|c| self.condition_key(c as u32))
+    }
+
+    /// The split of every condition (indexed by condition index); `None` for conditions the
+    /// table does not list (Q-grid conditions among them).
+    pub fn condition_splits(&self, splits: &SplitTable) -> Vec<Option<Split>> {
+        (0..self.conditions.len())
+            .map(|c| {
+                let (run, cond) = self.condition_key(c as u32);
+                splits.split_of(run, cond)
+            })
+            .collect()
+    }
+
+    fn run_id_of(&self, i: usize) -> &str {
+        let c = self.condition[i] as usize;
+        self.runs.get(self.conditions[c].0)
+    }
+
+    fn condition_id_of(&self, i: usize) -> &str {
+        self.conditions[self.condition[i] as usize].1.as_str()
+    }
+
+    fn probe_id_of(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.probe_end[i - 1] };
+        self.probe_text
+            .get(start..self.probe_end[i])
+            .unwrap_or_default()
+    }
+
+    fn intern_condition(&mut self, run_id: &str, condition_id: &str, load: bool) -> u32 {
+        let run = self.runs.intern(run_id);
+        if self.condition_index.len() <= run as usize {
+            self.condition_index
+                .resize_with(run as usize + 1, Default::default);
+        }
+        let map = &mut self.condition_index[run as usize];
+        let c = match map.get(condition_id) {
+            Some(&c) => c,
+            None => {
+                let c = u32::try_from(self.conditions.len()).unwrap_or(u32::MAX);
+                self.conditions.push((run, condition_id.to_string()));
+                self.condition_is_load.push(false);
+                map.insert(condition_id.to_string(), c);
+                c
+            }
+        };
+        if load {
+            self.condition_is_load[c as usize] = true;
+        }
+        c
+    }
+
+    /// Appends one valid row.
+    fn push_row(&mut self, row: RowValues<'_>, origin: RowOrigin) {
+        // Consecutive rows usually share a condition: skip the lookups then.
+        let same = self.condition.last().is_some_and(|&c| {
+            let (run, cond) = self.condition_key(c);
+            run == row.run_id && cond == row.condition_id
+        });
+        let load = row.phase == Phase::Load;
+        let condition = match (same, self.condition.last()) {
+            (true, Some(&c)) => {
+                if load {
+                    self.condition_is_load[c as usize] = true;
+                }
+                c
+            }
+            _ => self.intern_condition(row.run_id, row.condition_id, load),
+        };
+        self.condition.push(condition);
+        self.probe_text.push_str(row.probe_id);
+        self.probe_end.push(self.probe_text.len());
+        self.phase.push(row.phase);
+        self.role.push(row.role);
+        self.status.push(row.status);
+        self.repeat.push(row.repeat);
+        let model = match self.model.last() {
+            Some(&m) if self.models.get(m) == row.model => m,
+            _ => self.models.intern(row.model),
+        };
+        self.model.push(model);
+        let decode_length = row
+            .decode_length
+            .map_or(NO_TEXT, |d| self.decode_lengths.intern(d));
+        self.decode_length.push(decode_length);
+        self.planned_n.push(row.planned_n);
+        self.planned_f.push(row.planned_f);
+        self.n.push(row.n);
+        self.k.push(row.k);
+        self.r.push(row.r);
+        self.prefill_tokens_booked.push(row.prefill_tokens_booked);
+        self.prefill_capacity_tokens
+            .push(row.prefill_capacity_tokens);
+        self.schedulable.push(row.schedulable);
+        self.observed_at_unix_ms.push(row.observed_at_unix_ms);
+        self.sent_at_unix_ms.push(row.sent_at_unix_ms);
+        self.ttft_ms.push(row.ttft_ms);
+        self.client_server_gap_ms.push(row.client_server_gap_ms);
+        self.pick.push(match (row.reserved, row.pick_differs) {
+            (false, _) => 0,
+            (true, None) => 1,
+            (true, Some(false)) => 2,
+            (true, Some(true)) => 3,
+        });
+        self.origins.push(origin);
+    }
+
+    fn push_record(&mut self, r: &Record, origin: RowOrigin) {
+        self.push_row(RowValues::of_record(r), origin);
+    }
+
+    /// Reads one file into the table; returns its summary (counts set later).
+    fn read_file(
+        &mut self,
+        path: &Path,
+        file: u32,
+        options: &LoadOptions,
+    ) -> Result<FileSummary, RecordsError> {
+        let format = Format::from_path(path).ok_or_else(|| RecordsError::Format {
+            path: path.to_path_buf(),
+            message: "unknown record file type: expected .parquet, .csv or .jsonl".to_string(),
+        })?;
+        let mut summary = FileSummary {
+            path: path.to_path_buf(),
+            format,
+            rows: 0,
+            loaded: 0,
+            skipped: 0,
+            torn_tail: false,
+            unknown_columns: Vec::new(),
+        };
+        match format {
+            Format::Parquet => self.read_parquet(path, file, options, &mut summary)?,
+            Format::Csv => {
+                let df = read_csv_frame(path)?;
+                summary.rows = df.height();
+                summary.unknown_columns = crate::frame::unknown_columns(&df);
+                self.push_frame(&df, path, 0, file, options)?;
+            }
+            Format::Jsonl => {
+                let mut loaded = LoadedRecords::default();
+                read_jsonl_into(path, file, options, &mut loaded, &mut summary)?;
+                for (r, o) in loaded.records.iter().zip(&loaded.origins) {
+                    self.push_record(r, *o);
+                }
+                self.skipped.append(&mut loaded.skipped);
+            }
+        }
+        Ok(summary)
+    }
+
+    fn read_parquet(
+        &mut self,
+        path: &Path,
+        file: u32,
+        options: &LoadOptions,
+        summary: &mut FileSummary,
+    ) -> Result<(), RecordsError> {
+        let bad = |e: PolarsError| RecordsError::Read {
+            path: path.to_path_buf(),
+            message: format!("not a readable Parquet file: {e}"),
+        };
+        let open = || {
+            File::open(path).map_err(|e| RecordsError::Read {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })
+        };
+        let mut reader = ParquetReader::new(open()?);
+        let total = reader.num_rows().map_err(bad)?;
+        let schema = reader.schema().map_err(bad)?;
+        let names: Vec<String> = schema.iter_names().map(|n| n.to_string()).collect();
+        summary.rows = total;
+        summary.unknown_columns = names
+            .iter()
+            .filter(|n| !crate::ALL_COLUMNS.contains(&n.as_str()))
+            .cloned()
+            .collect();
+        let projected: Vec<String> = PROBE_TABLE_COLUMNS
+            .iter()
+            .filter(|c| names.iter().any(|n| n == *c))
+            .map(|c| (*c).to_string())
+            .collect();
+        self.reserve(total);
+        let mut offset = 0;
+        loop {
+            let len = PARQUET_SLICE_ROWS.min(total - offset);
+            let df = ParquetReader::new(open()?)
+                .with_columns(Some(projected.clone()))
+                .with_slice(Some((offset, len)))
+                .finish()
+                .map_err(bad)?;
+            self.push_frame(&df, path, offset, file, options)?;
+            offset += len;
+            if len == 0 || offset >= total {
+                return Ok(());
+            }
+        }
+    }
+
+    fn reserve(&mut self, rows: usize) {
+        self.condition.reserve(rows);
+        self.phase.reserve(rows);
+        self.role.reserve(rows);
+        self.status.reserve(rows);
+        self.repeat.reserve(rows);
+        self.model.reserve(rows);
+        self.decode_length.reserve(rows);
+        self.planned_n.reserve(rows);
+        self.planned_f.reserve(rows);
+        self.n.reserve(rows);
+        self.k.reserve(rows);
+        self.r.reserve(rows);
+        self.prefill_tokens_booked.reserve(rows);
+        self.prefill_capacity_tokens.reserve(rows);
+        self.schedulable.reserve(rows);
+        self.observed_at_unix_ms.reserve(rows);
+        self.sent_at_unix_ms.reserve(rows);
+        self.ttft_ms.reserve(rows);
+        self.client_server_gap_ms.reserve(rows);
+        self.pick.reserve(rows);
+        self.origins.reserve(rows);
+        self.probe_end.reserve(rows);
+    }
+
+    /// Converts and validates one frame (rows `offset + 1 ..` of `path`) and appends its rows.
+    fn push_frame(
+        &mut self,
+        df: &DataFrame,
+        path: &Path,
+        offset: usize,
+        file: u32,
+        options: &LoadOptions,
+    ) -> Result<(), RecordsError> {
+        with_probe_columns(df, path, |c| {
+            self.push_columns(&c, path, offset, file, options)
+        })?
+    }
+
+    fn push_columns(
+        &mut self,
+        c: &ProbeColumns<'_>,
+        path: &Path,
+        offset: usize,
+        file: u32,
+        options: &LoadOptions,
+    ) -> Result<(), RecordsError> {
+        let first_issue = first_issue_per_row(c);
+        for i in 0..c.height {
+            let row_no = offset + i + 1;
+            let checked = match first_issue.get(&i) {
+                Some((field, message)) => Err((*field, message.clone())),
+                None => RowValues::of_columns(c, i).and_then(|v| {
+                    validate_fields(&v.checked()).map(|()| v)
+                }),
+            };
+            match checked {
+                Ok(values) => {
+                    let row = u32::try_from(row_no).unwrap_or(u32::MAX);
+                    self.push_row(values, RowOrigin { file, row });
+                }
+                Err((field, message)) => {
+                    let issue = RowIssue {
+                        path: path.to_path_buf(),
+                        row: row_no,
+                        field: field.to_string(),
+                        message,
+                    };
+                    if !options.skip_invalid {
+                        return Err(RecordsError::Row(issue));
+                    }
+                    self.skipped.push(issue);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Pairs the load-phase probes (see [`crate::pairing::check_pairing`]); with
+    /// `skip_invalid`, probes that do not pair are dropped and reported.
+    fn pair_up(&mut self, options: &LoadOptions) -> Result<(), RecordsError> {
+        let describe = |i: usize| describe_origin(&self.origins, &self.files, i);
+        let torn = |i: usize| torn_note(&self.origins, &self.files, i);
+        let outcome = check_pairing(self, &describe, &torn);
+        let mut bad = outcome.bad;
+        if bad.is_empty() {
+            self.pairs = to_u32_pairs(&outcome.pairs);
+            return Ok(());
+        }
+        sort_by_origin(&mut bad, &self.origins);
+        let issue = |b| pair_row_issue(&self.origins, &self.files, b);
+        if !options.skip_invalid {
+            return Err(RecordsError::Row(issue(&bad[0])));
+        }
+        let mut issues: Vec<RowIssue> = bad.iter().map(issue).collect();
+        let drop = drop_mask(self, &bad, |i| {
+            issues.push(partner_issue(
+                &self.origins,
+                &self.files,
+                i,
+                self.probe_id_of(i),
+            ));
+        });
+        self.skipped.extend(issues);
+        self.retain(&drop);
+        let describe = |i: usize| describe_origin(&self.origins, &self.files, i);
+        let outcome = check_pairing(self, &describe, &|_| String::new());
+        self.pairs = to_u32_pairs(&outcome.pairs);
+        Ok(())
+    }
+
+    /// Keeps the rows whose `drop` flag is false.
+    fn retain(&mut self, drop: &[bool]) {
+        fn keep<T: Clone>(v: &mut Vec<T>, drop: &[bool]) {
+            let mut it = drop.iter();
+            v.retain(|_| !it.next().copied().unwrap_or(false));
+        }
+        let mut text = String::with_capacity(self.probe_text.len());
+        let mut ends = Vec::with_capacity(self.probe_end.len());
+        for (i, d) in drop.iter().enumerate() {
+            if !d {
+                text.push_str(self.probe_id_of(i));
+                ends.push(text.len());
+            }
+        }
+        self.probe_text = text;
+        self.probe_end = ends;
+        keep(&mut self.condition, drop);
+        keep(&mut self.phase, drop);
+        keep(&mut self.role, drop);
+        keep(&mut self.status, drop);
+        keep(&mut self.repeat, drop);
+        keep(&mut self.model, drop);
+        keep(&mut self.decode_length, drop);
+        keep(&mut self.planned_n, drop);
+        keep(&mut self.planned_f, drop);
+        keep(&mut self.n, drop);
+        keep(&mut self.k, drop);
+        keep(&mut self.r, drop);
+        keep(&mut self.prefill_tokens_booked, drop);
+        keep(&mut self.prefill_capacity_tokens, drop);
+        keep(&mut self.schedulable, drop);
+        keep(&mut self.observed_at_unix_ms, drop);
+        keep(&mut self.sent_at_unix_ms, drop);
+        keep(&mut self.ttft_ms, drop);
+        keep(&mut self.client_server_gap_ms, drop);
+        keep(&mut self.pick, drop);
+        keep(&mut self.origins, drop);
+    }
+
+    fn count_per_file(&mut self) {
+        for f in &mut self.files {
+            f.loaded = 0;
+            f.skipped = 0;
+        }
+        for o in &self.origins {
+            if let Some(f) = self.files.get_mut(o.file as usize) {
+                f.loaded += 1;
+            }
+        }
+        for s in &self.skipped {
+            if let Some(f) = self.files.iter_mut().find(|f| f.path == s.path) {
+                f.skipped += 1;
+            }
+        }
+    }
+}
+
+fn to_u32_pairs(pairs: &[(usize, usize)]) -> Vec<(u32, u32)> {
+    pairs
+        .iter()
+        .map(|&(e, c)| {
+            (
+                u32::try_from(e).unwrap_or(u32::MAX),
+                u32::try_from(c).unwrap_or(u32::MAX),
+            )
+        })
+        .collect()
+}
+
+/// The first cell problem of each row that has one (earliest field in the record layout).
+fn first_issue_per_row(c: &ProbeColumns<'_>) -> FxHashMap<usize, (&'static str, String)> {
+    let mut sorted: Vec<&(usize, u16, &'static str, String)> = c.issues.iter().collect();
+    sorted.sort_by_key(|(row, order, _, _)| (*row, *order));
+    let mut first = FxHashMap::default();
+    for (row, _, field, message) in sorted {
+        first
+            .entry(*row)
+            .or_insert_with(|| (*field, message.clone()));
+    }
+    first
+}
+
+/// The values of one row, borrowed from a record or from converted columns.
+struct RowValues<'a> {
+    schema_version: u32,
+    run_id: &'a str,
+    condition_id: &'a str,
+    phase: Phase,
+    repeat: u32,
+    probe_id: &'a str,
+    role: Role,
+    model: &'a str,
+    planned_n: u64,
+    planned_f: f64,
+    decode_length: Option<&'a str>,
+    status: Status,
+    n: Option<u64>,
+    k: Option<u64>,
+    r: Option<u64>,
+    prefill_tokens_booked: Option<u64>,
+    prefill_capacity_tokens: Option<u64>,
+    schedulable: Option<bool>,
+    observed_at_unix_ms: Option<f64>,
+    sent_at_unix_ms: f64,
+    reserved: bool,
+    reserved_worker_id: Option<u64>,
+    reserved_dp_rank: Option<u32>,
+    pick_differs: Option<bool>,
+    served_worker_id: Option<u64>,
+    served_dp_rank: Option<u32>,
+    ttft_ms: Option<f64>,
+    client_server_gap_ms: Option<f64>,
+}
+
+impl<'a> RowValues<'a> {
+    fn of_record(r: &'a Record) -> Self {
+        RowValues {
+            schema_version: r.schema_version,
+            run_id: &r.run_id,
+            condition_id: &r.condition_id,
+            phase: r.phase,
+            repeat: r.repeat,
+            probe_id: &r.probe_id,
+            role: r.role,
+            model: &r.model,
+            planned_n: r.planned_n,
+            planned_f: r.planned_f,
+            decode_length: r.background.decode_length.as_deref(),
+            status: r.status,
+            n: r.n,
+            k: r.k,
+            r: r.r,
+            prefill_tokens_booked: r.prefill_tokens_booked,
+            prefill_capacity_tokens: r.prefill_capacity_tokens,
+            schedulable: r.schedulable,
+            observed_at_unix_ms: r.observed_at_unix_ms,
+            sent_at_unix_ms: r.sent_at_unix_ms,
+            reserved: r.reserved_worker_id.is_some(),
+            reserved_worker_id: r.reserved_worker_id,
+            reserved_dp_rank: r.reserved_dp_rank,
+            pick_differs: r.pick_differs,
+            served_worker_id: r.served_worker_id,
+            served_dp_rank: r.served_dp_rank,
+            ttft_ms: r.ttft_ms,
+            client_server_gap_ms: r.client_server_gap_ms,
+        }
+    }
+
+    /// Row `i` of columns without a cell problem (required values are present).
+    fn of_columns(c: &'a ProbeColumns<'_>, i: usize) -> Result<Self, (&'static str, String)> {
+        let missing = |field: &'static str| (field, "missing value".to_string());
+        Ok(RowValues {
+            schema_version: c.schema_version[i],
+            run_id: c.run_id[i].as_deref().ok_or_else(|| missing("run_id"))?,
+            condition_id: c.condition_id[i]
+                .as_deref()
+                .ok_or_else(|| missing("condition_id"))?,
+            phase: c.phase[i].ok_or_else(|| missing("phase"))?,
+            repeat: c.repeat[i],
+            probe_id: c.probe_id[i].as_deref().ok_or_else(|| missing("probe_id"))?,
+            role: c.role[i].ok_or_else(|| missing("role"))?,
+            model: c.model[i].as_deref().ok_or_else(|| missing("model"))?,
+            planned_n: c.planned_n[i],
+            planned_f: c.planned_f[i],
+            decode_length: c.decode_length[i].as_deref(),
+            status: c.status[i].ok_or_else(|| missing("status"))?,
+            n: c.n[i],
+            k: c.k[i],
+            r: c.r[i],
+            prefill_tokens_booked: c.prefill_tokens_booked[i],
+            prefill_capacity_tokens: c.prefill_capacity_tokens[i],
+            schedulable: c.schedulable[i],
+            observed_at_unix_ms: c.observed_at_unix_ms[i],
+            sent_at_unix_ms: c.sent_at_unix_ms[i],
+            reserved: c.reserved_worker_id[i].is_some(),
+            reserved_worker_id: c.reserved_worker_id[i],
+            reserved_dp_rank: c.reserved_dp_rank[i],
+            pick_differs: c.pick_differs[i],
+            served_worker_id: c.served_worker_id[i],
+            served_dp_rank: c.served_dp_rank[i],
+            ttft_ms: c.ttft_ms[i],
+            client_server_gap_ms: c.client_server_gap_ms[i],
+        })
+    }
+
+    fn checked(&self) -> CheckedFields<'a> {
+        CheckedFields {
+            status: self.status,
+            ttft_ms: self.ttft_ms,
+            n: self.n,
+            k: self.k,
+            schema_version: self.schema_version,
+            served_worker_id: self.served_worker_id,
+            reserved_worker_id: self.reserved_worker_id,
+            served_dp_rank: self.served_dp_rank,
+            reserved_dp_rank: self.reserved_dp_rank,
+            run_id: self.run_id,
+            condition_id: self.condition_id,
+            probe_id: self.probe_id,
+        }
+    }
+}
