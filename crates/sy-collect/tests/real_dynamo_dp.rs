@@ -175,9 +175,17 @@ fn assert_observation_is_of_the_reserved_worker(records: &[Value]) {
     );
 }
 
-/// Client TTFT minus the server's own TTFT on every Q-grid cell: no delayed-ACK stall (it was
-/// ~35 ms at no load). Thresholds leave room for the two shared cores of a CI machine running the
-/// frontend, four mocker processes and the collector; the measured figures are in docs/dynamo.md.
+/// The `q`-quantile of ascending `sorted` values (linear between order statistics).
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let h = (sorted.len() - 1) as f64 * q;
+    let (lo, hi) = (h.floor() as usize, (h.ceil() as usize).min(sorted.len() - 1));
+    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
+}
+
+/// Client TTFT minus the server's own TTFT, the must-show: in every Q-grid cell the median
+/// |ttft_ms − server_ttft_ms| is at most 1 ms and its p99 at most 3 ms (it was ~35 ms at no load
+/// before the delayed-ACK fix). scripts/test.sh runs the real-Dynamo tests after every build, one
+/// at a time; the measured figures are in docs/dynamo.md.
 fn assert_client_matches_server(records: &[Value]) {
     let mut cells: BTreeMap<(String, u64, String), Vec<f64>> = BTreeMap::new();
     let mut all = Vec::new();
@@ -191,18 +199,29 @@ fn assert_client_matches_server(records: &[Value]) {
         cells.entry(key).or_default().push(gap.abs());
         all.push(gap.abs());
     }
-    for (cell, gaps) in &cells {
-        let med = collect::median(gaps.clone());
+    let mut bad = Vec::new();
+    for (cell, gaps) in &mut cells {
+        gaps.sort_by(f64::total_cmp);
+        let (med, p99) = (quantile(gaps, 0.5), quantile(gaps, 0.99));
         eprintln!(
-            "cell {cell:?}: median |client - server| {med:.2} ms, max {:.2} ms",
-            gaps.iter().copied().fold(0.0, f64::max)
+            "cell {cell:?}: |client - server| median {med:.2} ms, p99 {p99:.2} ms, max {:.2} ms",
+            gaps[gaps.len() - 1]
         );
-        assert!(med <= 3.0, "cell {cell:?}: median gap {med:.2} ms");
+        if med > 1.0 || p99 > 3.0 {
+            bad.push(format!("{cell:?}: median {med:.2} ms, p99 {p99:.2} ms"));
+        }
     }
     all.sort_by(f64::total_cmp);
-    let med = collect::median(all.clone());
-    let p99 = all[((all.len() as f64 * 0.99).ceil() as usize).saturating_sub(1)];
-    eprintln!("all Q-grid probes: median |client - server| {med:.2} ms, p99 {p99:.2} ms");
-    assert!(med <= 1.5, "median gap {med:.2} ms");
-    assert!(p99 <= 10.0, "p99 gap {p99:.2} ms");
+    eprintln!(
+        "all {} Q-grid probes: |client - server| median {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        all.len(),
+        quantile(&all, 0.5),
+        quantile(&all, 0.99),
+        all[all.len() - 1]
+    );
+    assert!(
+        bad.is_empty(),
+        "cells over median 1 ms / p99 3 ms:\n{}",
+        bad.join("\n")
+    );
 }
