@@ -237,7 +237,11 @@ fn fit_config_recovers_the_simulator_configuration_from_its_records() {
                 want.step.prefill_ms_per_token,
             ),
         ] {
-            assert!((a / b - 1.0).abs() < 0.1, "{}: {name} {a} vs {b}", fit.model);
+            assert!(
+                (a / b - 1.0).abs() < 0.1,
+                "{}: {name} {a} vs {b}",
+                fit.model
+            );
         }
         // Everything but the TTFT parameters is the base's.
         let d = start.models.iter().find(|m| m.name == fit.model).unwrap();

@@ -100,7 +100,8 @@ impl Private {
     }
 
     fn table(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.run_dir.join("workers.json")).expect("workers.json");
+        let text =
+            std::fs::read_to_string(self.run_dir.join("workers.json")).expect("workers.json");
         serde_json::from_str::<Vec<Value>>(&text).expect("parse workers.json")
     }
 
@@ -129,7 +130,11 @@ fn alive(pid: u32) -> bool {
 }
 
 async fn get_json(http: &reqwest::Client, url: &str) -> Value {
-    let resp = http.get(url).send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
+    let resp = http
+        .get(url)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
     assert!(resp.status().is_success(), "{url}: HTTP {}", resp.status());
     resp.json().await.unwrap_or_else(|e| panic!("{url}: {e}"))
 }
@@ -218,7 +223,10 @@ async fn restart_checked(p: &Private, http: &reqwest::Client, name: &str, other:
         "{name}: selection service lists {ids:?} (old {old}, new {new})"
     );
     let listed = frontend_ids(http, &p.frontend()).await;
-    assert!(listed.contains(&new), "frontend lists {listed:?}, not {new}");
+    assert!(
+        listed.contains(&new),
+        "frontend lists {listed:?}, not {new}"
+    );
     let (model, ranks) = if name == "capable-dp" {
         ("capable", 2)
     } else {
@@ -310,12 +318,20 @@ async fn real_dynamo_launcher_every_verb() {
         .unwrap()
         .status();
     assert!(st.is_success(), "DELETE /workers/{gone}: {st}");
-    assert!(!registered(&http, &p.select()).await.iter().any(|w| w.0 == gone));
+    assert!(
+        !registered(&http, &p.select())
+            .await
+            .iter()
+            .any(|w| w.0 == gone)
+    );
     let out = p.verb(&["register"], 0);
     assert!(out.contains("registered capable-dp"), "{out}");
     assert!(registered(&http, &p.select()).await.contains(&(gone, 2)));
     let out = p.verb(&["register"], 0);
-    assert!(!out.contains("registered") && !out.contains("deleted"), "{out}");
+    assert!(
+        !out.contains("registered") && !out.contains("deleted"),
+        "{out}"
+    );
 
     // stop: every recorded process gone, the pids file and stack.env removed, status says so.
     let pids = p.pids();

@@ -120,8 +120,14 @@ mod tests {
         let rows = gap_rows(&records);
         assert_eq!(rows.len(), 2);
         let load = &rows[0];
-        assert_eq!((load.phase.as_str(), load.model.as_str()), ("load", "capable"));
-        assert_eq!((load.ok, load.without_server_timing, load.stats), (1, 1, None));
+        assert_eq!(
+            (load.phase.as_str(), load.model.as_str()),
+            ("load", "capable")
+        );
+        assert_eq!(
+            (load.ok, load.without_server_timing, load.stats),
+            (1, 1, None)
+        );
         let q = &rows[1];
         assert_eq!((q.ok, q.without_server_timing), (11, 1));
         let s = q.stats.unwrap();
@@ -130,7 +136,10 @@ mod tests {
         assert!((s.p90 - 0.91).abs() < 1e-12, "{s:?}");
         assert!((s.max - 1.0).abs() < 1e-12, "{s:?}");
         let md = gap_markdown(&rows);
-        assert!(md.contains("| qgrid | efficient | 10 | 1 | 0.55 | 0.91 |"), "{md}");
+        assert!(
+            md.contains("| qgrid | efficient | 10 | 1 | 0.55 | 0.91 |"),
+            "{md}"
+        );
         assert!(md.contains("| load | capable | 0 | 1 | — |"), "{md}");
     }
 

@@ -28,11 +28,16 @@ use crate::config::{ModelConfig, SimConfig, StepTimeConfig};
 /// Why a fit could not be made. Every message names the file (and the field or model).
 #[derive(Debug, thiserror::Error)]
 pub enum FitConfigError {
+    /// The records did not load (sy-records' message names the file, row and field).
+    #[error("{0}")]
+    Load(sy_records::RecordsError),
     #[error("{path}: {message}")]
     Records { path: PathBuf, message: String },
     #[error("{0}")]
     Base(#[from] crate::SimError),
-    #[error("{path}: model {model:?} of the records is not in the base configuration {base} (models there: {known})")]
+    #[error(
+        "{path}: model {model:?} of the records is not in the base configuration {base} (models there: {known})"
+    )]
     UnknownModel {
         path: PathBuf,
         model: String,
@@ -58,7 +63,11 @@ pub enum FitConfigError {
 impl FitConfigError {
     /// Bad input (exit 2) rather than a runtime failure (exit 1).
     pub fn is_bad_input(&self) -> bool {
-        !matches!(self, FitConfigError::Write { .. })
+        match self {
+            FitConfigError::Load(e) => e.is_bad_input(),
+            FitConfigError::Write { .. } => false,
+            _ => true,
+        }
     }
 }
 
@@ -130,7 +139,10 @@ fn solve_subset(rows: &[([f64; 4], f64)], free: &[usize]) -> Option<[f64; 4]> {
     }
     for col in 0..k {
         let piv = (col..k).max_by(|&p, &q| a[p][col].abs().total_cmp(&a[q][col].abs()))?;
-        let scale = (0..k).map(|i| a[i][i].abs()).fold(0.0, f64::max).max(1e-300);
+        let scale = (0..k)
+            .map(|i| a[i][i].abs())
+            .fold(0.0, f64::max)
+            .max(1e-300);
         if a[piv][col].abs() <= 1e-12 * scale {
             return None;
         }
@@ -321,10 +333,7 @@ pub fn fit_config(
 /// (whole or not at all: a temporary file renamed into place) and returns the fits.
 pub fn run(records: &Path, base: &Path, out: &Path) -> Result<Vec<ModelFit>, FitConfigError> {
     let loaded = sy_records::load_records(&[records.to_path_buf()], &LoadOptions::default())
-        .map_err(|e| FitConfigError::Records {
-            path: records.to_path_buf(),
-            message: e.to_string(),
-        })?;
+        .map_err(FitConfigError::Load)?;
     let base_cfg = SimConfig::from_toml_path(base)?;
     let (cfg, fits) = fit_config(&loaded.records, records, base_cfg, base)?;
     let write_err = |e: String| FitConfigError::Write {
@@ -396,7 +405,10 @@ mod tests {
         let want = (1024.0 * (1000.0 + 512.0) + 976.0 * (2024.0 + 488.0)) / 1000.0;
         assert!((x[3] - want).abs() < 1e-9);
         // A full hit still computes the last token; speed divides everything.
-        assert_eq!(ttft_features(64, 64, 1024, 2.0), [0.5, 0.5, 31.5, 63.5 / 2000.0]);
+        assert_eq!(
+            ttft_features(64, 64, 1024, 2.0),
+            [0.5, 0.5, 31.5, 63.5 / 2000.0]
+        );
     }
 
     #[test]
@@ -447,21 +459,36 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("run/records.parquet") && err.contains("\"gpt\"") && err.contains("base.toml") && err.contains("efficient, capable"),
+            err.contains("run/records.parquet")
+                && err.contains("\"gpt\"")
+                && err.contains("base.toml")
+                && err.contains("efficient, capable"),
             "{err}"
         );
-        let err = fit_config(&[record("efficient", 128, 0, Some(5.0))], rp, base.clone(), bp)
+        let err = fit_config(
+            &[record("efficient", 128, 0, Some(5.0))],
+            rp,
+            base.clone(),
+            bp,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("run/records.parquet")
+                && err.contains("efficient")
+                && err.contains("at least 2"),
+            "{err}"
+        );
+        let err = fit_config(&[], rp, base.clone(), bp)
             .unwrap_err()
             .to_string();
-        assert!(
-            err.contains("run/records.parquet") && err.contains("efficient") && err.contains("at least 2"),
-            "{err}"
-        );
-        let err = fit_config(&[], rp, base.clone(), bp).unwrap_err().to_string();
         assert!(err.contains("no successful Q-grid records"), "{err}");
         let mut uneven = base;
         uneven.models[1].worker_speeds = vec![1.0, 2.0];
-        let recs = [record("capable", 128, 0, Some(5.0)), record("capable", 512, 0, Some(9.0))];
+        let recs = [
+            record("capable", 128, 0, Some(5.0)),
+            record("capable", 512, 0, Some(9.0)),
+        ];
         let err = fit_config(&recs, rp, uneven, bp).unwrap_err().to_string();
         assert!(err.contains("base.toml: models[1].worker_speeds"), "{err}");
     }
@@ -474,14 +501,22 @@ mod tests {
             recs.push(record("efficient", c.n, c.cached, Some(c.ttft_ms)));
         }
         let base = SimConfig::default();
-        let (cfg, fits) =
-            fit_config(&recs, Path::new("r.jsonl"), base.clone(), Path::new("b.toml")).unwrap();
+        let (cfg, fits) = fit_config(
+            &recs,
+            Path::new("r.jsonl"),
+            base.clone(),
+            Path::new("b.toml"),
+        )
+        .unwrap();
         assert_eq!(fits.len(), 1);
         assert_eq!(fits[0].target, "server_ttft_ms");
         for (c, p) in &fits[0].cells {
             assert!((p / c.ttft_ms - 1.0).abs() < 1e-9);
         }
-        assert_eq!(cfg.models[1], base.models[1], "capable: no records, unchanged");
+        assert_eq!(
+            cfg.models[1], base.models[1],
+            "capable: no records, unchanged"
+        );
         assert_eq!(
             cfg.models[0].step.decode_ms_per_seq,
             base.models[0].step.decode_ms_per_seq

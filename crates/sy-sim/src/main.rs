@@ -55,13 +55,26 @@ fn fit_config(a: &FitConfigArgs) -> Result<(), sy_sim::fit_config::FitConfigErro
         let s = &f.step;
         println!(
             "{}: base_ms {:.4}  prefill_ms_per_token {:.6}  cached_ms_per_token {:.6}  attention_ms_per_token_ctx {:.6}  (fitted to {} medians)",
-            f.model, s.base_ms, s.prefill_ms_per_token, s.cached_ms_per_token, s.attention_ms_per_token_ctx, f.target
+            f.model,
+            s.base_ms,
+            s.prefill_ms_per_token,
+            s.cached_ms_per_token,
+            s.attention_ms_per_token_ctx,
+            f.target
         );
-        println!("  {:>6} {:>7} {:>7} {:>11} {:>10} {:>6}", "N", "cached", "records", "measured ms", "fitted ms", "ratio");
+        println!(
+            "  {:>6} {:>7} {:>7} {:>11} {:>10} {:>6}",
+            "N", "cached", "records", "measured ms", "fitted ms", "ratio"
+        );
         for (c, p) in &f.cells {
             println!(
                 "  {:>6} {:>7} {:>7} {:>11.2} {:>10.2} {:>6.3}",
-                c.n, c.cached, c.count, c.ttft_ms, p, p / c.ttft_ms
+                c.n,
+                c.cached,
+                c.count,
+                c.ttft_ms,
+                p,
+                p / c.ttft_ms
             );
         }
     }
