@@ -809,12 +809,14 @@ async fn real_dynamo_sy_collect_survives_frontend_restart() {
 /// average 9–10; see CELL_MEDIAN_MS in real_dynamo_dp.rs), where the ratio fell to 0.82.
 const CLIENT_RATIO: (f64, f64) = (0.75, 1.25);
 
-/// Per (model, N, uncached) cell of one run: the median client and server TTFT.
-type CellMedians = std::collections::BTreeMap<(String, u64, u64), (f64, f64)>;
+/// A Q-grid cell: (model, N, uncached tokens).
+type CellKey = (String, u64, u64);
+
+/// Per cell of one run: the median client and server TTFT.
+type CellMedians = std::collections::BTreeMap<CellKey, (f64, f64)>;
 
 fn cell_medians(records: &[serde_json::Value]) -> CellMedians {
-    let mut cells: std::collections::BTreeMap<(String, u64, u64), (Vec<f64>, Vec<f64>)> =
-        Default::default();
+    let mut cells: std::collections::BTreeMap<CellKey, (Vec<f64>, Vec<f64>)> = Default::default();
     for r in records.iter().filter(|r| r["phase"] == "qgrid") {
         let n = r["n"].as_u64().unwrap();
         let key = (

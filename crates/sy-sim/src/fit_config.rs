@@ -147,11 +147,12 @@ fn solve_subset(rows: &[([f64; 4], f64)], free: &[usize]) -> Option<[f64; 4]> {
             return None;
         }
         a.swap(col, piv);
-        for r in 0..k {
+        let pivot = a[col].clone();
+        for (r, row) in a.iter_mut().enumerate() {
             if r != col {
-                let f = a[r][col] / a[col][col];
-                for c in col..=k {
-                    a[r][c] -= f * a[col][c];
+                let f = row[col] / pivot[col];
+                for (x, p) in row.iter_mut().zip(&pivot).skip(col) {
+                    *x -= f * p;
                 }
             }
         }
