@@ -161,3 +161,92 @@ fn small_plan_completes_with_consistent_records() {
         .collect();
     assert!(idle_cap.iter().all(|r| r.r == Some(0)), "{idle_cap:?}");
 }
+
+/// The simulator configuration the fit-config test measures ("the truth"): distinct TTFT
+/// parameters per model, a 1024-token step budget (2048-token prompts take two chunks).
+const KNOWN_SIM: &str = r#"
+seed = 9
+time_scale = 1.0
+[[models]]
+name = "efficient"
+max_num_batched_tokens = 1024
+[models.step]
+base_ms = 8.0
+prefill_ms_per_token = 0.01
+cached_ms_per_token = 0.002
+attention_ms_per_token_ctx = 0.004
+[[models]]
+name = "capable"
+max_num_batched_tokens = 1024
+[models.step]
+base_ms = 16.0
+prefill_ms_per_token = 0.02
+cached_ms_per_token = 0.004
+attention_ms_per_token_ctx = 0.008
+"#;
+
+/// `sy-sim fit-config`'s fitter on records the simulator produced with a known configuration:
+/// starting from a base with the same capacities but the default step times, the fitted one predicts every Q-grid cell within 5 %
+/// of what the known one does, and its base and per-token costs are the known ones (within 10 %).
+#[test]
+fn fit_config_recovers_the_simulator_configuration_from_its_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let known = write(dir.path(), "known.toml", KNOWN_SIM);
+    let plan = write(
+        dir.path(),
+        "plan.toml",
+        "name = \"fit\"\nseed = 4\n[probe]\nmax_tokens = 2\nsettle_ms = 10\n[qgrid]\nn = [128, 768, 2048]\nf = [0.0, 0.5, 0.875]\nrepeats = 3\n",
+    );
+    let run_dir = dir.path().join("run");
+    let out = run_sim(&plan, &run_dir, &["--sim-config", known.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let truth = sy_sim::SimConfig::from_toml_path(&known).unwrap();
+    let mut start = truth.clone();
+    for m in &mut start.models {
+        m.step = sy_sim::config::StepTimeConfig::default();
+    }
+    let base = write(dir.path(), "base.toml", &toml::to_string(&start).unwrap());
+    let fitted = dir.path().join("fitted.toml");
+    let fits = sy_sim::fit_config::run(&run_dir.join("records.parquet"), &base, &fitted).unwrap();
+    assert_eq!(fits.len(), 2);
+    let got = sy_sim::SimConfig::from_toml_path(&fitted).unwrap();
+    for fit in &fits {
+        assert_eq!(fit.target, "server_ttft_ms");
+        assert_eq!(fit.cells.len(), 9, "{fit:?}");
+        let want = &truth.models.iter().find(|m| m.name == fit.model).unwrap();
+        let have = got.models.iter().find(|m| m.name == fit.model).unwrap();
+        for (c, _) in &fit.cells {
+            let p = |s: &sy_sim::config::StepTimeConfig| {
+                sy_sim::fit_config::predict(s, c.n, c.cached, 1024, 1.0)
+            };
+            let (t, f) = (p(&want.step), p(&have.step));
+            assert!(
+                (f / t - 1.0).abs() < 0.05,
+                "{} N={} cached={}: fitted {f:.2} ms vs known {t:.2} ms (measured {:.2})",
+                fit.model,
+                c.n,
+                c.cached,
+                c.ttft_ms
+            );
+        }
+        for (name, a, b) in [
+            ("base_ms", have.step.base_ms, want.step.base_ms),
+            (
+                "prefill_ms_per_token",
+                have.step.prefill_ms_per_token,
+                want.step.prefill_ms_per_token,
+            ),
+        ] {
+            assert!(
+                (a / b - 1.0).abs() < 0.1,
+                "{}: {name} {a} vs {b}",
+                fit.model
+            );
+        }
+        // Everything but the TTFT parameters is the base's.
+        let d = start.models.iter().find(|m| m.name == fit.model).unwrap();
+        assert_eq!(have.max_num_batched_tokens, d.max_num_batched_tokens);
+        assert_eq!(have.step.decode_ms_per_seq, d.step.decode_ms_per_seq);
+        assert_eq!(have.step.decode_ms_per_ctx, d.step.decode_ms_per_ctx);
+    }
+}

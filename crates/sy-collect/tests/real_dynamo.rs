@@ -635,7 +635,7 @@ settle_ms = 100
 [qgrid]
 n = [256, 1024]
 f = [0.0, 0.5]
-repeats = 12
+repeats = 14
 "#;
 
 /// Checks shared by the fault tests: the plan finished, failures were recorded with a class, nothing
@@ -687,9 +687,47 @@ async fn assert_survived(stack: &Stack, run: &collect::CollectRun) -> Vec<serde_
     failures
 }
 
-/// kill -9 an efficient worker in the middle of a sy-collect run, restart it (new instance id) a few
-/// seconds later: the failures are recorded with their class, the new worker is used afterwards, no
-/// reservation leaks, nothing is registered that should not be, and the plan finishes.
+/// No record lost: every planned probe (unit × role) has exactly one final record, and every retried
+/// attempt line belongs to a probe that has one.
+fn assert_no_record_lost(run: &collect::CollectRun) {
+    let units = run.manifest["units_total"].as_u64().unwrap() as usize;
+    let key = |r: &serde_json::Value| {
+        (
+            r["condition_id"].as_str().unwrap().to_owned(),
+            r["repeat"].as_u64().unwrap(),
+            r["role"].as_str().unwrap().to_owned(),
+        )
+    };
+    let mut finals = std::collections::BTreeMap::<_, usize>::new();
+    for r in &run.records {
+        *finals.entry(key(r)).or_default() += 1;
+    }
+    assert_eq!(finals.len(), 2 * units, "a final record per planned probe");
+    assert!(
+        finals.values().all(|&c| c == 1),
+        "a probe recorded twice: {finals:?}"
+    );
+    for a in &run.attempts {
+        assert!(
+            finals.contains_key(&key(a)),
+            "an attempt line of a probe without a final record: {a}"
+        );
+    }
+}
+
+/// Whether a record was observed on or served by `worker`.
+fn touches(r: &serde_json::Value, worker: u64) -> bool {
+    ["served_worker_id", "reserved_worker_id", "worker_id"]
+        .iter()
+        .any(|f| collect::u(r, f) == Some(worker))
+}
+
+/// One sy-collect run, two faults on the launcher's table: the FIRST row (efficient-w0) crashes
+/// (kill -9) and comes back 3 s later (start-worker, new instance id); then a LATER row (capable-w1,
+/// row 3) is restarted in one go (restart-worker). The plan completes, every failure carries its
+/// class, no record is lost (a final record per planned probe, attempts only of recorded probes), no
+/// reservation is left booked (/loads zero, nothing outstanding), the selection service lists
+/// exactly the running workers, and both new instances serve later probes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_dynamo_sy_collect_survives_worker_kill() {
     let Some(stack) = Stack::acquire("real_dynamo_sy_collect_survives_worker_kill").await else {
@@ -698,34 +736,50 @@ async fn real_dynamo_sy_collect_survives_worker_kill() {
     let tmp = tempfile::tempdir().unwrap();
     let plan = collect::write_plan(tmp.path(), "fault", FAULT_PLAN);
     let run_dir = tmp.path().join("run");
-    let old = stack.worker("efficient-w1").worker_id;
+    let old_first = stack.worker("efficient-w0").worker_id;
+    let old_later = stack.worker("capable-w1").worker_id;
     let mut child = collect::spawn_dynamo(&stack, &plan, &run_dir, collect::fresh_seed());
     collect::wait_records(&mut child, &run_dir, 6);
-    stack.launcher(&["kill-worker", "efficient-w1"]);
+    stack.launcher(&["kill-worker", "efficient-w0"]);
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    stack.launcher(&["start-worker", "efficient-w1"]);
-    let new = stack.worker("efficient-w1").worker_id;
-    assert_ne!(old, new);
+    stack.launcher(&["start-worker", "efficient-w0"]);
+    let new_first = stack.worker("efficient-w0").worker_id;
+    assert_ne!(old_first, new_first);
+    let mid = collect::records_so_far(&run_dir);
+    collect::wait_records(&mut child, &run_dir, mid + 10);
+    stack.launcher(&["restart-worker", "capable-w1"]);
+    let new_later = stack.worker("capable-w1").worker_id;
+    assert_ne!(old_later, new_later);
+    let after = collect::records_so_far(&run_dir);
     let run = collect::finish(child, &run_dir, std::time::Duration::from_secs(300));
     let failures = assert_survived(&stack, &run).await;
+    assert_no_record_lost(&run);
     assert!(
-        !failures.is_empty(),
-        "the kill must show up as recorded failures"
+        run.records.len() > after,
+        "the run went on after the second restart ({after} of {} records before it)",
+        run.records.len()
     );
     assert!(
-        failures.iter().any(|r| r["model"] == "efficient"),
-        "the efficient side of some probe failed while its worker was dead"
+        failures
+            .iter()
+            .any(|r| r["model"] == "efficient" && touches(r, old_first)),
+        "the crash of the first row shows up as recorded failures on it"
     );
-    // Re-discovered: later probes observe and are served by the new instance.
-    let used_new = run.records.iter().any(|r| {
-        collect::u(r, "served_worker_id") == Some(new) || collect::u(r, "worker_id") == Some(new)
-    });
-    assert!(
-        used_new,
-        "the restarted worker (new id {new}) is used after the restart"
-    );
+    // Re-discovered: later probes are observed on and served by the new instances.
+    for (name, new) in [("efficient-w0", new_first), ("capable-w1", new_later)] {
+        assert!(
+            run.records
+                .iter()
+                .any(|r| collect::is_ok(r) && touches(r, new)),
+            "the restarted {name} (new id {new}) serves after the restart"
+        );
+    }
     let final_ok = run.records.iter().filter(|r| collect::is_ok(r)).count();
-    eprintln!("{final_ok} of {} final records ok", run.records.len());
+    eprintln!(
+        "{final_ok} of {} final records ok; {} retried attempts",
+        run.records.len(),
+        run.attempts.len()
+    );
 }
 
 /// The frontend killed (-9) and restarted in the middle of a sy-collect run: same guarantees.
@@ -749,9 +803,42 @@ async fn real_dynamo_sy_collect_survives_frontend_restart() {
     );
 }
 
-/// The same plan with `--target sim` (simulator configured like this mocker stack) and against the real
-/// Dynamo: same units and records, identical K and cached_tokens, both complete with /loads at zero, TTFT
-/// rising with uncached tokens in both, and a per-cell TTFT table (printed) comparing the two.
+/// Bounds of the per-cell sim/real ratio of the median *client* TTFT. The server side is held to
+/// 0.9–1.1; the client side also carries the real transport gap, about 0.6 ms on an idle machine
+/// but 1.2–1.8 ms on the efficient model's ~7 ms cells with other builds on the two cores (load
+/// average 9–10; see CELL_MEDIAN_MS in real_dynamo_dp.rs), where the ratio fell to 0.82.
+const CLIENT_RATIO: (f64, f64) = (0.75, 1.25);
+
+/// A Q-grid cell: (model, N, uncached tokens).
+type CellKey = (String, u64, u64);
+
+/// Per cell of one run: the median client and server TTFT.
+type CellMedians = std::collections::BTreeMap<CellKey, (f64, f64)>;
+
+fn cell_medians(records: &[serde_json::Value]) -> CellMedians {
+    let mut cells: std::collections::BTreeMap<CellKey, (Vec<f64>, Vec<f64>)> = Default::default();
+    for r in records.iter().filter(|r| r["phase"] == "qgrid") {
+        let n = r["n"].as_u64().unwrap();
+        let key = (
+            r["model"].as_str().unwrap().to_owned(),
+            n,
+            n - r["k"].as_u64().unwrap(),
+        );
+        let e = cells.entry(key).or_default();
+        e.0.push(r["ttft_ms"].as_f64().unwrap());
+        e.1.push(r["server_ttft_ms"].as_f64().expect("server TTFT reported"));
+    }
+    cells
+        .into_iter()
+        .map(|(k, (c, s))| (k, (collect::median(c), collect::median(s))))
+        .collect()
+}
+
+/// The same plan against the real Dynamo and with `--target sim`, the simulator's configuration
+/// fitted from the real run's records (`sy-sim fit-config`, base: the mocker-like configuration):
+/// same units, identical N, K, cached_tokens and capacities; both complete with /loads at zero; and
+/// in every Q-grid cell the sim/real median server TTFT ratio is within 0.9–1.1 (client: see
+/// CLIENT_RATIO). The per-cell table is printed; docs/dynamo.md holds a run of it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_dynamo_sim_vs_dynamo_same_plan() {
     let Some(stack) = Stack::acquire("real_dynamo_sim_vs_dynamo_same_plan").await else {
@@ -772,7 +859,7 @@ settle_ms = 150
 [qgrid]
 n = [128, 512, 1536]
 f = [0.0, 0.5, 0.875]
-repeats = 3
+repeats = 7
 "#;
     let tmp = tempfile::tempdir().unwrap();
     let plan = collect::write_plan(tmp.path(), "compare", PLAN);
@@ -780,10 +867,22 @@ repeats = 3
     let real_dir = tmp.path().join("dynamo");
     let limit = std::time::Duration::from_secs(300);
     let seed = collect::fresh_seed();
-    let sim = collect::finish(collect::spawn_sim(&plan, &sim_dir, seed), &sim_dir, limit);
     let real = collect::finish(
         collect::spawn_dynamo(&stack, &plan, &real_dir, seed),
         &real_dir,
+        limit,
+    );
+    let fitted = tmp.path().join("fitted.toml");
+    sy_sim::fit_config::run(
+        &real_dir.join("records.parquet"),
+        &collect::mocker_like_sim(),
+        &fitted,
+    )
+    .unwrap_or_else(|e| panic!("fit-config: {e}"));
+    eprintln!("{}", std::fs::read_to_string(&fitted).unwrap());
+    let sim = collect::finish(
+        collect::spawn_sim(&plan, &sim_dir, seed, &fitted),
+        &sim_dir,
         limit,
     );
     for run in [&sim, &real] {
@@ -830,40 +929,27 @@ repeats = 3
             );
         }
     }
-    // Per (model, N, f) cell: median TTFT in both; both rise with uncached tokens.
+    let (sim_cells, real_cells) = (cell_medians(&sim.records), cell_medians(&real.records));
     let mut table = Vec::new();
-    for model in ["efficient", "capable"] {
-        let mut cells: std::collections::BTreeMap<(u64, u64), (Vec<f64>, Vec<f64>)> =
-            Default::default();
-        for (k, s) in &sim_by {
-            if k.2 != model {
-                continue;
-            }
-            let d = real_by[k];
-            let uncached = s["n"].as_u64().unwrap() - s["k"].as_u64().unwrap();
-            let e = cells
-                .entry((uncached, s["n"].as_u64().unwrap()))
-                .or_default();
-            e.0.push(s["ttft_ms"].as_f64().unwrap());
-            e.1.push(d["ttft_ms"].as_f64().unwrap());
-        }
-        let rows: Vec<(u64, u64, f64, f64)> = cells
-            .into_iter()
-            .map(|((unc, n), (s, d))| (unc, n, collect::median(s), collect::median(d)))
-            .collect();
-        // Largest vs smallest uncached count: TTFT higher in both.
-        let (lo, hi) = (rows.first().unwrap(), rows.last().unwrap());
-        assert!(
-            hi.2 > lo.2 && hi.3 > lo.3,
-            "{model}: TTFT rises with uncached tokens (sim {lo:?} → {hi:?})"
-        );
-        for (unc, n, s, d) in rows {
-            table.push(format!("{model:<9} N={n:<5} uncached={unc:<5} sim {s:>7.1} ms  dynamo {d:>7.1} ms  ratio {:.2}", s / d));
+    let mut outside = Vec::new();
+    for ((model, n, unc), (sc, ss)) in &sim_cells {
+        let (rc, rs) = real_cells[&(model.clone(), *n, *unc)];
+        let (client, server) = (sc / rc, ss / rs);
+        table.push(format!(
+            "| {model} | {n} | {unc} | {sc:.2} | {rc:.2} | {client:.3} | {ss:.2} | {rs:.2} | {server:.3} |"
+        ));
+        if !(0.9..=1.1).contains(&server) || !(CLIENT_RATIO.0..=CLIENT_RATIO.1).contains(&client) {
+            outside.push(table.last().unwrap().clone());
         }
     }
     eprintln!(
-        "median TTFT per cell, sim (mocker-like config) vs real Dynamo 1.6.1 mocker:\n{}",
+        "median TTFT per Q-grid cell, sim (fitted) vs real Dynamo 1.6.1 mocker:\n| model | N | uncached | sim client | real client | ratio | sim server | real server | ratio |\n|---|---|---|---|---|---|---|---|---|\n{}",
         table.join("\n")
+    );
+    assert!(
+        outside.is_empty(),
+        "cells with a sim/real median TTFT ratio outside 0.9–1.1 (server) or {CLIENT_RATIO:?} (client):\n{}",
+        outside.join("\n")
     );
     collect::assert_clean_after(&stack, "after the comparison").await;
 }

@@ -23,6 +23,7 @@
 
 pub mod choice;
 pub mod evaluate;
+pub mod gap;
 pub mod replay;
 pub mod report;
 pub mod search;

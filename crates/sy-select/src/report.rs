@@ -636,6 +636,20 @@ fn q_tables(r: &mut Report, out: &SelectOutput) -> R {
     Ok(())
 }
 
+/// The client − server TTFT gap per phase and model ([`crate::gap`]) over every record the run
+/// was given (the report's inputs are read again: the selection keeps only the selection split).
+fn client_server_gap(r: &mut Report, out: &SelectOutput) -> R {
+    let options = sy_records::LoadOptions {
+        skip_invalid: out.options.skip_invalid,
+    };
+    let loaded = sy_records::load_records(&out.options.records, &options)
+        .map_err(|e| ToolError::Runtime(format!("re-reading the records for the report: {e}")))?;
+    r.markdown(&crate::gap::gap_markdown(&crate::gap::gap_rows(
+        &loaded.records,
+    )));
+    Ok(())
+}
+
 /// (efficient?, decode length, predicted, measured) of both candidates of every pair.
 type Prediction = (bool, Option<DecodeLength>, f64, f64);
 
@@ -874,6 +888,7 @@ pub fn write_report(out: &SelectOutput, dir: &Path) -> Result<PathBuf, ToolError
     search(&mut r, out)?;
     margins(&mut r, out)?;
     q_tables(&mut r, out)?;
+    client_server_gap(&mut r, out)?;
     estimators(&mut r, out)?;
     coefficients(&mut r, out);
     reproduce(&mut r, out);

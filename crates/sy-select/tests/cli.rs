@@ -23,14 +23,21 @@ fn json(path: &Path) -> Value {
 }
 
 /// records.jsonl, splits.json, fit.json (the generator's truth) and margins.json (sy-margin's
-/// library) in `dir`.
+/// library) in `dir`. The generator's records carry no client − server gap (like the committed
+/// dataset).
 fn prepare(dir: &Path) -> Vec<sy_records::Record> {
+    prepare_with(dir, |_| {})
+}
+
+/// [`prepare`], with `edit` applied to the records before anything is written.
+fn prepare_with(dir: &Path, edit: impl Fn(&mut [sy_records::Record])) -> Vec<sy_records::Record> {
     let spec = SynthSpec {
         conditions: 150,
         repeats: 3,
         ..SynthSpec::default()
     };
-    let records = generate(&spec);
+    let mut records = generate(&spec);
+    edit(&mut records);
     write_jsonl(&records, &dir.join("records.jsonl")).unwrap();
     SplitTable::build(&records, 11, SplitFractions::default())
         .write(&dir.join("splits.json"))
@@ -168,6 +175,11 @@ fn selects_freezes_reports_and_replays_to_the_same_numbers() {
             "report lacks {m}"
         );
     }
+    // The generator's records carry no server timing: the gap section says so instead of failing.
+    assert!(
+        md.contains("## Client − server TTFT gap\n\nNot available: none of the"),
+        "{md}"
+    );
     let mut figures = 0;
     for part in md.split("](plots/").skip(1) {
         let name = &part[..part.find(')').unwrap()];
@@ -323,7 +335,16 @@ fn report_leads_with_the_answer_and_its_commands_run_as_printed() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     std::fs::create_dir_all(&run).unwrap();
-    prepare(&run);
+    // A server timing on every record but every seventh: gap = 0.5 + (i mod 5) / 10 ms.
+    prepare_with(&run, |records| {
+        for (i, r) in records.iter_mut().enumerate() {
+            if i % 7 != 3 {
+                let gap = 0.5 + (i % 5) as f64 / 10.0;
+                r.server_ttft_ms = r.ttft_ms.map(|t| t - gap);
+                r.client_server_gap_ms = Some(gap);
+            }
+        }
+    });
     let in_dir = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_sy-select"))
             .args(args)
@@ -359,6 +380,37 @@ fn report_leads_with_the_answer_and_its_commands_run_as_printed() {
         first_screen.contains("Stability over 3 split seeds"),
         "{first_screen}"
     );
+    // The client − server gap per phase and model: both phases, both models, with the records
+    // without a server timing counted.
+    let gap = report
+        .split("## Client − server TTFT gap")
+        .nth(1)
+        .expect("a gap section")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    assert!(gap.contains("| phase | model | records with the gap | without a server timing | median (ms) | p90 (ms) | p99 (ms) | max (ms) |"), "{gap}");
+    for (phase, model) in [
+        ("qgrid", "efficient-model"),
+        ("qgrid", "capable-model"),
+        ("load", "efficient-model"),
+        ("load", "capable-model"),
+    ] {
+        let row = gap
+            .lines()
+            .find(|l| l.starts_with(&format!("| {phase} | {model} | ")))
+            .unwrap_or_else(|| panic!("no {phase} × {model} row: {gap}"));
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let with: usize = cells[2].parse().unwrap();
+        let without: usize = cells[3].parse().unwrap();
+        assert!(with > 0 && without > 0, "{row}");
+        let med: f64 = cells[4].parse().unwrap();
+        let max: f64 = cells[7].trim_end_matches(" |").parse().unwrap();
+        assert!(
+            (0.5..=0.9).contains(&med) && (med..=0.9).contains(&max),
+            "{row}"
+        );
+    }
     // Every table header is a table: the line after it is its separator.
     let lines: Vec<&str> = report.lines().collect();
     for (i, l) in lines.iter().enumerate() {

@@ -20,6 +20,7 @@
 pub mod cache;
 pub mod config;
 mod engine;
+pub mod fit_config;
 mod frontend;
 pub mod hashing;
 mod precise_timer;

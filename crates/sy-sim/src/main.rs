@@ -1,4 +1,5 @@
-//! `sy-sim serve --config sim.toml --port P`: the simulator as a process.
+//! `sy-sim serve --config sim.toml --port P`: the simulator as a process; `sy-sim fit-config`:
+//! its TTFT parameters fitted from a real run's records.
 
 use std::path::PathBuf;
 
@@ -11,7 +12,7 @@ use sy_sim::SimConfig;
     name = "sy-sim",
     version,
     about = "Dynamo-compatible simulator (frontend + selection service) on 127.0.0.1",
-    after_help = "Examples:\n  sy-sim serve --config data/sim/default.toml --port 18000\n  sy-sim default-config > sim.toml"
+    after_help = "Examples:\n  sy-sim serve --config data/sim/default.toml --port 18000\n  sy-sim default-config > sim.toml\n  sy-sim fit-config --records RUN/records.parquet --base data/sim/default.toml --out fitted.toml"
 )]
 #[command(arg_required_else_help = true)]
 struct Cli {
@@ -28,6 +29,57 @@ enum Command {
     Serve(ServeArgs),
     /// Print the default configuration as TOML.
     DefaultConfig,
+    /// Fit the simulator's TTFT parameters (per model: base_ms, prefill_ms_per_token,
+    /// cached_ms_per_token, attention_ms_per_token_ctx) to a real run's Q-grid records, by least
+    /// squares on the cell medians; everything else is the base configuration's. Prints measured
+    /// vs fitted TTFT per cell.
+    FitConfig(FitConfigArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct FitConfigArgs {
+    /// The run's records (records.parquet, records.jsonl or .csv).
+    #[arg(long)]
+    records: PathBuf,
+    /// The configuration to start from: models, workers, capacities, decode parameters.
+    #[arg(long)]
+    base: PathBuf,
+    /// Where to write the fitted configuration (TOML).
+    #[arg(long)]
+    out: PathBuf,
+}
+
+fn fit_config(a: &FitConfigArgs) -> Result<(), sy_sim::fit_config::FitConfigError> {
+    let fits = sy_sim::fit_config::run(&a.records, &a.base, &a.out)?;
+    for f in &fits {
+        let s = &f.step;
+        println!(
+            "{}: base_ms {:.4}  prefill_ms_per_token {:.6}  cached_ms_per_token {:.6}  attention_ms_per_token_ctx {:.6}  (fitted to {} medians)",
+            f.model,
+            s.base_ms,
+            s.prefill_ms_per_token,
+            s.cached_ms_per_token,
+            s.attention_ms_per_token_ctx,
+            f.target
+        );
+        println!(
+            "  {:>6} {:>7} {:>7} {:>11} {:>10} {:>6}",
+            "N", "cached", "records", "measured ms", "fitted ms", "ratio"
+        );
+        for (c, p) in &f.cells {
+            println!(
+                "  {:>6} {:>7} {:>7} {:>11.2} {:>10.2} {:>6.3}",
+                c.n,
+                c.cached,
+                c.count,
+                c.ttft_ms,
+                p,
+                p / c.ttft_ms
+            );
+        }
+    }
+    println!("wrote {}", a.out.display());
+    Ok(())
 }
 
 #[derive(Debug, clap::Args)]
@@ -126,6 +178,15 @@ fn main() -> std::process::ExitCode {
         eprintln!("sy-sim: a subcommand is required (serve, default-config); see --help");
         return std::process::ExitCode::from(2);
     };
+    if let Command::FitConfig(a) = &command {
+        return match fit_config(a) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("sy-sim fit-config: {e}");
+                std::process::ExitCode::from(if e.is_bad_input() { 2 } else { 1 })
+            }
+        };
+    }
     let result = match command {
         Command::DefaultConfig => toml::to_string(&SimConfig::default())
             .map(|s| print!("{s}"))
@@ -135,6 +196,7 @@ fn main() -> std::process::ExitCode {
             .build()
             .map_err(anyhow::Error::from)
             .and_then(|rt| rt.block_on(serve(a))),
+        Command::FitConfig(_) => Ok(()),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -75,10 +75,13 @@ pub fn spawn_dynamo(stack: &Stack, plan: &Path, run_dir: &Path, seed: u64) -> Ch
         .expect("spawn sy-collect")
 }
 
-/// `sy-collect --target sim` with the simulator configured like the local mocker stack.
-pub fn spawn_sim(plan: &Path, run_dir: &Path, seed: u64) -> Child {
-    let sim_config =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/real_dynamo/mocker-like-sim.toml");
+/// The simulator configured like the local mocker stack (capacities, workers).
+pub fn mocker_like_sim() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/real_dynamo/mocker-like-sim.toml")
+}
+
+/// `sy-collect --target sim --sim-config SIM_CONFIG`.
+pub fn spawn_sim(plan: &Path, run_dir: &Path, seed: u64, sim_config: &Path) -> Child {
     base_command(plan, run_dir)
         .args(["--seed", &seed.to_string()])
         .args(["--target", "sim", "--sim-config"])

@@ -248,7 +248,7 @@ impl Stack {
     }
 
     /// Every worker in workers.json is registered in the selection service (and nothing else for our
-    /// models is), and the frontend lists it and serves both models.
+    /// models is), and the frontend lists exactly those workers (no stale instance of a killed one).
     pub async fn wait_healthy(&self) {
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut last = String::new();
@@ -275,7 +275,9 @@ impl Stack {
                     .unwrap_or_default(),
                 None => Default::default(),
             };
-            if ids.len() == 4 && ids == registered && ids.is_subset(&listed) {
+            // The frontend lists exactly the running workers: a killed one stays listed for about
+            // 9 s, and sy-collect's preflight refuses a listed worker the selection service lacks.
+            if ids.len() == 4 && ids == registered && ids == listed {
                 return;
             }
             last = format!("workers.json {ids:?}, selection {registered:?}, frontend {listed:?}");

@@ -1,0 +1,531 @@
+//! `sy-sim fit-config`: the simulator's TTFT parameters fitted from a real run's records.
+//!
+//! On an idle worker the simulator's first token arrives after the prefill steps of the request
+//! alone ([`crate::config::StepTimeConfig`]): with `c` the tokens the engine reuses (the worker's
+//! `cached_tokens`, at most N − 1) and the fresh `N − c` tokens cut into chunks of at most
+//! `max_num_batched_tokens`,
+//!
+//! ```text
+//! TTFT = Σ_chunks [ base_ms + prefill_ms_per_token·chunk
+//!                   + attention_ms_per_token_ctx·chunk·(context before it + chunk/2)/1000 ]
+//!        + cached_ms_per_token·c                                   (all divided by the speed)
+//! ```
+//!
+//! which is linear in the four parameters. Per model, the Q-grid records (no load) are grouped by
+//! (N, cached tokens), each cell's median TTFT is taken — the server's own TTFT
+//! (`server_ttft_ms`) where every record of the model has it, else the client's — and the four
+//! parameters are the non-negative least-squares fit of the cell medians in *relative* error
+//! (every cell counts alike, short prompts as much as long ones). The decode parameters, the
+//! capacities and everything else come from the base configuration unchanged.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use sy_records::{LoadOptions, Phase, Record, Status};
+
+use crate::config::{ModelConfig, SimConfig, StepTimeConfig};
+
+/// Why a fit could not be made. Every message names the file (and the field or model).
+#[derive(Debug, thiserror::Error)]
+pub enum FitConfigError {
+    /// The records did not load (sy-records' message names the file, row and field).
+    #[error("{0}")]
+    Load(sy_records::RecordsError),
+    #[error("{path}: {message}")]
+    Records { path: PathBuf, message: String },
+    #[error("{0}")]
+    Base(#[from] crate::SimError),
+    #[error(
+        "{path}: model {model:?} of the records is not in the base configuration {base} (models there: {known})"
+    )]
+    UnknownModel {
+        path: PathBuf,
+        model: String,
+        base: PathBuf,
+        known: String,
+    },
+    #[error("{path}: model {model:?}: {message}")]
+    Model {
+        path: PathBuf,
+        model: String,
+        message: String,
+    },
+    #[error("{base}: models[{index}].worker_speeds: {message}")]
+    Speeds {
+        base: PathBuf,
+        index: usize,
+        message: String,
+    },
+    #[error("{path}: cannot write: {message}")]
+    Write { path: PathBuf, message: String },
+}
+
+impl FitConfigError {
+    /// Bad input (exit 2) rather than a runtime failure (exit 1).
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            FitConfigError::Load(e) => e.is_bad_input(),
+            FitConfigError::Write { .. } => false,
+            _ => true,
+        }
+    }
+}
+
+/// One Q-grid cell of one model: N, the tokens the worker reused, the median TTFT and its count.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cell {
+    pub n: u64,
+    pub cached: u64,
+    pub ttft_ms: f64,
+    pub count: usize,
+}
+
+/// The fitted model: its parameters and, per cell, measured vs fitted TTFT.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelFit {
+    pub model: String,
+    /// `server_ttft_ms` or `ttft_ms`: what the cell medians are of.
+    pub target: &'static str,
+    pub step: StepTimeConfig,
+    pub cells: Vec<(Cell, f64)>,
+}
+
+/// Coefficients of (base_ms, prefill_ms_per_token, cached_ms_per_token,
+/// attention_ms_per_token_ctx) in the idle-worker TTFT of a prompt of `n` tokens of which the
+/// worker reuses `cached`, with a step budget of `mbt` tokens, at speed `speed`.
+pub fn ttft_features(n: u64, cached: u64, mbt: u64, speed: f64) -> [f64; 4] {
+    let reused = cached.min(n.saturating_sub(1));
+    let mut ctx = reused;
+    let mut left = n - reused;
+    let mut x = [0.0, 0.0, reused as f64, 0.0];
+    while left > 0 {
+        let c = left.min(mbt.max(1));
+        x[0] += 1.0;
+        x[1] += c as f64;
+        x[3] += c as f64 * (ctx as f64 + c as f64 / 2.0) / 1000.0;
+        ctx += c;
+        left -= c;
+    }
+    x.map(|v| v / speed.max(1e-9))
+}
+
+fn params(s: &StepTimeConfig) -> [f64; 4] {
+    [
+        s.base_ms,
+        s.prefill_ms_per_token,
+        s.cached_ms_per_token,
+        s.attention_ms_per_token_ctx,
+    ]
+}
+
+/// The simulator's idle-worker TTFT of a cell under `step`.
+pub fn predict(step: &StepTimeConfig, n: u64, cached: u64, mbt: u64, speed: f64) -> f64 {
+    let x = ttft_features(n, cached, mbt, speed);
+    x.iter().zip(params(step)).map(|(a, b)| a * b).sum()
+}
+
+/// Solves the normal equations of the columns in `free` (Gaussian elimination with partial
+/// pivoting); `None` when they are singular.
+fn solve_subset(rows: &[([f64; 4], f64)], free: &[usize]) -> Option<[f64; 4]> {
+    let k = free.len();
+    let mut a = vec![vec![0.0; k + 1]; k];
+    for (x, y) in rows {
+        for i in 0..k {
+            for j in 0..k {
+                a[i][j] += x[free[i]] * x[free[j]];
+            }
+            a[i][k] += x[free[i]] * y;
+        }
+    }
+    for col in 0..k {
+        let piv = (col..k).max_by(|&p, &q| a[p][col].abs().total_cmp(&a[q][col].abs()))?;
+        let scale = (0..k)
+            .map(|i| a[i][i].abs())
+            .fold(0.0, f64::max)
+            .max(1e-300);
+        if a[piv][col].abs() <= 1e-12 * scale {
+            return None;
+        }
+        a.swap(col, piv);
+        let pivot = a[col].clone();
+        for (r, row) in a.iter_mut().enumerate() {
+            if r != col {
+                let f = row[col] / pivot[col];
+                for (x, p) in row.iter_mut().zip(&pivot).skip(col) {
+                    *x -= f * p;
+                }
+            }
+        }
+    }
+    let mut out = [0.0; 4];
+    for (i, &p) in free.iter().enumerate() {
+        out[p] = a[i][k] / a[i][i];
+    }
+    Some(out)
+}
+
+/// Non-negative least squares of `cells` in relative error: every subset of the four parameters
+/// is solved unconstrained and the best solution with no negative parameter is kept (16 subsets:
+/// exact, and cheap).
+pub fn fit_cells(cells: &[Cell], mbt: u64, speed: f64) -> Option<StepTimeConfig> {
+    let rows: Vec<([f64; 4], f64)> = cells
+        .iter()
+        .filter(|c| c.ttft_ms > 0.0)
+        .map(|c| {
+            let x = ttft_features(c.n, c.cached, mbt, speed);
+            (x.map(|v| v / c.ttft_ms), 1.0)
+        })
+        .collect();
+    let mut best: Option<([f64; 4], f64)> = None;
+    for mask in 1u32..16 {
+        let free: Vec<usize> = (0..4).filter(|i| mask & (1 << i) != 0).collect();
+        let Some(p) = solve_subset(&rows, &free) else {
+            continue;
+        };
+        if p.iter().any(|v| *v < 0.0 || !v.is_finite()) {
+            continue;
+        }
+        let sse: f64 = rows
+            .iter()
+            .map(|(x, y)| (x.iter().zip(p).map(|(a, b)| a * b).sum::<f64>() - y).powi(2))
+            .sum();
+        if best.is_none_or(|b| sse < b.1 - 1e-15) {
+            best = Some((p, sse));
+        }
+    }
+    best.map(|(p, _)| StepTimeConfig {
+        base_ms: p[0],
+        prefill_ms_per_token: p[1],
+        cached_ms_per_token: p[2],
+        attention_ms_per_token_ctx: p[3],
+        ..StepTimeConfig::default()
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Q-grid cells of one model's successful records: (N, cached tokens) → median TTFT.
+pub fn q_cells(records: &[&Record], use_server: bool) -> Vec<Cell> {
+    let mut by: BTreeMap<(u64, u64), Vec<f64>> = BTreeMap::new();
+    for r in records {
+        let t = if use_server {
+            r.server_ttft_ms
+        } else {
+            r.ttft_ms
+        };
+        if let (Some(n), Some(t)) = (r.n.or(Some(r.planned_n)), t) {
+            let cached = r.cached_tokens.or(r.k).unwrap_or(0);
+            by.entry((n, cached)).or_default().push(t);
+        }
+    }
+    by.into_iter()
+        .map(|((n, cached), v)| Cell {
+            n,
+            cached,
+            count: v.len(),
+            ttft_ms: median(v),
+        })
+        .collect()
+}
+
+/// The speed every worker of `m` runs at (the fit assumes one speed per model).
+fn model_speed(m: &ModelConfig, index: usize, base: &Path) -> Result<f64, FitConfigError> {
+    let s0 = m.speed(0);
+    if (1..m.workers).any(|i| (m.speed(i) - s0).abs() > 1e-12) {
+        return Err(FitConfigError::Speeds {
+            base: base.to_path_buf(),
+            index,
+            message: format!(
+                "{:?} differ between workers; fit-config fits one set of parameters per model, so every worker of {} must run at one speed",
+                m.worker_speeds, m.name
+            ),
+        });
+    }
+    Ok(s0)
+}
+
+/// Fits every model of `records` (a run's records) into `base`; returns the new configuration and
+/// the per-model fits. `records_path` and `base_path` only name the files in errors.
+pub fn fit_config(
+    records: &[Record],
+    records_path: &Path,
+    mut base: SimConfig,
+    base_path: &Path,
+) -> Result<(SimConfig, Vec<ModelFit>), FitConfigError> {
+    let mut by_model: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();
+    for r in records
+        .iter()
+        .filter(|r| r.phase == Phase::Qgrid && r.status == Status::Ok)
+    {
+        by_model.entry(r.model.as_str()).or_default().push(r);
+    }
+    if by_model.is_empty() {
+        return Err(FitConfigError::Records {
+            path: records_path.to_path_buf(),
+            message: "no successful Q-grid records (phase = \"qgrid\", status = \"ok\"): fit-config fits the no-load TTFT".into(),
+        });
+    }
+    let mut fits = Vec::new();
+    for (model, recs) in by_model {
+        let known: Vec<String> = base.models.iter().map(|m| m.name.clone()).collect();
+        let Some(index) = base.models.iter().position(|m| m.name == model) else {
+            return Err(FitConfigError::UnknownModel {
+                path: records_path.to_path_buf(),
+                model: model.to_owned(),
+                base: base_path.to_path_buf(),
+                known: known.join(", "),
+            });
+        };
+        let m = &mut base.models[index];
+        let speed = model_speed(m, index, base_path)?;
+        let use_server = recs.iter().all(|r| r.server_ttft_ms.is_some());
+        let cells = q_cells(&recs, use_server);
+        let model_err = |message: String| FitConfigError::Model {
+            path: records_path.to_path_buf(),
+            model: model.to_owned(),
+            message,
+        };
+        if cells.len() < 2 {
+            return Err(model_err(format!(
+                "{} Q-grid cell(s) with a TTFT (field ttft_ms / server_ttft_ms); at least 2 (N, cached tokens) cells are needed",
+                cells.len()
+            )));
+        }
+        let fitted = fit_cells(&cells, m.max_num_batched_tokens, speed).ok_or_else(|| {
+            model_err("the cells do not determine the TTFT parameters (singular fit)".into())
+        })?;
+        m.step = StepTimeConfig {
+            decode_ms_per_seq: m.step.decode_ms_per_seq,
+            decode_ms_per_ctx: m.step.decode_ms_per_ctx,
+            ..fitted
+        };
+        let step = m.step.clone();
+        let mbt = m.max_num_batched_tokens;
+        fits.push(ModelFit {
+            model: model.to_owned(),
+            target: if use_server {
+                "server_ttft_ms"
+            } else {
+                "ttft_ms"
+            },
+            cells: cells
+                .iter()
+                .map(|c| (*c, predict(&step, c.n, c.cached, mbt, speed)))
+                .collect(),
+            step,
+        });
+    }
+    base.validate().map_err(|message| crate::SimError::Config {
+        source_name: format!("fitted from {}", records_path.display()),
+        message,
+    })?;
+    Ok((base, fits))
+}
+
+/// `sy-sim fit-config`: reads the records and the base configuration, fits, writes `out`
+/// (whole or not at all: a temporary file renamed into place) and returns the fits.
+pub fn run(records: &Path, base: &Path, out: &Path) -> Result<Vec<ModelFit>, FitConfigError> {
+    let loaded = sy_records::load_records(&[records.to_path_buf()], &LoadOptions::default())
+        .map_err(FitConfigError::Load)?;
+    let base_cfg = SimConfig::from_toml_path(base)?;
+    let (cfg, fits) = fit_config(&loaded.records, records, base_cfg, base)?;
+    let write_err = |e: String| FitConfigError::Write {
+        path: out.to_path_buf(),
+        message: e,
+    };
+    let body = toml::to_string(&cfg).map_err(|e| write_err(e.to_string()))?;
+    let mut text = format!(
+        "# Fitted by `sy-sim fit-config --records {} --base {}`: per model, base_ms,\n# prefill_ms_per_token, cached_ms_per_token and attention_ms_per_token_ctx from the\n# Q-grid cell medians (docs/simulator.md, \"Fitting the simulator to your own run\").\n",
+        records.display(),
+        base.display()
+    );
+    for f in &fits {
+        text.push_str(&format!(
+            "# {}: {} cells of {}\n",
+            f.model,
+            f.cells.len(),
+            f.target
+        ));
+    }
+    text.push_str(&body);
+    let tmp = out.with_extension("toml.tmp");
+    std::fs::write(&tmp, text).map_err(|e| write_err(e.to_string()))?;
+    std::fs::rename(&tmp, out).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        write_err(e.to_string())
+    })?;
+    Ok(fits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn truth() -> StepTimeConfig {
+        StepTimeConfig {
+            base_ms: 6.0,
+            prefill_ms_per_token: 0.004,
+            cached_ms_per_token: 0.0005,
+            attention_ms_per_token_ctx: 0.002,
+            ..StepTimeConfig::default()
+        }
+    }
+
+    fn grid(step: &StepTimeConfig, mbt: u64, speed: f64) -> Vec<Cell> {
+        let mut cells = Vec::new();
+        for n in [128u64, 512, 1536, 3000] {
+            for f in [0.0, 0.5, 0.875] {
+                let cached = ((f * n as f64) as u64 / 16) * 16;
+                let ttft_ms = predict(step, n, cached, mbt, speed);
+                cells.push(Cell {
+                    n,
+                    cached,
+                    ttft_ms,
+                    count: 3,
+                });
+            }
+        }
+        cells
+    }
+
+    #[test]
+    fn features_chunk_the_fresh_tokens_and_charge_the_reused_prefix() {
+        // 3000 tokens, 1000 reused, budget 1024: chunks 1024 + 976.
+        let x = ttft_features(3000, 1000, 1024, 1.0);
+        assert_eq!(x[0], 2.0);
+        assert_eq!(x[1], 2000.0);
+        assert_eq!(x[2], 1000.0);
+        let want = (1024.0 * (1000.0 + 512.0) + 976.0 * (2024.0 + 488.0)) / 1000.0;
+        assert!((x[3] - want).abs() < 1e-9);
+        // A full hit still computes the last token; speed divides everything.
+        assert_eq!(
+            ttft_features(64, 64, 1024, 2.0),
+            [0.5, 0.5, 31.5, 63.5 / 2000.0]
+        );
+    }
+
+    #[test]
+    fn recovers_known_parameters_exactly() {
+        for (mbt, speed) in [(2048, 1.0), (1024, 4.0)] {
+            let t = truth();
+            let got = fit_cells(&grid(&t, mbt, speed), mbt, speed).unwrap();
+            for (a, b) in params(&got).iter().zip(params(&t)) {
+                assert!((a - b).abs() <= 1e-9 * b.max(1.0), "{got:?} vs {t:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn never_fits_a_negative_parameter() {
+        // TTFT falling with N would need a negative slope: the fit clamps it to zero instead.
+        let cells: Vec<Cell> = [(128u64, 20.0), (512, 18.0), (1024, 17.0)]
+            .iter()
+            .map(|&(n, t)| Cell {
+                n,
+                cached: 0,
+                ttft_ms: t,
+                count: 1,
+            })
+            .collect();
+        let got = fit_cells(&cells, 2048, 1.0).unwrap();
+        assert!(params(&got).iter().all(|v| *v >= 0.0), "{got:?}");
+        assert!(got.base_ms > 15.0, "{got:?}");
+    }
+
+    fn record(model: &str, n: u64, cached: u64, server: Option<f64>) -> Record {
+        let mut r = sy_records::synth::template_record();
+        r.model = model.into();
+        r.phase = Phase::Qgrid;
+        r.n = Some(n);
+        r.planned_n = n;
+        r.cached_tokens = Some(cached);
+        r.server_ttft_ms = server;
+        r.ttft_ms = server.map(|s| s + 0.5).or(Some(10.0));
+        r
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_model() {
+        let base = SimConfig::default();
+        let (rp, bp) = (Path::new("run/records.parquet"), Path::new("base.toml"));
+        let err = fit_config(&[record("gpt", 128, 0, Some(5.0))], rp, base.clone(), bp)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("run/records.parquet")
+                && err.contains("\"gpt\"")
+                && err.contains("base.toml")
+                && err.contains("efficient, capable"),
+            "{err}"
+        );
+        let err = fit_config(
+            &[record("efficient", 128, 0, Some(5.0))],
+            rp,
+            base.clone(),
+            bp,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("run/records.parquet")
+                && err.contains("efficient")
+                && err.contains("at least 2"),
+            "{err}"
+        );
+        let err = fit_config(&[], rp, base.clone(), bp)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no successful Q-grid records"), "{err}");
+        let mut uneven = base;
+        uneven.models[1].worker_speeds = vec![1.0, 2.0];
+        let recs = [
+            record("capable", 128, 0, Some(5.0)),
+            record("capable", 512, 0, Some(9.0)),
+        ];
+        let err = fit_config(&recs, rp, uneven, bp).unwrap_err().to_string();
+        assert!(err.contains("base.toml: models[1].worker_speeds"), "{err}");
+    }
+
+    #[test]
+    fn fits_server_ttft_when_every_record_has_it_and_keeps_the_rest_of_the_base() {
+        let t = truth();
+        let mut recs = Vec::new();
+        for c in grid(&t, 2048, 1.0) {
+            recs.push(record("efficient", c.n, c.cached, Some(c.ttft_ms)));
+        }
+        let base = SimConfig::default();
+        let (cfg, fits) = fit_config(
+            &recs,
+            Path::new("r.jsonl"),
+            base.clone(),
+            Path::new("b.toml"),
+        )
+        .unwrap();
+        assert_eq!(fits.len(), 1);
+        assert_eq!(fits[0].target, "server_ttft_ms");
+        for (c, p) in &fits[0].cells {
+            assert!((p / c.ttft_ms - 1.0).abs() < 1e-9);
+        }
+        assert_eq!(
+            cfg.models[1], base.models[1],
+            "capable: no records, unchanged"
+        );
+        assert_eq!(
+            cfg.models[0].step.decode_ms_per_seq,
+            base.models[0].step.decode_ms_per_seq
+        );
+        assert!((cfg.models[0].step.base_ms - t.base_ms).abs() < 1e-9);
+        // One record without a server timing: the client's TTFT is fitted instead.
+        recs[0].server_ttft_ms = None;
+        let (_, fits) = fit_config(&recs, Path::new("r.jsonl"), base, Path::new("b.toml")).unwrap();
+        assert_eq!(fits[0].target, "ttft_ms");
+    }
+}
