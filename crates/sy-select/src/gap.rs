@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use sy_records::{Record, Status};
+use sy_records::{ProbeTable, Status};
 use sy_stats::quantile_sorted;
 
 /// One phase × model row of the gap table.
@@ -33,14 +33,12 @@ pub struct GapStats {
 
 /// Per phase and model (sorted by phase, then model) over the successful records: how many carry
 /// the gap, and its median, p90, p99 and max.
-pub fn gap_rows(records: &[Record]) -> Vec<GapRow> {
+pub fn gap_rows(records: &ProbeTable) -> Vec<GapRow> {
     let mut groups: BTreeMap<(&str, &str), (usize, Vec<f64>)> = BTreeMap::new();
-    for r in records.iter().filter(|r| r.status == Status::Ok) {
-        let e = groups
-            .entry((r.phase.as_str(), r.model.as_str()))
-            .or_default();
+    for r in records.rows().filter(|r| r.status() == Status::Ok) {
+        let e = groups.entry((r.phase().as_str(), r.model())).or_default();
         e.0 += 1;
-        if let Some(g) = r.client_server_gap_ms.filter(|g| g.is_finite()) {
+        if let Some(g) = r.client_server_gap_ms().filter(|g| g.is_finite()) {
             e.1.push(g);
         }
     }
@@ -96,7 +94,7 @@ pub fn gap_markdown(rows: &[GapRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sy_records::Phase;
+    use sy_records::{Phase, Record, Role};
 
     fn rec(phase: Phase, model: &str, gap: Option<f64>, ok: bool) -> Record {
         let mut r = sy_records::synth::template_record();
@@ -116,8 +114,11 @@ mod tests {
             .collect();
         records.push(rec(Phase::Qgrid, "efficient", None, true));
         records.push(rec(Phase::Qgrid, "efficient", Some(99.0), false)); // failed: not counted
-        records.push(rec(Phase::Load, "capable", None, true));
-        let rows = gap_rows(&records);
+        let mut capable = rec(Phase::Load, "capable", None, true);
+        capable.role = Role::Capable;
+        records.push(capable);
+        records.push(rec(Phase::Load, "efficient", None, false)); // its failed partner
+        let rows = gap_rows(&ProbeTable::from_records(&records).unwrap());
         assert_eq!(rows.len(), 2);
         let load = &rows[0];
         assert_eq!(
@@ -146,7 +147,7 @@ mod tests {
     #[test]
     fn records_without_the_column_say_not_available() {
         let records = vec![rec(Phase::Qgrid, "efficient", None, true); 3];
-        let md = gap_markdown(&gap_rows(&records));
+        let md = gap_markdown(&gap_rows(&ProbeTable::from_records(&records).unwrap()));
         assert!(md.contains("Not available: none of the 3"), "{md}");
         assert!(!md.contains("| qgrid"), "{md}");
     }

@@ -637,16 +637,9 @@ fn q_tables(r: &mut Report, out: &SelectOutput) -> R {
 }
 
 /// The client − server TTFT gap per phase and model ([`crate::gap`]) over every record the run
-/// was given (the report's inputs are read again: the selection keeps only the selection split).
+/// was given.
 fn client_server_gap(r: &mut Report, out: &SelectOutput) -> R {
-    let options = sy_records::LoadOptions {
-        skip_invalid: out.options.skip_invalid,
-    };
-    let loaded = sy_records::load_records(&out.options.records, &options)
-        .map_err(|e| ToolError::Runtime(format!("re-reading the records for the report: {e}")))?;
-    r.markdown(&crate::gap::gap_markdown(&crate::gap::gap_rows(
-        &loaded.records,
-    )));
+    r.markdown(&crate::gap::gap_markdown(&out.gap));
     Ok(())
 }
 

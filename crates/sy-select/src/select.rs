@@ -139,6 +139,8 @@ pub struct SelectOutput {
     pub selection_pairs: Vec<EvalPair>,
     /// The options the run was made with (for the report's reproduce commands).
     pub options: SelectOptions,
+    /// The client − server TTFT gap per phase and model over every record read.
+    pub gap: Vec<crate::gap::GapRow>,
 }
 
 /// The calibration repeated over `opts.stability_seeds` (`None` when there are none).
@@ -271,6 +273,7 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
         )));
     }
     bar.set_message("pairing probes");
+    let gap = crate::gap::gap_rows(&loaded);
     let condition_splits = loaded.condition_splits(&splits);
     let of = |s: Split| {
         let condition_splits = &condition_splits;
@@ -449,5 +452,6 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
         fit_file,
         selection_pairs: sel_pairs,
         options: opts.clone(),
+        gap,
     })
 }

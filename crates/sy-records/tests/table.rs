@@ -1,0 +1,188 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The probe table against the record loader: the same rows, the same pairs, the same errors
+//! and skips, on real files of every format.
+
+use std::path::{Path, PathBuf};
+
+use sy_records::synth::{SynthSpec, generate};
+use sy_records::{
+    LoadOptions, Phase, ProbeTable, Record, RecordsError, load_records, pair_indices, write_csv,
+    write_records,
+};
+
+fn small() -> Vec<Record> {
+    generate(&SynthSpec {
+        conditions: 6,
+        repeats: 2,
+        q_n_axis: vec![512, 2048],
+        q_f_axis: vec![0.0, 0.5],
+        q_repeats: 1,
+        ..SynthSpec::default()
+    })
+}
+
+/// Every field the table holds equals the record's.
+fn assert_rows_equal(table: &ProbeTable, records: &[Record], what: &str) {
+    assert_eq!(table.len(), records.len(), "{what}");
+    for (row, r) in table.rows().zip(records) {
+        assert_eq!(row.run_id(), r.run_id, "{what}");
+        assert_eq!(row.condition_id(), r.condition_id, "{what}");
+        assert_eq!(row.probe_id(), r.probe_id, "{what}");
+        assert_eq!(row.phase(), r.phase, "{what}");
+        assert_eq!(row.role(), r.role, "{what}");
+        assert_eq!(row.status(), r.status, "{what}");
+        assert_eq!(row.repeat(), r.repeat, "{what}");
+        assert_eq!(row.model(), r.model, "{what}");
+        assert_eq!(row.planned_n(), r.planned_n, "{what}");
+        assert_eq!(row.planned_f().to_bits(), r.planned_f.to_bits(), "{what}");
+        assert_eq!(
+            row.decode_length(),
+            r.background.decode_length.as_deref(),
+            "{what}"
+        );
+        assert_eq!(row.n(), r.n, "{what}");
+        assert_eq!(row.k(), r.k, "{what}");
+        assert_eq!(row.ttft_ms(), r.ttft_ms, "{what}");
+        assert_eq!(row.sent_at_unix_ms(), r.sent_at_unix_ms, "{what}");
+        assert_eq!(
+            row.client_server_gap_ms(),
+            r.client_server_gap_ms,
+            "{what}"
+        );
+        assert_eq!(row.rule_observation(), r.rule_observation(), "{what}");
+    }
+}
+
+/// Both loaders give the same outcome on `path`: equal rows, skips and pairs, or equal errors.
+fn assert_loaders_agree(path: &Path, options: &LoadOptions) -> Result<ProbeTable, RecordsError> {
+    let paths = [path.to_path_buf()];
+    let records = load_records(&paths, options);
+    let table = ProbeTable::load(&paths, options);
+    match (&records, &table) {
+        (Ok(l), Ok(t)) => {
+            assert_rows_equal(t, &l.records, &path.display().to_string());
+            assert_eq!(t.skipped(), l.skipped.as_slice());
+            assert_eq!(t.files(), l.files.as_slice());
+            let pairs: Vec<(usize, usize)> = t
+                .pairs()
+                .map(|p| (p.efficient.index(), p.capable.index()))
+                .collect();
+            assert_eq!(pairs, pair_indices(&l.records).unwrap());
+            assert_eq!(t.pick_summary(), sy_records::PickSummary::of(&l.records));
+        }
+        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+        _ => panic!(
+            "the loaders disagree on {}: records {:?}, table {:?}",
+            path.display(),
+            records.as_ref().map(|l| l.records.len()).map_err(ToString::to_string),
+            table.as_ref().map(ProbeTable::len).map_err(ToString::to_string),
+        ),
+    }
+    table
+}
+
+#[test]
+fn every_format_loads_the_same_rows_and_pairs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut records = small();
+    records[1].r = None;
+    records[2].client_server_gap_ms = Some(0.25);
+    let last = records.len() - 1;
+    records[last].status = sy_records::Status::Error;
+    records[last].ttft_ms = None;
+    for name in ["r.parquet", "r.csv", "r.jsonl"] {
+        let path = dir.path().join(name);
+        write_records(&records, &path).unwrap();
+        let t = assert_loaders_agree(&path, &LoadOptions::default()).unwrap();
+        assert_rows_equal(&t, &records, name);
+        let load = records.iter().filter(|r| r.phase == Phase::Load).count();
+        assert_eq!(t.pair_count(), load / 2);
+    }
+}
+
+#[test]
+fn merged_files_key_conditions_by_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for run in ["node-a", "node-b"] {
+        let mut rs = small();
+        for r in &mut rs {
+            r.run_id = run.to_string();
+        }
+        let path = dir.path().join(format!("{run}.parquet"));
+        write_records(&rs, &path).unwrap();
+        paths.push(path);
+    }
+    let t = ProbeTable::load(&paths, &LoadOptions::default()).unwrap();
+    let one = ProbeTable::load(&paths[..1], &LoadOptions::default()).unwrap();
+    assert_eq!(t.len(), 2 * one.len());
+    assert_eq!(t.pair_count(), 2 * one.pair_count());
+    assert_eq!(t.condition_count(), 2 * one.condition_count());
+    let (run, _) = t.condition_key(t.row(t.len() - 1).condition());
+    assert_eq!(run, "node-b");
+}
+
+fn csv_edit(path: &Path, records: &[Record], column: &str, row: usize, value: &str) {
+    write_csv(records, path).unwrap();
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut rows: Vec<Vec<String>> = text
+        .lines()
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect();
+    let c = rows[0].iter().position(|h| h == column).unwrap();
+    rows[row][c] = value.to_string();
+    let out: Vec<String> = rows.iter().map(|r| r.join(",")).collect();
+    std::fs::write(path, out.join("\n") + "\n").unwrap();
+}
+
+#[test]
+fn bad_cells_give_the_same_error_and_skips_in_both_loaders() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.csv");
+    let records: Vec<Record> = small()
+        .into_iter()
+        .filter(|r| r.endpoint.is_none())
+        .collect();
+    let first_load = records.iter().position(|r| r.phase == Phase::Load).unwrap() + 1;
+    let cases: Vec<(&str, usize, &str)> = vec![
+        ("ttft_ms", 3, "fast"),
+        ("ttft_ms", 2, "NaN"),
+        ("ttft_ms", 5, "-3.5"),
+        ("k", 4, "999999999"),
+        ("role", 6, "medium"),
+        ("role", first_load, "medium"),
+        ("phase", 2, "warmup"),
+        ("status", 7, "maybe"),
+        ("r", 1, "2.5"),
+        ("n", first_load + 1, "-1"),
+        ("repeat", first_load, "-2"),
+        ("run_id", 3, ""),
+        ("probe_id", first_load + 2, ""),
+        ("schema_version", 2, "99"),
+        ("schema_version", 3, "0"),
+        ("schedulable", 4, "perhaps"),
+        ("served_worker_id", first_load, "12345"),
+        ("planned_f", 2, "half"),
+        ("condition_id", first_load + 1, "elsewhere"),
+    ];
+    for (column, row, value) in cases {
+        csv_edit(&path, &records, column, row, value);
+        let strict = assert_loaders_agree(&path, &LoadOptions::default());
+        assert!(strict.is_err(), "{column} = {value:?} was accepted");
+        let skipping = assert_loaders_agree(&path, &LoadOptions { skip_invalid: true });
+        let t = skipping.unwrap();
+        assert!(!t.skipped().is_empty(), "{column}");
+    }
+}
+
+#[test]
+fn the_table_of_records_in_memory_matches_the_loaded_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = small();
+    let path = dir.path().join("r.parquet");
+    write_records(&records, &path).unwrap();
+    let loaded = ProbeTable::load(&[path], &LoadOptions::default()).unwrap();
+    let memory = ProbeTable::from_records(&records).unwrap();
+    assert_rows_equal(&memory, &records, "from_records");
+    assert_eq!(loaded.pair_count(), memory.pair_count());
+}
