@@ -1,0 +1,282 @@
+//! Atomic file output: write to a temporary file beside the target, sync, then rename.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// A failed file operation of the run directory.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Creating, writing, syncing or renaming a file failed (`what` says which step).
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A value could not be serialised as JSON.
+    #[error("cannot serialise {}: {source}", path.display())]
+    Serialise {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    /// An output path is an existing directory.
+    #[error("{flag} {}: is a directory; expected a file path", path.display())]
+    OutputIsDirectory { flag: String, path: PathBuf },
+    /// An output path lies under an existing non-directory.
+    #[error("{flag} {}: {} is not a directory", path.display(), parent.display())]
+    ParentNotDirectory {
+        flag: String,
+        path: PathBuf,
+        parent: PathBuf,
+    },
+    /// An input file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl RunError {
+    /// Whether the error is bad input (a path the user gave that cannot be used: exit code 2)
+    /// rather than a runtime failure (exit code 1).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            RunError::OutputIsDirectory { .. }
+                | RunError::ParentNotDirectory { .. }
+                | RunError::Read { .. }
+        )
+    }
+}
+
+fn io_error(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> RunError {
+    let path = path.to_path_buf();
+    move |source| RunError::Io { what, path, source }
+}
+
+/// Writes `bytes` to `path` atomically: a reader sees the old file or the whole new one, never a
+/// partial file, and a failed write leaves no temporary file behind.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
+    let tmp = stage(path, bytes)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io_error("cannot write", path)(e)
+    })
+}
+
+/// Refuses, as bad input (exit 2), an output path that cannot be written as a file: an existing
+/// directory, or a path under an existing non-directory. Tools call it for every output before
+/// reading or writing anything, so a bad `--out` never leaves other outputs rewritten.
+pub fn check_output_path(path: &Path, flag: &str) -> Result<(), RunError> {
+    if path.is_dir() {
+        return Err(RunError::OutputIsDirectory {
+            flag: flag.to_owned(),
+            path: path.to_path_buf(),
+        });
+    }
+    let mut dir = path.parent();
+    while let Some(d) = dir {
+        if d.as_os_str().is_empty() {
+            break;
+        }
+        if d.exists() {
+            if !d.is_dir() {
+                return Err(RunError::ParentNotDirectory {
+                    flag: flag.to_owned(),
+                    path: path.to_path_buf(),
+                    parent: d.to_path_buf(),
+                });
+            }
+            break;
+        }
+        dir = d.parent();
+    }
+    Ok(())
+}
+
+/// Writes several files as one: each is staged (a synced temporary file beside it) before any is
+/// renamed into place, so a failure while staging (a full disk, a bad path) leaves every old file
+/// as it was and no temporary behind.
+pub fn atomic_write_all(files: &[(PathBuf, Vec<u8>)]) -> Result<(), RunError> {
+    let mut staged: Vec<(PathBuf, &Path)> = Vec::with_capacity(files.len());
+    let cleanup = |staged: &[(PathBuf, &Path)]| {
+        for (tmp, _) in staged {
+            let _ = std::fs::remove_file(tmp);
+        }
+    };
+    for (path, bytes) in files {
+        match stage(path, bytes) {
+            Ok(tmp) => staged.push((tmp, path.as_path())),
+            Err(e) => {
+                cleanup(&staged);
+                return Err(e);
+            }
+        }
+    }
+    for (i, (tmp, path)) in staged.iter().enumerate() {
+        if let Err(e) = std::fs::rename(tmp, path) {
+            cleanup(&staged[i..]);
+            return Err(io_error("cannot write", path)(e));
+        }
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to a synced temporary file beside `path` and returns its path.
+fn stage(path: &Path, bytes: &[u8]) -> Result<PathBuf, RunError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir).map_err(io_error("cannot create the directory of", path))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".to_string());
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io_error("cannot write", path)(e));
+    }
+    Ok(tmp)
+}
+
+/// Serialises `value` as pretty JSON (with a trailing newline), for [`atomic_write_all`].
+pub fn json_bytes<T: serde::Serialize>(path: &Path, value: &T) -> Result<Vec<u8>, RunError> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| RunError::Serialise {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// Serialises `value` as pretty JSON (with a trailing newline) and writes it atomically.
+pub fn atomic_write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), RunError> {
+    atomic_write(path, &json_bytes(path, value)?)
+}
+
+/// A JSON parse error with the member it happened in: serde names the line and column but not
+/// the field, so the nearest `"key":` before the error position is added (`field `key`: ...`).
+pub fn json_error_with_field(text: &str, e: &serde_json::Error) -> String {
+    let (line, column) = (e.line(), e.column());
+    let offset: usize = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum::<usize>()
+        + column;
+    let before = text.get(..offset.min(text.len())).unwrap_or("");
+    let key = before.rfind("\":").and_then(|end| {
+        let start = before[..end].rfind('"')?;
+        Some(&before[start + 1..end])
+    });
+    match key {
+        Some(k) if !k.is_empty() => format!("field `{k}`: {e}"),
+        _ => e.to_string(),
+    }
+}
+
+/// SHA-256 of a file's bytes, as lowercase hex (for provenance).
+pub fn file_sha256(path: &Path) -> Result<String, RunError> {
+    let bytes = std::fs::read(path).map_err(|source| RunError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(hex::encode(Sha256::digest(&bytes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_whole_file_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub").join("x.json");
+        atomic_write_json(&path, &serde_json::json!({"a": 1})).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "{\n  \"a\": 1\n}\n");
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn failed_write_reports_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        // A directory where the file should be: rename fails.
+        let path = dir.path().join("taken");
+        std::fs::create_dir(&path).unwrap();
+        std::fs::write(path.join("f"), b"x").unwrap();
+        let err = atomic_write(&path, b"x").unwrap_err().to_string();
+        assert!(err.contains("taken"), "{err}");
+        let leftovers = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(leftovers, 1);
+    }
+
+    #[test]
+    fn write_all_is_all_or_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.json");
+        std::fs::write(&a, b"old").unwrap();
+        // The second file's parent is a file: staging fails, `a` keeps its old bytes.
+        let blocker = dir.path().join("blocker");
+        std::fs::write(&blocker, b"x").unwrap();
+        let files = vec![
+            (a.clone(), b"new".to_vec()),
+            (blocker.join("b.json"), b"b".to_vec()),
+        ];
+        assert!(atomic_write_all(&files).is_err());
+        assert_eq!(std::fs::read(&a).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        let files = vec![
+            (a.clone(), b"new".to_vec()),
+            (dir.path().join("c"), b"c".to_vec()),
+        ];
+        atomic_write_all(&files).unwrap();
+        assert_eq!(std::fs::read(&a).unwrap(), b"new");
+    }
+
+    #[test]
+    fn output_paths_that_cannot_be_files_are_bad_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = check_output_path(dir.path(), "--out").unwrap_err();
+        assert!(matches!(err, RunError::OutputIsDirectory { .. }));
+        assert!(err.is_bad_input());
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let err = check_output_path(&file.join("x.json"), "--out").unwrap_err();
+        assert!(err.to_string().contains("is not a directory"), "{err}");
+        check_output_path(&dir.path().join("new/sub/x.json"), "--out").unwrap();
+    }
+
+    #[test]
+    fn json_errors_name_the_member() {
+        let text = "{\n  \"a\": 1,\n  \"level\": \"high\"\n}";
+        let e = serde_json::from_str::<std::collections::BTreeMap<String, f64>>(text).unwrap_err();
+        let m = json_error_with_field(text, &e);
+        assert!(m.starts_with("field `level`: invalid type"), "{m}");
+    }
+
+    #[test]
+    fn sha256_of_known_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("abc");
+        std::fs::write(&path, b"abc").unwrap();
+        assert_eq!(
+            file_sha256(&path).unwrap(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}
