@@ -15,8 +15,8 @@ use proptest::prelude::*;
 use sy_select::evaluate::{EvalPair, GuardProbe, replay_variant};
 use sy_select::search::{RuleFamily, ThresholdRule, score_rule, search_thresholds};
 use sy_selector::{
-    DecisionInput, Model, Reason, RuleParams, Thresholds, TriggerReads, Variant,
-    count_trigger, decide, guard, ttft_trigger,
+    DecisionInput, Model, Reason, RuleParams, Thresholds, TriggerReads, Variant, count_trigger,
+    decide, guard, ttft_trigger,
 };
 
 fn pair() -> impl Strategy<Value = EvalPair> {

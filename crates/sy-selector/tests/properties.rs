@@ -8,7 +8,7 @@ use common::strategies::{NOW, observation};
 
 use proptest::prelude::*;
 use sy_selector::{
-    Decision, DecisionInput, Model, Observation, Reason, RuleParams, Thresholds, Variant, decide,
+    Decision, DecisionInput, Model, Reason, RuleParams, Thresholds, Variant, decide,
     required_inputs,
 };
 

@@ -7,8 +7,10 @@ use serde_json::{Value, json};
 use crate::{FaultConfig, SimConfig, SimHandle};
 
 async fn sim() -> SimHandle {
-    let mut cfg = SimConfig::default();
-    cfg.time_scale = 0.0;
+    let cfg = SimConfig {
+        time_scale: 0.0,
+        ..SimConfig::default()
+    };
     crate::spawn(cfg).await.unwrap()
 }
 
