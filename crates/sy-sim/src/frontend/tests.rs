@@ -7,8 +7,13 @@ use serde_json::{Value, json};
 use crate::{FaultConfig, SimConfig, SimHandle};
 
 async fn sim() -> SimHandle {
+    sim_scaled(0.0).await
+}
+
+/// A simulator whose simulated time runs at `time_scale` (fault windows need one above 0).
+async fn sim_scaled(time_scale: f64) -> SimHandle {
     let cfg = SimConfig {
-        time_scale: 0.0,
+        time_scale,
         ..SimConfig::default()
     };
     crate::spawn(cfg).await.unwrap()
@@ -142,7 +147,7 @@ async fn completions_refuses_bad_requests() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn completions_answer_injected_errors_and_missing_instances() {
-    let h = sim().await;
+    let h = sim_scaled(1.0).await;
     h.set_faults(FaultConfig {
         error_rate: 1.0,
         error_status: 503,
@@ -165,7 +170,7 @@ async fn completions_answer_injected_errors_and_missing_instances() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_answers_and_refuses() {
-    let h = sim().await;
+    let h = sim_scaled(1.0).await;
     let ok = json!({
         "model": "capable", "max_completion_tokens": 2,
         "messages": [{"role": "user", "content": "hi there"}]
@@ -220,7 +225,7 @@ async fn models_lists_every_model_sorted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_and_live_list_known_instances() {
-    let h = sim().await;
+    let h = sim_scaled(1.0).await;
     for path in ["/health", "/live"] {
         let (status, _, text) = get(&h, path).await;
         assert_eq!(status, 200, "{path}");
