@@ -33,6 +33,18 @@ impl ToolError {
     }
 }
 
+impl From<sy_run::RunError> for ToolError {
+    /// A path the user gave that cannot be used is bad input; a failed write is a runtime
+    /// failure.
+    fn from(e: sy_run::RunError) -> Self {
+        if e.is_bad_input() {
+            ToolError::BadInput(e.to_string())
+        } else {
+            ToolError::Runtime(e.to_string())
+        }
+    }
+}
+
 /// Runs a tool's body and maps its result to an exit code, printing the error chain on stderr.
 pub fn run_main(body: impl FnOnce() -> Result<(), ToolError>) -> ExitCode {
     match body() {

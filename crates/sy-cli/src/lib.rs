@@ -3,17 +3,17 @@
 //! Every tool (`sy-collect`, `sy-fit`, `sy-margin`, `sy-select`, `sy-sim`) takes the same
 //! [`CommonArgs`] (`--run-dir`, `--seed`, `--no-progress`, `--json`, `-v/-q`), reports errors
 //! through [`ToolError`] with the exit codes of [`ExitStatus`], and writes every output file with
-//! [`atomic_write`] so a failed run never leaves a partial file behind.
+//! [`atomic_write`] (from `sy-run`, re-exported) so a failed run never leaves a partial file
+//! behind.
 
-mod atomic;
 mod common;
 mod error;
 mod progress;
 
-pub use atomic::{
-    atomic_write, atomic_write_all, atomic_write_json, check_output_path, file_sha256, json_bytes,
-    json_error_with_field,
-};
 pub use common::{CommonArgs, init_tracing, print_completions};
 pub use error::{ExitStatus, ToolError, run_main};
 pub use progress::{progress_bar, spinner};
+pub use sy_run::{
+    RunError, atomic_write, atomic_write_all, atomic_write_json, check_output_path, file_sha256,
+    json_bytes, json_error_with_field,
+};

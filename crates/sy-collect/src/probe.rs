@@ -88,6 +88,15 @@ impl Failure {
     }
 }
 
+/// What one attempt gathered for each candidate (index 0 efficient, 1 capable).
+#[derive(Debug, Default)]
+struct PairState {
+    observations: [CandidateObservation; 2],
+    bookings: [Option<Booking>; 2],
+    outcomes: [Option<StreamOutcome>; 2],
+    failures: [Option<Failure>; 2],
+}
+
 impl UnitRunner {
     fn models(&self) -> [(Role, &str); 2] {
         [
@@ -102,97 +111,108 @@ impl UnitRunner {
         let tokens = self
             .prompts
             .probe(&cond.id, repeat, attempt, cond.planned_n);
-        let cancel = self.driver.cancel.clone();
-        let mut observations: [CandidateObservation; 2] = Default::default();
-        let mut bookings: [Option<Booking>; 2] = [None, None];
-        let mut outcomes: [Option<StreamOutcome>; 2] = [None, None];
-        let mut failures: [Option<Failure>; 2] = [None, None];
-        let [(_, eff), (_, cap)] = self.models();
-
-        'attempt: {
-            // 1. Prime the prefix on both models (each through the accounting path).
-            let primed = cond.primed_tokens() as usize;
-            if primed > 0 {
-                let prefix = tokens[..primed].to_vec();
-                let (a, b) = tokio::join!(
-                    self.driver
-                        .accounted(eff, prefix.clone(), 1, false, &cancel, "prime", || {}),
-                    self.driver
-                        .accounted(cap, prefix, 1, false, &cancel, "prime", || {}),
-                );
-                for (i, acc) in [a, b].iter().enumerate() {
-                    if let Some((reserve, e)) = acc.failure() {
-                        let class = if reserve {
-                            Some(ErrorClass::Reservation)
-                        } else {
-                            None
-                        };
-                        failures[i] = Some(Failure::from_call(e, class, "priming: "));
-                    }
-                }
-                if failures.iter().any(Option::is_some) {
-                    break 'attempt;
-                }
-                let settle = Duration::from_millis(self.plan.probe.settle_ms);
-                tokio::select! {
-                    _ = cancel.cancelled() => {
-                        failures = [Some(Failure::cancelled("after priming")), Some(Failure::cancelled("after priming"))];
-                        break 'attempt;
-                    }
-                    _ = tokio::time::sleep(settle) => {}
-                }
-            }
-            // 2. Background load, held steady while the probe runs.
-            let background = if cond.has_background() {
-                let slots = slots_for(cond, eff, cap);
-                let bg = BackgroundLoad::start(
-                    self.driver.clone(),
-                    self.prompts.clone(),
-                    format!("{}/r{repeat}/a{attempt}", cond.id),
-                    slots,
-                    Duration::from_millis(self.plan.target.retry_backoff_ms),
-                );
-                let warmup = self.plan.load.as_ref().map_or(0, |l| l.warmup_ms);
-                let all_started = bg
-                    .warm_up(
-                        Duration::from_millis(self.plan.target.first_token_timeout_ms),
-                        Duration::from_millis(warmup),
-                        &cancel,
-                    )
-                    .await;
-                if !all_started && !cancel.is_cancelled() {
-                    tracing::warn!(
-                        "{probe_id}: not every background slot streamed before the warm-up limit"
-                    );
-                }
-                Some(bg)
-            } else {
-                None
-            };
-            let result = self
-                .probe_pair(
-                    &tokens,
-                    &mut observations,
-                    &mut bookings,
-                    &mut outcomes,
-                    &mut failures,
-                )
-                .await;
+        let mut pair = PairState::default();
+        if self.prime(cond, &tokens, &mut pair.failures).await {
+            let background = self.start_background(cond, &probe_id).await;
+            self.probe_pair(&tokens, &mut pair).await;
             if let Some(bg) = background {
                 bg.stop().await;
             }
-            result
         }
+        self.attempt_of(cond, repeat, attempt, &probe_id, tokens.len(), pair)
+    }
 
-        if observations[0].model.is_empty() {
-            for (i, (_, model)) in self.models().iter().enumerate() {
-                observations[i].model = model.to_string();
-                observations[i].n = tokens.len() as u64;
+    /// 1. Primes the prefix on both models (each through the accounting path) and lets it
+    ///    settle. Returns whether the attempt goes on (no failure, not cancelled).
+    async fn prime(
+        &self,
+        cond: &Condition,
+        tokens: &[u32],
+        failures: &mut [Option<Failure>; 2],
+    ) -> bool {
+        let primed = cond.primed_tokens() as usize;
+        if primed == 0 {
+            return true;
+        }
+        let cancel = self.driver.cancel.clone();
+        let [(_, eff), (_, cap)] = self.models();
+        let prefix = tokens[..primed].to_vec();
+        let (a, b) = tokio::join!(
+            self.driver
+                .accounted(eff, prefix.clone(), 1, false, &cancel, "prime", || {}),
+            self.driver
+                .accounted(cap, prefix, 1, false, &cancel, "prime", || {}),
+        );
+        for (i, acc) in [a, b].iter().enumerate() {
+            if let Some((reserve, e)) = acc.failure() {
+                let class = reserve.then_some(ErrorClass::Reservation);
+                failures[i] = Some(Failure::from_call(e, class, "priming: "));
             }
         }
-        // A side that was never sent because its partner failed shares the partner's failure.
+        if failures.iter().any(Option::is_some) {
+            return false;
+        }
+        let settle = Duration::from_millis(self.plan.probe.settle_ms);
+        tokio::select! {
+            _ = cancel.cancelled() => {
+                *failures = [Some(Failure::cancelled("after priming")), Some(Failure::cancelled("after priming"))];
+                false
+            }
+            _ = tokio::time::sleep(settle) => true,
+        }
+    }
+
+    /// 2. The condition's background load (if any), warmed up and held steady while the
+    ///    probe runs.
+    async fn start_background(&self, cond: &Condition, probe_id: &str) -> Option<BackgroundLoad> {
+        if !cond.has_background() {
+            return None;
+        }
+        let cancel = self.driver.cancel.clone();
+        let [(_, eff), (_, cap)] = self.models();
+        let bg = BackgroundLoad::start(
+            self.driver.clone(),
+            self.prompts.clone(),
+            probe_id.to_string(),
+            slots_for(cond, eff, cap),
+            Duration::from_millis(self.plan.target.retry_backoff_ms),
+        );
+        let warmup = self.plan.load.as_ref().map_or(0, |l| l.warmup_ms);
+        let all_started = bg
+            .warm_up(
+                Duration::from_millis(self.plan.target.first_token_timeout_ms),
+                Duration::from_millis(warmup),
+                &cancel,
+            )
+            .await;
+        if !all_started && !cancel.is_cancelled() {
+            tracing::warn!(
+                "{probe_id}: not every background slot streamed before the warm-up limit"
+            );
+        }
+        Some(bg)
+    }
+
+    /// The attempt's records: a side never sent because its partner failed shares the
+    /// partner's failure; transient if a failure may pass, cancelled if one was a cancel.
+    fn attempt_of(
+        &self,
+        cond: &Condition,
+        repeat: u32,
+        attempt: u32,
+        probe_id: &str,
+        n_tokens: usize,
+        mut pair: PairState,
+    ) -> UnitAttempt {
+        if pair.observations[0].model.is_empty() {
+            for (i, (_, model)) in self.models().iter().enumerate() {
+                pair.observations[i].model = model.to_string();
+                pair.observations[i].n = n_tokens as u64;
+            }
+        }
+        let failures = &mut pair.failures;
         for i in 0..2 {
-            if failures[i].is_none() && outcomes[i].is_none() {
+            if failures[i].is_none() && pair.outcomes[i].is_none() {
                 let partner = failures[1 - i].clone();
                 failures[i] = Some(match partner {
                     Some(p) => Failure {
@@ -203,51 +223,48 @@ impl UnitRunner {
                 });
             }
         }
-        let attempt_transient = failures
-            .iter()
-            .flatten()
-            .any(|f| f.transient && f.class != ErrorClass::Cancelled);
-        let cancelled = failures
-            .iter()
-            .flatten()
-            .any(|f| f.class == ErrorClass::Cancelled);
+        let failed = || pair.failures.iter().flatten();
+        let transient = failed().any(|f| f.transient && f.class != ErrorClass::Cancelled);
+        let cancelled = failed().any(|f| f.class == ErrorClass::Cancelled);
         let records = [0usize, 1].map(|i| {
             self.record(
                 cond,
                 repeat,
-                &probe_id,
+                probe_id,
                 self.models()[i].0,
-                &observations[i],
-                bookings[i].as_ref(),
-                outcomes[i].as_ref(),
-                failures[i].as_ref(),
+                &pair.observations[i],
+                pair.bookings[i].as_ref(),
+                pair.outcomes[i].as_ref(),
+                pair.failures[i].as_ref(),
                 attempt,
             )
         });
         UnitAttempt {
             records,
-            transient: attempt_transient,
+            transient,
             cancelled,
         }
     }
 
-    /// Observe both, reserve both, send both at the same instant, release both.
-    async fn probe_pair(
-        &self,
-        tokens: &[u32],
-        observations: &mut [CandidateObservation; 2],
-        bookings: &mut [Option<Booking>; 2],
-        outcomes: &mut [Option<StreamOutcome>; 2],
-        failures: &mut [Option<Failure>; 2],
-    ) {
-        let cancel = self.driver.cancel.clone();
-        if cancel.is_cancelled() {
-            *failures = [
+    /// 3. Observe both, reserve both, send both at the same instant, release both.
+    async fn probe_pair(&self, tokens: &[u32], pair: &mut PairState) {
+        if self.driver.cancel.is_cancelled() {
+            pair.failures = [
                 Some(Failure::cancelled("before the probe")),
                 Some(Failure::cancelled("before the probe")),
             ];
             return;
         }
+        if !self.observe(tokens, pair).await {
+            return;
+        }
+        self.reserve(tokens, pair).await;
+        let sent = self.send_both(tokens, &pair.bookings).await;
+        self.settle(sent, pair);
+    }
+
+    /// Observes both candidates; returns whether both observations succeeded.
+    async fn observe(&self, tokens: &[u32], pair: &mut PairState) -> bool {
         let [(_, eff), (_, cap)] = self.models();
         let (allowed_eff, allowed_cap) = tokio::join!(
             self.driver.allowed_workers(eff),
@@ -271,17 +288,20 @@ impl UnitRunner {
         .await;
         for (i, o) in obs.into_iter().enumerate() {
             if let Some(e) = &o.error {
-                failures[i] = Some(Failure::from_call(
+                pair.failures[i] = Some(Failure::from_call(
                     e,
                     Some(ErrorClass::Observation),
                     "observation: ",
                 ));
             }
-            observations[i] = o;
+            pair.observations[i] = o;
         }
-        if failures.iter().any(Option::is_some) {
-            return;
-        }
+        pair.failures.iter().all(Option::is_none)
+    }
+
+    /// Reserves the probe on both candidates' observed workers.
+    async fn reserve(&self, tokens: &[u32], pair: &mut PairState) {
+        let [(_, eff), (_, cap)] = self.models();
         let max_tokens = self.plan.probe.max_tokens;
         let (a, b) = tokio::join!(
             self.driver.reserve(eff, tokens, max_tokens, "probe"),
@@ -289,9 +309,9 @@ impl UnitRunner {
         );
         for (i, r) in [a, b].into_iter().enumerate() {
             match r {
-                Ok(bk) => bookings[i] = Some(bk),
+                Ok(bk) => pair.bookings[i] = Some(bk),
                 Err(e) => {
-                    failures[i] = Some(Failure::from_call(
+                    pair.failures[i] = Some(Failure::from_call(
                         &e,
                         Some(ErrorClass::Reservation),
                         "reservation: ",
@@ -299,13 +319,24 @@ impl UnitRunner {
                 }
             }
         }
-        // Both at the same instant (the futures start in the same poll).
+    }
+
+    /// Sends both reserved probes at the same instant (the futures start in the same poll),
+    /// then releases both bookings.
+    async fn send_both(
+        &self,
+        tokens: &[u32],
+        bookings: &[Option<Booking>; 2],
+    ) -> [Option<StreamOutcome>; 2] {
+        let cancel = self.driver.cancel.clone();
+        let max_tokens = self.plan.probe.max_tokens;
+        let models = self.models();
         let send = |i: usize| {
             let booking = bookings[i].clone();
             let tokens = tokens.to_vec();
             let cancel = cancel.clone();
             let driver = self.driver.clone();
-            let model = if i == 0 { eff } else { cap }.to_string();
+            let model = models[i].1.to_string();
             async move {
                 match booking {
                     Some(b) if !cancel.is_cancelled() => Some(
@@ -318,39 +349,38 @@ impl UnitRunner {
             }
         };
         let (oa, ob) = tokio::join!(send(0), send(1));
-        let (ra, rb) = tokio::join!(
-            async {
-                if let Some(b) = &bookings[0] {
-                    self.driver.release(b).await;
-                }
-            },
-            async {
-                if let Some(b) = &bookings[1] {
-                    self.driver.release(b).await;
-                }
+        let release = |i: usize| async move {
+            if let Some(b) = &bookings[i] {
+                self.driver.release(b).await;
             }
-        );
-        let _ = (ra, rb);
-        for (i, o) in [oa, ob].into_iter().enumerate() {
+        };
+        tokio::join!(release(0), release(1));
+        [oa, ob]
+    }
+
+    /// Attributes each sent probe's outcome: a stream error (suspecting the worker on a
+    /// worker fault), a probe served by another worker than booked, or nothing sent.
+    fn settle(&self, sent: [Option<StreamOutcome>; 2], pair: &mut PairState) {
+        for (i, o) in sent.into_iter().enumerate() {
             match o {
                 Some(out) => {
-                    if let (None, Some(b)) = (&out.error, &bookings[i])
+                    if let (None, Some(b)) = (&out.error, &pair.bookings[i])
                         && let Some(f) = served_elsewhere(b, &out)
                     {
-                        failures[i] = Some(f);
+                        pair.failures[i] = Some(f);
                     }
                     if let Some(e) = &out.error {
-                        failures[i] = Some(Failure::from_call(e, None, ""));
+                        pair.failures[i] = Some(Failure::from_call(e, None, ""));
                         if crate::accounting::worker_fault(e.kind)
-                            && let Some(b) = &bookings[i]
+                            && let Some(b) = &pair.bookings[i]
                         {
                             self.driver.suspect(b.answer.worker_id);
                         }
                     }
-                    outcomes[i] = Some(out);
+                    pair.outcomes[i] = Some(out);
                 }
-                None if failures[i].is_none() => {
-                    failures[i] = Some(Failure::cancelled("before sending"));
+                None if pair.failures[i].is_none() => {
+                    pair.failures[i] = Some(Failure::cancelled("before sending"));
                 }
                 None => {}
             }

@@ -293,19 +293,8 @@ async fn run_on_target(
 
     // Everything the target must satisfy, before the first unit.
     if let Some(pre_opts) = &opts.preflight {
-        let pre = preflight(
-            &http,
-            bearer.as_deref(),
-            &config.frontend_url,
-            &driver,
-            p,
-            pre_opts,
-        )
-        .await?;
-        log_preflight(&pre);
-        if let Some(e) = pre.blocking_error() {
-            return Err(e);
-        }
+        let frontend = &config.frontend_url;
+        check_target(&http, bearer.as_deref(), frontend, &driver, p, pre_opts).await?;
     }
     let versions = target.versions(&http, bearer.as_deref()).await;
     tracing::info!("target versions: {:?}", versions.versions);
@@ -321,7 +310,115 @@ async fn run_on_target(
         results::ResumeState::default()
     };
     let started_at = now_rfc3339();
-    let mut manifest = previous.unwrap_or_else(|| Manifest {
+    let mut manifest = previous
+        .unwrap_or_else(|| new_manifest(plan, target, &versions, &schedule, started_at.clone()));
+    start_session(
+        &mut manifest,
+        target,
+        &versions,
+        Session {
+            invocation_id: invocation_id.clone(),
+            started_at,
+            ended_at: None,
+            resumed: opts.resume,
+            units_run: 0,
+            interrupted: false,
+            records_moved: resume.moved as u64,
+            torn_tail_ignored: resume.torn_tail,
+            target_versions: versions.versions.clone(),
+        },
+    );
+    write_manifest(&opts.run_dir, &manifest)?;
+
+    let mut sink = RecordSink::open(&opts.run_dir, resume.valid_len)?;
+    let runner = UnitRunner {
+        driver: driver.clone(),
+        prompts: Arc::new(PromptFactory::new(p.seed, &invocation_id, &p.prompt)),
+        plan: Arc::new(p.clone()),
+        run_id: manifest.run_id.clone(),
+    };
+
+    let ctrl_c = cancel_on_ctrl_c(&cancel);
+    let work = UnitLoop {
+        p,
+        schedule: &schedule,
+        run_dir: &opts.run_dir,
+        cancel: &cancel,
+        driver: &driver,
+        runner: &runner,
+        sink: &mut sink,
+        done_before: resume.done.len() as u64,
+        last_progress_write: std::time::Instant::now(),
+        work: SessionWork::default(),
+    }
+    .run(&resume, opts.show_progress, &mut manifest)
+    .await;
+    ctrl_c.abort();
+    let interrupted = cancel.is_cancelled();
+
+    // Sweep: every reservation must be gone, and /loads must show it.
+    let outstanding = selection.release_all().await;
+    let loads_zero = selection.wait_loads_zero(20).await;
+    let records = results::read_all(&opts.run_dir)?;
+    let end = SessionEnd {
+        work,
+        interrupted,
+        outstanding,
+        loads_zero,
+        units_total: schedule.units.len() as u64,
+    };
+    let config_error = end.work.config_error.clone();
+    finish_session(&opts.run_dir, &mut manifest, &records, &driver, end)?;
+    if let Some(m) = config_error {
+        return Err(CollectError::Runtime(format!(
+            "the deployment refused a request as misconfigured: {m}. Fix the deployment (see \
+             docs/dynamo.md), then continue with --resume"
+        )));
+    }
+    Ok(RunSummary {
+        manifest,
+        interrupted,
+    })
+}
+
+/// The preflight: everything the target must satisfy before the first unit.
+async fn check_target(
+    http: &reqwest::Client,
+    bearer: Option<&str>,
+    frontend_url: &str,
+    driver: &Arc<Driver>,
+    p: &Plan,
+    pre_opts: &PreflightOptions,
+) -> Result<(), CollectError> {
+    let pre = preflight(http, bearer, frontend_url, driver, p, pre_opts).await?;
+    log_preflight(&pre);
+    match pre.blocking_error() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Ctrl-C cancels in-flight requests; their reservations are deleted as they unwind.
+fn cancel_on_ctrl_c(cancel: &Cancel) -> tokio::task::JoinHandle<()> {
+    let cancel = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            tracing::warn!("interrupted: cancelling in-flight requests");
+            cancel.cancel();
+        }
+    })
+}
+
+/// The manifest of a new run (the first session).
+fn new_manifest(
+    plan: &LoadedPlan,
+    target: &Target,
+    versions: &crate::target::TargetVersions,
+    schedule: &Schedule,
+    started_at: String,
+) -> Manifest {
+    let p = &plan.plan;
+    Manifest {
         schema_version: crate::manifest::MANIFEST_SCHEMA_VERSION,
         tool: "sy-collect".into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
@@ -338,7 +435,7 @@ async fn run_on_target(
             versions: versions.versions.clone(),
             version_sources: versions.sources.clone(),
         },
-        started_at: started_at.clone(),
+        started_at,
         ended_at: None,
         sessions: Vec::new(),
         invocation_ids: Vec::new(),
@@ -352,7 +449,17 @@ async fn run_on_target(
         phases: BTreeMap::new(),
         summary: Vec::new(),
         records_files: None,
-    });
+    }
+}
+
+/// Records a new session in the manifest: this invocation's target URLs and versions (warning
+/// when the versions changed since the previous session), and not complete until it ends.
+fn start_session(
+    manifest: &mut Manifest,
+    target: &Target,
+    versions: &crate::target::TargetVersions,
+    session: Session,
+) {
     manifest.target.frontend_url = target.frontend_url.clone();
     manifest.target.selection_url = target.selection_url.clone();
     if !manifest.target.versions.is_empty() && manifest.target.versions != versions.versions {
@@ -365,165 +472,209 @@ async fn run_on_target(
     }
     manifest.target.versions = versions.versions.clone();
     manifest.target.version_sources = versions.sources.clone();
-    manifest.invocation_ids.push(invocation_id.clone());
-    manifest.sessions.push(Session {
-        invocation_id: invocation_id.clone(),
-        started_at,
-        ended_at: None,
-        resumed: opts.resume,
-        units_run: 0,
-        interrupted: false,
-        records_moved: resume.moved as u64,
-        torn_tail_ignored: resume.torn_tail,
-        target_versions: versions.versions.clone(),
-    });
+    manifest.invocation_ids.push(session.invocation_id.clone());
+    manifest.sessions.push(session);
     manifest.ended_at = None;
     // Until this session ends, the record files are changing: not complete, no Parquet copy.
     manifest.complete = false;
     manifest.records_files = None;
-    write_manifest(&opts.run_dir, &manifest)?;
+}
 
-    let mut sink = RecordSink::open(&opts.run_dir, resume.valid_len)?;
-    let runner = UnitRunner {
-        driver: driver.clone(),
-        prompts: Arc::new(PromptFactory::new(p.seed, &invocation_id, &p.prompt)),
-        plan: Arc::new(p.clone()),
-        run_id: manifest.run_id.clone(),
-    };
+/// What the unit loop did in this session.
+#[derive(Debug, Default)]
+struct SessionWork {
+    retried: u64,
+    units_run: u64,
+    phases: BTreeMap<String, PhaseTime>,
+    /// A record or manifest write failed: the run stopped.
+    write_error: Option<String>,
+    /// The deployment refused a request as misconfigured: the run stopped.
+    config_error: Option<String>,
+}
 
-    // Ctrl-C: cancel in-flight requests; their reservations are deleted as they unwind.
-    let ctrl_c = {
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                tracing::warn!("interrupted: cancelling in-flight requests");
-                cancel.cancel();
+/// Why a unit stopped the loop.
+enum Stop {
+    Write(String),
+    Config(String),
+}
+
+/// The pending units of one session, run one after the other with retries.
+struct UnitLoop<'a> {
+    p: &'a Plan,
+    schedule: &'a Schedule,
+    run_dir: &'a Path,
+    cancel: &'a Cancel,
+    driver: &'a Driver,
+    runner: &'a UnitRunner,
+    sink: &'a mut RecordSink,
+    done_before: u64,
+    last_progress_write: std::time::Instant,
+    work: SessionWork,
+}
+
+impl UnitLoop<'_> {
+    /// Runs every unit `resume` has not done, until done, cancelled or stopped.
+    async fn run(
+        mut self,
+        resume: &results::ResumeState,
+        show_progress: bool,
+        manifest: &mut Manifest,
+    ) -> SessionWork {
+        let schedule = self.schedule;
+        let pending: Vec<_> = schedule
+            .units
+            .iter()
+            .filter(|u| {
+                !resume
+                    .done
+                    .contains(&(schedule.conditions[u.condition].id.clone(), u.repeat))
+            })
+            .copied()
+            .collect();
+        let progress = Progress::new(
+            schedule.units.len() as u64,
+            (schedule.units.len() - pending.len()) as u64,
+            show_progress,
+            self.driver.stats.clone(),
+            pending.iter().map(|u| self.unit_cost(u)).sum(),
+        );
+        for unit in pending {
+            if self.cancel.is_cancelled() {
+                break;
             }
-        })
-    };
-
-    let pending: Vec<_> = schedule
-        .units
-        .iter()
-        .filter(|u| {
-            !resume
-                .done
-                .contains(&(schedule.conditions[u.condition].id.clone(), u.repeat))
-        })
-        .copied()
-        .collect();
-    let unit_cost = |u: &crate::schedule::Unit| {
-        crate::estimate::unit_cost_seconds(p, &schedule.conditions[u.condition])
-    };
-    let progress = Progress::new(
-        schedule.units.len() as u64,
-        (schedule.units.len() - pending.len()) as u64,
-        opts.show_progress,
-        driver.stats.clone(),
-        pending.iter().map(unit_cost).sum(),
-    );
-    let mut retried = 0u64;
-    let mut units_run = 0u64;
-    let mut session_phases: BTreeMap<String, PhaseTime> = BTreeMap::new();
-    let mut write_error: Option<String> = None;
-    let mut config_error = None;
-    let done_before = resume.done.len() as u64;
-    let mut last_progress_write = std::time::Instant::now();
-    'units: for unit in pending {
-        if cancel.is_cancelled() {
-            break;
+            match self.run_unit(&unit, &progress, manifest).await {
+                Ok(()) => {}
+                Err(Stop::Write(e)) => {
+                    self.work.write_error = Some(e);
+                    break;
+                }
+                Err(Stop::Config(m)) => {
+                    self.work.config_error = Some(m);
+                    break;
+                }
+            }
         }
-        let cond = &schedule.conditions[unit.condition];
+        progress.finish();
+        self.work
+    }
+
+    fn unit_cost(&self, u: &crate::schedule::Unit) -> f64 {
+        crate::estimate::unit_cost_seconds(self.p, &self.schedule.conditions[u.condition])
+    }
+
+    /// One unit: attempts until one is final (success, a permanent failure, cancellation or
+    /// the retries spent), its records written.
+    async fn run_unit(
+        &mut self,
+        unit: &crate::schedule::Unit,
+        progress: &Progress,
+        manifest: &mut Manifest,
+    ) -> Result<(), Stop> {
+        let cond = &self.schedule.conditions[unit.condition];
         progress.phase(cond.phase.as_str(), &cond.id);
         let unit_started = std::time::Instant::now();
-        let bg_before = PhaseTime::background_of(&driver.stats);
+        let bg_before = PhaseTime::background_of(&self.driver.stats);
         let mut attempt = 1u32;
-        loop {
-            let result = runner.run(cond, unit.repeat, attempt).await;
+        let result = loop {
+            let result = self.runner.run(cond, unit.repeat, attempt).await;
             let retry = result.transient
                 && !result.cancelled
-                && attempt <= p.target.retries
-                && !cancel.is_cancelled();
-            if retry {
-                retried += 1;
-                progress.error();
-                if let Err(e) = sink.retried(&result.records) {
-                    write_error = Some(e.to_string());
-                    break 'units;
-                }
-                let backoff = Duration::from_millis(
-                    p.target
-                        .retry_backoff_ms
-                        .saturating_mul(1 << (attempt - 1).min(10)),
-                );
-                tracing::info!(
-                    "{}/r{}: attempt {attempt} failed transiently; retrying in {} ms",
-                    cond.id,
-                    unit.repeat,
-                    backoff.as_millis()
-                );
-                tokio::select! {
-                    _ = cancel.cancelled() => {}
-                    _ = tokio::time::sleep(backoff) => {}
-                }
-                attempt += 1;
-                continue;
+                && attempt <= self.p.target.retries
+                && !self.cancel.is_cancelled();
+            if !retry {
+                break result;
             }
-            if !result.ok() {
-                progress.error();
-            }
-            if let Err(e) = sink.unit(&result.records) {
-                write_error = Some(e.to_string());
-                break 'units;
-            }
-            units_run += 1;
-            let spent = PhaseTime::delta(
-                &bg_before,
-                &PhaseTime::background_of(&driver.stats),
-                unit_started.elapsed().as_secs_f64(),
-            );
-            session_phases
-                .entry(cond.phase.as_str().to_string())
-                .or_default()
-                .add(&spent);
-            progress.unit_done(unit_cost(&unit));
-            // The manifest follows the run (at most once a second): units done so far.
-            if last_progress_write.elapsed() >= MANIFEST_PROGRESS_EVERY {
-                manifest.units_done = done_before + units_run;
-                if let Some(s) = manifest.sessions.last_mut() {
-                    s.units_run = units_run;
-                }
-                if let Err(e) = write_manifest(&opts.run_dir, &manifest) {
-                    write_error = Some(e.to_string());
-                    break 'units;
-                }
-                last_progress_write = std::time::Instant::now();
-            }
-            if let Some(m) = configuration_error(&result.records) {
-                config_error = Some(m);
-                break 'units;
-            }
-            break;
+            self.work.retried += 1;
+            progress.error();
+            self.sink
+                .retried(&result.records)
+                .map_err(|e| Stop::Write(e.to_string()))?;
+            self.back_off(&cond.id, unit.repeat, attempt).await;
+            attempt += 1;
+        };
+        if !result.ok() {
+            progress.error();
+        }
+        self.sink
+            .unit(&result.records)
+            .map_err(|e| Stop::Write(e.to_string()))?;
+        self.work.units_run += 1;
+        let spent = PhaseTime::delta(
+            &bg_before,
+            &PhaseTime::background_of(&self.driver.stats),
+            unit_started.elapsed().as_secs_f64(),
+        );
+        self.work
+            .phases
+            .entry(cond.phase.as_str().to_string())
+            .or_default()
+            .add(&spent);
+        progress.unit_done(self.unit_cost(unit));
+        self.write_progress(manifest).map_err(Stop::Write)?;
+        match configuration_error(&result.records) {
+            Some(m) => Err(Stop::Config(m)),
+            None => Ok(()),
         }
     }
-    ctrl_c.abort();
-    progress.finish();
-    let interrupted = cancel.is_cancelled();
 
-    // Sweep: every reservation must be gone, and /loads must show it.
-    let outstanding = selection.release_all().await;
-    let loads_zero = selection.wait_loads_zero(20).await;
-    let records = results::read_all(&opts.run_dir)?;
-    let done_units = {
-        let mut set = std::collections::HashSet::new();
-        for r in &records {
-            set.insert((r.condition_id.clone(), r.repeat));
+    /// Waits the exponential backoff before attempt `attempt + 1` (or until cancelled).
+    async fn back_off(&self, condition_id: &str, repeat: u32, attempt: u32) {
+        let backoff = Duration::from_millis(
+            self.p
+                .target
+                .retry_backoff_ms
+                .saturating_mul(1 << (attempt - 1).min(10)),
+        );
+        tracing::info!(
+            "{condition_id}/r{repeat}: attempt {attempt} failed transiently; retrying in {} ms",
+            backoff.as_millis()
+        );
+        tokio::select! {
+            _ = self.cancel.cancelled() => {}
+            _ = tokio::time::sleep(backoff) => {}
         }
-        set.len() as u64
-    };
+    }
+
+    /// The manifest follows the run (at most once a second): units done so far.
+    fn write_progress(&mut self, manifest: &mut Manifest) -> Result<(), String> {
+        if self.last_progress_write.elapsed() < MANIFEST_PROGRESS_EVERY {
+            return Ok(());
+        }
+        manifest.units_done = self.done_before + self.work.units_run;
+        if let Some(s) = manifest.sessions.last_mut() {
+            s.units_run = self.work.units_run;
+        }
+        write_manifest(self.run_dir, manifest).map_err(|e| e.to_string())?;
+        self.last_progress_write = std::time::Instant::now();
+        Ok(())
+    }
+}
+
+/// How a session ended: its work, and the sweep of reservations after it.
+struct SessionEnd {
+    work: SessionWork,
+    interrupted: bool,
+    outstanding: Vec<String>,
+    loads_zero: Option<bool>,
+    units_total: u64,
+}
+
+/// Closes the session in the manifest (counts, phases, summary, sweep) and writes the files.
+fn finish_session(
+    run_dir: &Path,
+    manifest: &mut Manifest,
+    records: &[sy_records::Record],
+    driver: &Driver,
+    end: SessionEnd,
+) -> Result<(), CollectError> {
+    let done_units = records
+        .iter()
+        .map(|r| (r.condition_id.clone(), r.repeat))
+        .collect::<std::collections::HashSet<_>>()
+        .len() as u64;
     let ended = now_rfc3339();
     let previous_retries = manifest.counts.retried_attempts;
-    manifest.counts = Counts::from_records(&records, previous_retries + retried);
+    manifest.counts = Counts::from_records(records, previous_retries + end.work.retried);
     let mut bg = manifest.background.clone();
     bg.requests += driver.stats.background_requests.load(Ordering::Relaxed);
     if let Ok(m) = driver.stats.background_errors.lock() {
@@ -532,38 +683,22 @@ async fn run_on_target(
         }
     }
     manifest.background = bg;
-    manifest.units_total = schedule.units.len() as u64;
+    manifest.units_total = end.units_total;
     manifest.units_done = done_units;
-    for (phase, t) in &session_phases {
+    for (phase, t) in &end.work.phases {
         manifest.phases.entry(phase.clone()).or_default().add(t);
     }
-    manifest.summary = crate::summary::summarize(&records, &manifest.phases);
-    manifest.loads_zero_at_end = loads_zero;
-    manifest.outstanding_reservations = outstanding;
+    manifest.summary = crate::summary::summarize(records, &manifest.phases);
+    manifest.loads_zero_at_end = end.loads_zero;
+    manifest.outstanding_reservations = end.outstanding;
     manifest.ended_at = Some(ended.clone());
     if let Some(s) = manifest.sessions.last_mut() {
         s.ended_at = Some(ended);
-        s.units_run = units_run;
-        s.interrupted = interrupted;
+        s.units_run = end.work.units_run;
+        s.interrupted = end.interrupted;
     }
-    let all_done = done_units == manifest.units_total && !interrupted;
-    finish_files(
-        &opts.run_dir,
-        &mut manifest,
-        &records,
-        all_done,
-        write_error,
-    )?;
-    if let Some(m) = config_error {
-        return Err(CollectError::Runtime(format!(
-            "the deployment refused a request as misconfigured: {m}. Fix the deployment (see \
-             docs/dynamo.md), then continue with --resume"
-        )));
-    }
-    Ok(RunSummary {
-        manifest,
-        interrupted,
-    })
+    let all_done = done_units == manifest.units_total && !end.interrupted;
+    finish_files(run_dir, manifest, records, all_done, end.work.write_error)
 }
 
 fn log_preflight(pre: &PreflightReport) {

@@ -24,7 +24,7 @@ use sy_wire::{
 use crate::cancel::Cancel;
 use crate::config::ClientConfig;
 use crate::error::{CallError, FailureKind};
-use crate::sse::SseParser;
+use crate::sse::{SseEvent, SseParser};
 use crate::transport::{TimedHttp, timed_http};
 
 /// One streamed request.
@@ -225,17 +225,15 @@ impl CompletionClient {
             sent_at_unix_ms: unix_ms_now(),
             ..StreamOutcome::default()
         };
-        let body = match Self::body(req) {
-            Ok(b) => b,
-            Err(e) => {
-                out.error = Some(CallError::new(
+        let request = Self::body(req)
+            .map_err(|e| {
+                CallError::new(
                     FailureKind::Protocol,
                     format!("cannot serialise the request: {e}"),
-                ));
-                return out;
-            }
-        };
-        let request = match self.http_request(body) {
+                )
+            })
+            .and_then(|body| self.http_request(body));
+        let request = match request {
             Ok(r) => r,
             Err(e) => {
                 out.error = Some(e);
@@ -246,42 +244,104 @@ impl CompletionClient {
         let start = Instant::now();
         let first_deadline = tokio::time::Instant::from_std(start + self.first_token_timeout);
         let end_deadline = tokio::time::Instant::from_std(start + self.request_timeout);
-        let mut on_first = Some(on_first_token);
+        let Some(body) = self
+            .answer(request, cancel, start, first_deadline, &mut out)
+            .await
+        else {
+            return out;
+        };
+        let deadlines = (first_deadline, end_deadline);
+        let content_events = self
+            .read_events(body, cancel, start, deadlines, &mut out, on_first_token)
+            .await;
+        out.e2e_ms = Some(ms(start.elapsed()));
+        if out.output_tokens.is_none() && content_events > 0 {
+            out.output_tokens = Some(content_events);
+        }
+        if out.error.is_none() && out.ttft_ms.is_none() {
+            out.error = Some(CallError::new(
+                FailureKind::NoContent,
+                "the stream finished without a non-empty token",
+            ));
+        }
+        out
+    }
 
+    /// Sends the request and waits for the answer's head: a successful answer's body, or
+    /// `None` with the error in `out` (cancelled, no answer before the first-token deadline,
+    /// an HTTP error status — with its `e2e_ms` —, a transport failure).
+    async fn answer(
+        &self,
+        request: hyper::Request<Full<Bytes>>,
+        cancel: &Cancel,
+        start: Instant,
+        first_deadline: tokio::time::Instant,
+        out: &mut StreamOutcome,
+    ) -> Option<hyper::body::Incoming> {
+        match self
+            .answer_head(request, cancel, start, first_deadline)
+            .await
+        {
+            Ok(body) => Some(body),
+            Err((e, e2e_ms)) => {
+                out.e2e_ms = e2e_ms;
+                out.error = Some(e);
+                None
+            }
+        }
+    }
+
+    async fn answer_head(
+        &self,
+        request: hyper::Request<Full<Bytes>>,
+        cancel: &Cancel,
+        start: Instant,
+        first_deadline: tokio::time::Instant,
+    ) -> Result<hyper::body::Incoming, (CallError, Option<f64>)> {
         let resp = tokio::select! {
             biased;
             _ = cancel.cancelled() => {
-                out.error = Some(CallError::new(FailureKind::Cancelled, "cancelled before the answer"));
-                return out;
+                return Err((CallError::new(FailureKind::Cancelled, "cancelled before the answer"), None));
             }
             _ = tokio::time::sleep_until(first_deadline) => {
-                out.error = Some(CallError::new(FailureKind::Timeout, format!(
-                    "no answer within {} ms", self.first_token_timeout.as_millis())));
-                return out;
+                return Err((CallError::new(FailureKind::Timeout, format!(
+                    "no answer within {} ms", self.first_token_timeout.as_millis())), None));
             }
             r = self.timed.request(request) => r,
         };
-        let mut body = match resp {
-            Ok(r) if r.status().is_success() => r.into_body(),
+        match resp {
+            Ok(r) if r.status().is_success() => Ok(r.into_body()),
             Ok(r) => {
                 let status = r.status().as_u16();
                 let text = error_text(r.into_body()).await;
-                out.e2e_ms = Some(ms(start.elapsed()));
-                out.error = Some(CallError::status(
+                let e2e_ms = Some(ms(start.elapsed()));
+                let e = CallError::status(
                     status,
                     format!("frontend HTTP {status}: {}", truncate(&text, 300)),
-                ));
-                return out;
+                );
+                Err((e, e2e_ms))
             }
-            Err(e) => {
-                out.error = Some(CallError::from_transport("frontend request", &e));
-                return out;
-            }
-        };
+            Err(e) => Err((CallError::from_transport("frontend request", &e), None)),
+        }
+    }
 
+    /// Reads the SSE stream until `[DONE]`, an error, a deadline or cancellation, handling
+    /// every event into `out`. Returns the number of content events.
+    async fn read_events(
+        &self,
+        mut body: hyper::body::Incoming,
+        cancel: &Cancel,
+        start: Instant,
+        (first_deadline, end_deadline): (tokio::time::Instant, tokio::time::Instant),
+        out: &mut StreamOutcome,
+        on_first_token: impl FnOnce(),
+    ) -> u64 {
+        let mut st = EventState {
+            content_events: 0,
+            done: false,
+            on_first: Some(on_first_token),
+        };
         let mut parser = SseParser::new();
-        let mut content_events = 0u64;
-        let mut done = false;
         loop {
             let deadline = if out.ttft_ms.is_none() {
                 first_deadline
@@ -295,33 +355,31 @@ impl CompletionClient {
                     break;
                 }
                 _ = tokio::time::sleep_until(deadline) => {
-                    let msg = if out.ttft_ms.is_none() {
-                        format!("no first token within {} ms", self.first_token_timeout.as_millis())
-                    } else {
-                        format!("stream not finished within {} ms", self.request_timeout.as_millis())
-                    };
-                    out.error = Some(CallError::new(FailureKind::Timeout, msg));
+                    out.error = Some(CallError::new(FailureKind::Timeout, self.deadline_message(out)));
                     break;
                 }
                 c = next_data(&mut body) => c,
             };
             let arrived = Instant::now();
-            let bytes = match chunk {
-                Ok(Some(b)) => b,
+            let handle = |ev: SseEvent, out: &mut StreamOutcome, st: &mut EventState<_>| {
+                self.handle_event(
+                    &ev.data,
+                    ev.event.as_deref(),
+                    out,
+                    &mut st.content_events,
+                    &mut st.done,
+                    start,
+                    arrived,
+                    &mut st.on_first,
+                );
+            };
+            match chunk {
+                Ok(Some(bytes)) => parser.push(&bytes),
                 Ok(None) => {
                     if let Some(ev) = parser.finish() {
-                        self.handle_event(
-                            &ev.data,
-                            ev.event.as_deref(),
-                            &mut out,
-                            &mut content_events,
-                            &mut done,
-                            start,
-                            arrived,
-                            &mut on_first,
-                        );
+                        handle(ev, out, &mut st);
                     }
-                    if !done && out.error.is_none() {
+                    if !st.done && out.error.is_none() {
                         out.error = Some(CallError::new(
                             FailureKind::StreamDropped,
                             "stream ended without [DONE]",
@@ -336,38 +394,33 @@ impl CompletionClient {
                     ));
                     break;
                 }
-            };
-            parser.push(&bytes);
+            }
             while let Some(ev) = parser.next_event() {
-                self.handle_event(
-                    &ev.data,
-                    ev.event.as_deref(),
-                    &mut out,
-                    &mut content_events,
-                    &mut done,
-                    start,
-                    arrived,
-                    &mut on_first,
-                );
-                if done || out.error.is_some() {
+                handle(ev, out, &mut st);
+                if st.done || out.error.is_some() {
                     break;
                 }
             }
-            if done || out.error.is_some() {
+            if st.done || out.error.is_some() {
                 break;
             }
         }
-        out.e2e_ms = Some(ms(start.elapsed()));
-        if out.output_tokens.is_none() && content_events > 0 {
-            out.output_tokens = Some(content_events);
+        st.content_events
+    }
+
+    /// What a missed deadline means: no first token yet, or a stream that did not finish.
+    fn deadline_message(&self, out: &StreamOutcome) -> String {
+        if out.ttft_ms.is_none() {
+            format!(
+                "no first token within {} ms",
+                self.first_token_timeout.as_millis()
+            )
+        } else {
+            format!(
+                "stream not finished within {} ms",
+                self.request_timeout.as_millis()
+            )
         }
-        if out.error.is_none() && out.ttft_ms.is_none() {
-            out.error = Some(CallError::new(
-                FailureKind::NoContent,
-                "the stream finished without a non-empty token",
-            ));
-        }
-        out
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -483,6 +536,13 @@ impl CompletionClient {
 }
 
 /// The next data chunk of a streamed body (`Ok(None)` at its end; trailers are skipped).
+/// What the event handler keeps across events of one stream.
+struct EventState<F> {
+    content_events: u64,
+    done: bool,
+    on_first: Option<F>,
+}
+
 async fn next_data(body: &mut hyper::body::Incoming) -> Result<Option<Bytes>, hyper::Error> {
     loop {
         match body.frame().await {

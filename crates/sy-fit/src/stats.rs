@@ -1,18 +1,9 @@
 //! Small order statistics (linear interpolation between order statistics).
 
-/// The q-quantile of sorted values, linear interpolation between order statistics (NaN if empty).
+/// The q-quantile of sorted values (q clamped to [0, 1]; NaN if empty): the runtime crate's
+/// [`sy_selector::quantile_sorted`], the one definition of the percentile.
 pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
-    match sorted.len() {
-        0 => f64::NAN,
-        1 => sorted[0],
-        len => {
-            let pos = q.clamp(0.0, 1.0) * (len - 1) as f64;
-            let lo = pos.floor() as usize;
-            let hi = (lo + 1).min(len - 1);
-            let t = pos - lo as f64;
-            sorted[lo] + t * (sorted[hi] - sorted[lo])
-        }
-    }
+    sy_selector::quantile_sorted(sorted, q.clamp(0.0, 1.0)).unwrap_or(f64::NAN)
 }
 
 /// The median of values (sorts them in place); `None` if empty.

@@ -1,22 +1,9 @@
-//! The statistics behind a margin: the linear-interpolation percentile, the finite-sample
-//! conformal order statistic and the per-condition scores. Pure functions, no I/O.
+//! The statistics behind a margin: the finite-sample conformal order statistic and the
+//! per-condition scores. Pure functions, no I/O. The percentile is the runtime crate's
+//! [`sy_selector::quantile_sorted`] (one definition).
 
 use serde::{Deserialize, Serialize};
-
-/// The `q`-quantile (q in [0, 1]) of `sorted` (ascending, finite) with linear interpolation
-/// between order statistics: position `(n − 1) · q`, as numpy's default "linear" method.
-/// `None` for an empty slice.
-pub fn percentile_linear(sorted: &[f64], q: f64) -> Option<f64> {
-    let n = sorted.len();
-    if n == 0 || !(0.0..=1.0).contains(&q) {
-        return None;
-    }
-    let h = (n - 1) as f64 * q;
-    let lo = h.floor() as usize;
-    let hi = (lo + 1).min(n - 1);
-    let frac = h - lo as f64;
-    Some(sorted[lo] + frac * (sorted[hi] - sorted[lo]))
-}
+use sy_selector::quantile_sorted;
 
 /// The rank `k = ⌈level · (G + 1)⌉` of the split-conformal order statistic among `g` scores
 /// (1-based). When `k > g` the conformal bound is infinite (too few scores for that level).
@@ -147,18 +134,18 @@ pub fn margin_from_pairs<'a>(
         let as_f: Vec<f64> = r.iter().map(|&x| x as f64).collect();
         RepeatSummary {
             min: r[0],
-            median: percentile_linear(&as_f, 0.5).unwrap_or(f64::NAN),
+            median: quantile_sorted(&as_f, 0.5).unwrap_or(f64::NAN),
             mean: as_f.iter().sum::<f64>() / g as f64,
             max: r[g - 1],
         }
     });
     MarginEstimate {
-        delta_ms: percentile_linear(&sorted, level),
+        delta_ms: quantile_sorted(&sorted, level),
         level,
         conditions: g as u64,
         conformal_ms: conformal_order_statistic(&sorted, level),
         conformal_rank: conformal_rank(g, level) as u64,
-        per_probe_delta_ms: percentile_linear(&all_errors, level),
+        per_probe_delta_ms: quantile_sorted(&all_errors, level),
         pairs_used: all_errors.len() as u64,
         pairs_excluded: excluded,
         repeats,
@@ -170,19 +157,6 @@ pub fn margin_from_pairs<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percentile_interpolates_linearly() {
-        let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0];
-        // position 9 * 0.9 = 8.1 -> 9 + 0.1 * (10 - 9) = 9.1
-        assert!((percentile_linear(&x, 0.9).unwrap() - 9.1).abs() < 1e-12);
-        assert_eq!(percentile_linear(&x, 0.0), Some(1.0));
-        assert_eq!(percentile_linear(&x, 1.0), Some(10.0));
-        assert_eq!(percentile_linear(&[4.0], 0.9), Some(4.0));
-        assert_eq!(percentile_linear(&[], 0.9), None);
-        // numpy.percentile([0, 10, 30], 90) = 26.0: position 1.8 -> 10 + 0.8 * 20
-        assert!((percentile_linear(&[0.0, 10.0, 30.0], 0.9).unwrap() - 26.0).abs() < 1e-12);
-    }
 
     #[test]
     fn conformal_rank_and_statistic() {

@@ -335,7 +335,7 @@ impl SplitTable {
             RecordsError::Splits(format!(
                 "{}: not a valid split table: {}",
                 path.display(),
-                sy_cli::json_error_with_field(&text, &e)
+                sy_run::json_error_with_field(&text, &e)
             ))
         })?;
         if t.schema_version != SPLITS_SCHEMA_VERSION {
@@ -367,7 +367,7 @@ impl SplitTable {
 
     /// Writes the table as pretty JSON, atomically.
     pub fn write(&self, path: &Path) -> Result<(), RecordsError> {
-        sy_cli::atomic_write_json(path, self).map_err(|e| RecordsError::Write {
+        sy_run::atomic_write_json(path, self).map_err(|e| RecordsError::Write {
             path: path.to_path_buf(),
             message: e.to_string(),
         })

@@ -30,7 +30,7 @@ pub fn write_parquet(records: &[Record], path: &Path) -> Result<(), RecordsError
         path: path.to_path_buf(),
         message: format!("cannot encode Parquet: {e}"),
     })?;
-    sy_cli::atomic_write(path, &bytes).map_err(|e| RecordsError::Write {
+    sy_run::atomic_write(path, &bytes).map_err(|e| RecordsError::Write {
         path: path.to_path_buf(),
         message: e.to_string(),
     })
@@ -46,7 +46,7 @@ pub fn write_jsonl(records: &[Record], path: &Path) -> Result<(), RecordsError> 
         })?;
         bytes.push(b'\n');
     }
-    sy_cli::atomic_write(path, &bytes).map_err(|e| RecordsError::Write {
+    sy_run::atomic_write(path, &bytes).map_err(|e| RecordsError::Write {
         path: path.to_path_buf(),
         message: e.to_string(),
     })
@@ -64,7 +64,7 @@ pub fn write_csv(records: &[Record], path: &Path) -> Result<(), RecordsError> {
         .include_header(true)
         .finish(&mut df)
         .map_err(werr)?;
-    sy_cli::atomic_write(path, &buf).map_err(|e| RecordsError::Write {
+    sy_run::atomic_write(path, &buf).map_err(|e| RecordsError::Write {
         path: path.to_path_buf(),
         message: e.to_string(),
     })

@@ -163,7 +163,7 @@ pub fn render(plot: &Plot, dir: &Path, name: &str) -> Result<(), ReportError> {
         draw::draw(&area, plot).map_err(|e| err(e.to_string()))?;
     }
     let svg_path = dir.join(format!("{name}.svg"));
-    sy_cli::atomic_write(&svg_path, svg.as_bytes()).map_err(|e| ReportError::Write {
+    sy_run::atomic_write(&svg_path, svg.as_bytes()).map_err(|e| ReportError::Write {
         path: svg_path.clone(),
         message: e.to_string(),
     })?;
@@ -239,7 +239,7 @@ impl Report {
     /// Writes `report.md` atomically; returns its path.
     pub fn write(self) -> Result<PathBuf, ReportError> {
         let path = self.dir.join(REPORT_FILE);
-        sy_cli::atomic_write(&path, self.md.as_bytes()).map_err(|e| ReportError::Write {
+        sy_run::atomic_write(&path, self.md.as_bytes()).map_err(|e| ReportError::Write {
             path: path.clone(),
             message: e.to_string(),
         })?;

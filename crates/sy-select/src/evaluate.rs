@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sy_records::ProbePair;
 use sy_selector::{
-    DecisionInput, Model, Observation, Reason, RuleParams, Thresholds, Variant, decide,
+    DecisionInput, GuardLimits, Model, Observation, Reason, RuleParams, Thresholds, TriggerReads,
+    Variant, decide, guard,
 };
 
 use crate::search::{GuardPass, SearchProbe};
@@ -108,46 +109,29 @@ impl EvalPair {
 }
 
 /// Whether guard G (and the inputs it needs) holds for the threshold rule with each set of terms
-/// enabled: decided by `sy_selector::decide` (variant `count_prefill`) with the terms set to a
-/// value, checking that the decision reached its trigger (kept because the trigger was false, or
-/// overridden) rather than falling back. Holds parameter copies that differ only in thresholds.
+/// enabled: `sy_selector::guard` with the count trigger reading R, P or both. Pairs always
+/// carry an efficient proposal (see [`EvalPair::from_pair`]).
 #[derive(Debug)]
 pub struct GuardProbe {
-    r_only: RuleParams,
-    p_only: RuleParams,
-    both: RuleParams,
+    limits: GuardLimits,
 }
 
 impl GuardProbe {
-    /// Three copies of `params` with (r), (p) and (r, p) enabled.
+    /// The probe of guard G with `params`' limits.
     pub fn new(params: &RuleParams) -> GuardProbe {
-        let with = |r: bool, p: bool| {
-            let mut c = params.clone();
-            c.thresholds = Thresholds {
-                r: r.then_some(0.0),
-                p: p.then_some(0.0),
-            };
-            c
-        };
         GuardProbe {
-            r_only: with(true, false),
-            p_only: with(false, true),
-            both: with(true, true),
+            limits: params.limits,
         }
     }
 
     /// Guard G of one pair for each set of enabled terms.
     pub fn guard(&self, input: &DecisionInput) -> GuardPass {
-        let ok = |params: &RuleParams| {
-            matches!(
-                decide(params, Variant::CountPrefill, input).reason,
-                Reason::TriggerFalse | Reason::Override
-            )
-        };
+        let ok =
+            |r: bool, p: bool| guard(&self.limits, TriggerReads::Counts { r, p }, input).is_ok();
         GuardPass {
-            r_only: ok(&self.r_only),
-            p_only: ok(&self.p_only),
-            both: ok(&self.both),
+            r_only: ok(true, false),
+            p_only: ok(false, true),
+            both: ok(true, true),
         }
     }
 
@@ -256,7 +240,7 @@ impl Acc {
         let n = self.probes.max(1) as f64;
         let mean = self.selected.iter().sum::<f64>() / n;
         self.selected.sort_by(f64::total_cmp);
-        let p90 = sy_margin::stats::percentile_linear(&self.selected, 0.9).unwrap_or(f64::NAN);
+        let p90 = sy_selector::quantile_sorted(&self.selected, 0.9).unwrap_or(f64::NAN);
         let oracle = self.oracle_sum / n;
         let (mean, oracle) = if self.probes == 0 {
             (f64::NAN, f64::NAN)

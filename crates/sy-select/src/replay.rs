@@ -221,7 +221,7 @@ pub fn write_decisions(rows: &[DecisionRow], path: &Path) -> Result<(), ToolErro
         .extension()
         .is_some_and(|x| x.eq_ignore_ascii_case("parquet"));
     if !parquet {
-        return sy_cli::atomic_write(path, &jsonl);
+        return Ok(sy_cli::atomic_write(path, &jsonl)?);
     }
     use polars::prelude::*;
     let err = |e: PolarsError| {
@@ -236,7 +236,7 @@ pub fn write_decisions(rows: &[DecisionRow], path: &Path) -> Result<(), ToolErro
     ParquetWriter::new(&mut bytes)
         .finish(&mut df)
         .map_err(err)?;
-    sy_cli::atomic_write(path, &bytes)
+    Ok(sy_cli::atomic_write(path, &bytes)?)
 }
 
 /// Whether any of the record files is one the bundle was calibrated on (same SHA-256 as an input

@@ -35,6 +35,7 @@
 //! rules that trigger the same probes always tie exactly, whatever the summation order.
 
 use serde::{Deserialize, Serialize};
+use sy_selector::{Thresholds, count_trigger, p_trigger, r_trigger};
 
 /// Two means closer than this (in ms) are a tie.
 pub const TIE_TOLERANCE_MS: f64 = 1e-9;
@@ -96,11 +97,14 @@ impl ThresholdRule {
         u8::from(self.r.is_some()) + u8::from(self.p.is_some())
     }
 
-    /// Whether the trigger fires for these observations (guard not included).
+    /// Whether the trigger fires for these observations (guard not included):
+    /// `sy_selector::count_trigger`.
     pub fn triggers(&self, r_eff: Option<f64>, p_eff: Option<f64>) -> bool {
-        let by_r = matches!((self.r, r_eff), (Some(t), Some(v)) if v >= t);
-        let by_p = matches!((self.p, p_eff), (Some(t), Some(v)) if v > t);
-        by_r || by_p
+        let thresholds = Thresholds {
+            r: self.r,
+            p: self.p,
+        };
+        count_trigger(&thresholds, r_eff, p_eff)
     }
 }
 
@@ -218,7 +222,7 @@ fn distinct(values: impl Iterator<Item = f64>) -> Vec<f64> {
 fn single_term_sums(
     eligible: &[(f64, i64)],
     values: &[f64],
-    inclusive: bool,
+    fires: fn(f64, f64) -> bool,
 ) -> (Vec<i128>, Vec<u64>) {
     let mut sorted: Vec<(f64, i64)> = eligible.to_vec();
     sorted.sort_by(|a, b| b.0.total_cmp(&a.0));
@@ -227,13 +231,7 @@ fn single_term_sums(
     let (mut acc, mut cnt, mut k) = (0i128, 0u64, 0usize);
     for j in (0..values.len()).rev() {
         let t = values[j];
-        while k < sorted.len()
-            && (if inclusive {
-                sorted[k].0 >= t
-            } else {
-                sorted[k].0 > t
-            })
-        {
+        while k < sorted.len() && fires(sorted[k].0, t) {
             acc += i128::from(sorted[k].1);
             cnt += 1;
             k += 1;
@@ -257,6 +255,221 @@ fn landscape_columns(p_len: usize, max: usize) -> Vec<usize> {
     cols
 }
 
+/// The probes' TTFTs in exact integer units: the Stage total, the oracle total and each probe's
+/// gain `cap − eff` if overridden.
+struct Quantised {
+    base: i128,
+    oracle: i128,
+    gains: Vec<i64>,
+}
+
+fn quantised(probes: &[SearchProbe]) -> Result<Quantised, SearchError> {
+    let mut q = Quantised {
+        base: 0,
+        oracle: 0,
+        gains: Vec::with_capacity(probes.len()),
+    };
+    for (index, pr) in probes.iter().enumerate() {
+        let ok = |v: f64| v.is_finite() && v >= 0.0;
+        if !ok(pr.ttft_eff_ms) || !ok(pr.ttft_cap_ms) {
+            return Err(SearchError::BadTtft {
+                index,
+                eff: pr.ttft_eff_ms,
+                cap: pr.ttft_cap_ms,
+            });
+        }
+        let (e, c) = (quantise(pr.ttft_eff_ms), quantise(pr.ttft_cap_ms));
+        q.base += i128::from(e);
+        q.oracle += i128::from(e.min(c));
+        q.gains.push(c - e);
+    }
+    Ok(q)
+}
+
+fn valid(v: Option<f64>) -> Option<f64> {
+    v.filter(|x| x.is_finite())
+}
+
+/// The candidate thresholds and the per-term prefix sums the sweep reads.
+struct Sweep {
+    family: RuleFamily,
+    r_values: Vec<f64>,
+    p_values: Vec<f64>,
+    /// `R >= r` alone (guard with the r term only), per r.
+    r_sum: Vec<i128>,
+    r_cnt: Vec<u64>,
+    /// `P > p` alone (guard with the p term only), per p.
+    p_sum: Vec<i128>,
+    p_cnt: Vec<u64>,
+    /// The `R >= r` part of the both-term rules (guard with both terms), per r.
+    br_sum: Vec<i128>,
+    br_cnt: Vec<u64>,
+    /// Probes eligible for both terms with a valid P, by descending P: (P, R, gain).
+    by_p: Vec<(f64, Option<f64>, i64)>,
+}
+
+impl Sweep {
+    fn new(probes: &[SearchProbe], gains: &[i64], family: RuleFamily) -> Sweep {
+        let prefill = family == RuleFamily::CountPrefill;
+        let r_values = distinct(probes.iter().filter_map(|p| valid(p.r_eff)));
+        let p_values = if prefill {
+            distinct(probes.iter().filter_map(|p| valid(p.p_eff)))
+        } else {
+            Vec::new()
+        };
+        let eligible = |value: fn(&SearchProbe) -> Option<f64>, pass: fn(&GuardPass) -> bool| {
+            probes
+                .iter()
+                .zip(gains)
+                .filter(|(p, _)| pass(&p.guard))
+                .filter_map(|(p, &g)| valid(value(p)).map(|v| (v, g)))
+                .collect::<Vec<(f64, i64)>>()
+        };
+        let (r_sum, r_cnt) =
+            single_term_sums(&eligible(|p| p.r_eff, |g| g.r_only), &r_values, r_trigger);
+        let (p_sum, p_cnt) =
+            single_term_sums(&eligible(|p| p.p_eff, |g| g.p_only), &p_values, p_trigger);
+        let both_r = if prefill {
+            eligible(|p| p.r_eff, |g| g.both)
+        } else {
+            Vec::new()
+        };
+        let (br_sum, br_cnt) = single_term_sums(&both_r, &r_values, r_trigger);
+        let mut by_p: Vec<(f64, Option<f64>, i64)> = if prefill {
+            probes
+                .iter()
+                .zip(gains)
+                .filter(|(p, _)| p.guard.both)
+                .filter_map(|(p, &g)| valid(p.p_eff).map(|v| (v, valid(p.r_eff), g)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        by_p.sort_by(|a, b| b.0.total_cmp(&a.0));
+        Sweep {
+            family,
+            r_values,
+            p_values,
+            r_sum,
+            r_cnt,
+            p_sum,
+            p_cnt,
+            br_sum,
+            br_cnt,
+            by_p,
+        }
+    }
+
+    /// For threshold `r`, the gain sum and count per p of the probes with `P > p` that `R >= r`
+    /// did not already trigger (one sweep over p descending).
+    fn extra_for(&self, r: f64) -> (Vec<i128>, Vec<u64>) {
+        let mut extra_sum = vec![0i128; self.p_values.len()];
+        let mut extra_cnt = vec![0u64; self.p_values.len()];
+        let (mut acc, mut cnt, mut k) = (0i128, 0u64, 0usize);
+        for j in (0..self.p_values.len()).rev() {
+            let t = self.p_values[j];
+            while k < self.by_p.len() && p_trigger(self.by_p[k].0, t) {
+                let (_, rv, g) = self.by_p[k];
+                if !matches!(rv, Some(rv) if r_trigger(rv, r)) {
+                    acc += i128::from(g);
+                    cnt += 1;
+                }
+                k += 1;
+            }
+            extra_sum[j] = acc;
+            extra_cnt[j] = cnt;
+        }
+        (extra_sum, extra_cnt)
+    }
+
+    /// Visits every candidate rule as (gain, overrides, rule) — disabled, r alone, p alone, then
+    /// both terms r by r — and calls `row(a, extra)` after the rules of the a-th r (with the
+    /// per-p extra gains of the both-term rules; empty for `count`).
+    fn visit(
+        &self,
+        visit: &mut impl FnMut(i128, u64, ThresholdRule),
+        row: &mut impl FnMut(usize, &[i128]),
+    ) {
+        visit(0, 0, ThresholdRule::DISABLED);
+        for (j, &r) in self.r_values.iter().enumerate() {
+            visit(
+                self.r_sum[j],
+                self.r_cnt[j],
+                ThresholdRule {
+                    r: Some(r),
+                    p: None,
+                },
+            );
+        }
+        for (j, &p) in self.p_values.iter().enumerate() {
+            visit(
+                self.p_sum[j],
+                self.p_cnt[j],
+                ThresholdRule {
+                    r: None,
+                    p: Some(p),
+                },
+            );
+        }
+        for (a, &r) in self.r_values.iter().enumerate() {
+            if self.family != RuleFamily::CountPrefill {
+                row(a, &[]);
+                continue;
+            }
+            let (extra_sum, extra_cnt) = self.extra_for(r);
+            for (j, &p) in self.p_values.iter().enumerate() {
+                let rule = ThresholdRule {
+                    r: Some(r),
+                    p: Some(p),
+                };
+                visit(
+                    self.br_sum[a] + extra_sum[j],
+                    self.br_cnt[a] + extra_cnt[j],
+                    rule,
+                );
+            }
+            row(a, &extra_sum);
+        }
+    }
+}
+
+/// The two passes over the candidates: the first finds the best gain, the second the tie-break
+/// winner among the candidates within tolerance of it.
+struct Chooser {
+    tol_units: i128,
+    /// The all-disabled rule's gain to start with.
+    best_gain: i128,
+    /// Starts as the disabled rule; replaced by the first candidate within tolerance if the
+    /// disabled rule itself is not one.
+    chosen: Candidate,
+    evaluated: u64,
+    tied: u64,
+}
+
+impl Chooser {
+    fn first(&mut self, gain: i128) {
+        self.evaluated += 1;
+        self.best_gain = self.best_gain.min(gain);
+    }
+
+    fn second(&mut self, gain: i128, overrides: u64, rule: ThresholdRule) {
+        let within = |g: i128| g <= self.best_gain + self.tol_units;
+        if !within(gain) {
+            return;
+        }
+        self.tied += 1;
+        if tie_better(&rule, overrides, &self.chosen.rule, self.chosen.overrides)
+            || !within(self.chosen.gain)
+        {
+            self.chosen = Candidate {
+                gain,
+                overrides,
+                rule,
+            };
+        }
+    }
+}
+
 /// Runs the threshold search for one rule family.
 ///
 /// `landscape_p_columns` bounds the width of the returned landscape (0 = no landscape).
@@ -268,195 +481,55 @@ pub fn search_thresholds(
     if probes.is_empty() {
         return Err(SearchError::NoProbes);
     }
-    let mut base: i128 = 0;
-    let mut oracle: i128 = 0;
-    let mut gains = Vec::with_capacity(probes.len());
-    for (index, pr) in probes.iter().enumerate() {
-        let ok = |v: f64| v.is_finite() && v >= 0.0;
-        if !ok(pr.ttft_eff_ms) || !ok(pr.ttft_cap_ms) {
-            return Err(SearchError::BadTtft {
-                index,
-                eff: pr.ttft_eff_ms,
-                cap: pr.ttft_cap_ms,
-            });
-        }
-        let (e, c) = (quantise(pr.ttft_eff_ms), quantise(pr.ttft_cap_ms));
-        base += i128::from(e);
-        oracle += i128::from(e.min(c));
-        gains.push(c - e);
-    }
+    let q = quantised(probes)?;
     let n = probes.len();
     let n_f = n as f64;
-    let to_mean = |gain: i128| (base + gain) as f64 / UNITS_PER_MS / n_f;
-    // Tolerance on the mean (1e-9 ms) as a tolerance on the summed units: n units.
-    let tol_units = (TIE_TOLERANCE_MS * UNITS_PER_MS).round() as i128 * n as i128;
-
-    let valid = |v: Option<f64>| v.filter(|x| x.is_finite());
-    let r_values = distinct(probes.iter().filter_map(|p| valid(p.r_eff)));
-    let p_values = if family == RuleFamily::CountPrefill {
-        distinct(probes.iter().filter_map(|p| valid(p.p_eff)))
-    } else {
-        Vec::new()
+    let to_mean = |gain: i128| (q.base + gain) as f64 / UNITS_PER_MS / n_f;
+    let sweep = Sweep::new(probes, &q.gains, family);
+    let mut chooser = Chooser {
+        // Tolerance on the mean (1e-9 ms) as a tolerance on the summed units: n units.
+        tol_units: (TIE_TOLERANCE_MS * UNITS_PER_MS).round() as i128 * n as i128,
+        best_gain: 0,
+        chosen: Candidate {
+            gain: 0,
+            overrides: 0,
+            rule: ThresholdRule::DISABLED,
+        },
+        evaluated: 0,
+        tied: 0,
     };
-
-    // r only.
-    let r_elig: Vec<(f64, i64)> = probes
-        .iter()
-        .zip(&gains)
-        .filter_map(|(p, &g)| valid(p.r_eff).filter(|_| p.guard.r_only).map(|r| (r, g)))
-        .collect();
-    let (r_sum, r_cnt) = single_term_sums(&r_elig, &r_values, true);
-    // p only.
-    let p_elig: Vec<(f64, i64)> = probes
-        .iter()
-        .zip(&gains)
-        .filter_map(|(p, &g)| valid(p.p_eff).filter(|_| p.guard.p_only).map(|v| (v, g)))
-        .collect();
-    let (p_sum, p_cnt) = single_term_sums(&p_elig, &p_values, false);
-
-    // Both terms: eligible probes (guard with both terms), with R (or None) and P (or None).
-    let both: Vec<(Option<f64>, Option<f64>, i64)> = if family == RuleFamily::CountPrefill {
-        probes
-            .iter()
-            .zip(&gains)
-            .filter(|(p, _)| p.guard.both)
-            .map(|(p, &g)| (valid(p.r_eff), valid(p.p_eff), g))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    // R >= r part for the both-term guard.
-    let both_r: Vec<(f64, i64)> = both
-        .iter()
-        .filter_map(|&(r, _, g)| r.map(|r| (r, g)))
-        .collect();
-    let (br_sum, br_cnt) = single_term_sums(&both_r, &r_values, true);
-    // Probes with a valid P sorted by descending P, for the per-r sweeps.
-    let mut by_p: Vec<(f64, Option<f64>, i64)> = both
-        .iter()
-        .filter_map(|&(r, p, g)| p.map(|p| (p, r, g)))
-        .collect();
-    by_p.sort_by(|a, b| b.0.total_cmp(&a.0));
-
-    // Every candidate is visited twice: pass 0 finds the best gain, pass 1 the tie-break winner
-    // among candidates within tolerance of it. The visitor sees (gain, overrides, rule).
-    let cols = landscape_columns(p_values.len(), landscape_p_columns);
-    let mut landscape = (landscape_p_columns > 0).then(|| Landscape {
-        p_columns: std::iter::once(None)
-            .chain(cols.iter().map(|&j| Some(p_values[j])))
-            .collect(),
-        rows: Vec::new(),
-    });
-    let mut best_gain: i128 = 0; // the all-disabled rule
-    // Pass 1 starts from the disabled rule; it is replaced by the first candidate within
-    // tolerance if the disabled rule itself is not one.
-    let mut chosen = Candidate {
-        gain: 0,
-        overrides: 0,
-        rule: ThresholdRule::DISABLED,
-    };
-    let mut evaluated: u64 = 0;
-    let mut tied: u64 = 0;
-    for pass in 0..2 {
-        let mut visit = |gain: i128, overrides: u64, rule: ThresholdRule| {
-            if pass == 0 {
-                evaluated += 1;
-                best_gain = best_gain.min(gain);
-            } else if gain <= best_gain + tol_units {
-                tied += 1;
-                if tie_better(&rule, overrides, &chosen.rule, chosen.overrides)
-                    || chosen.gain > best_gain + tol_units
-                {
-                    chosen = Candidate {
-                        gain,
-                        overrides,
-                        rule,
-                    };
-                }
+    sweep.visit(&mut |gain, _, _| chooser.first(gain), &mut |_, _| {});
+    let cols = landscape_columns(sweep.p_values.len(), landscape_p_columns);
+    let mut rows = Vec::new();
+    sweep.visit(
+        &mut |gain, overrides, rule| chooser.second(gain, overrides, rule),
+        &mut |a, extra| {
+            if landscape_p_columns == 0 {
+                return;
             }
-        };
-        visit(0, 0, ThresholdRule::DISABLED);
-        for (j, &r) in r_values.iter().enumerate() {
-            visit(
-                r_sum[j],
-                r_cnt[j],
-                ThresholdRule {
-                    r: Some(r),
-                    p: None,
-                },
-            );
-        }
-        for (j, &p) in p_values.iter().enumerate() {
-            visit(
-                p_sum[j],
-                p_cnt[j],
-                ThresholdRule {
-                    r: None,
-                    p: Some(p),
-                },
-            );
-        }
-        if family == RuleFamily::CountPrefill {
-            let mut extra_sum = vec![0i128; p_values.len()];
-            let mut extra_cnt = vec![0u64; p_values.len()];
-            for (a, &r) in r_values.iter().enumerate() {
-                // Sweep p descending over probes with P > p and not already triggered by R >= r.
-                let (mut acc, mut cnt, mut k) = (0i128, 0u64, 0usize);
-                for j in (0..p_values.len()).rev() {
-                    let t = p_values[j];
-                    while k < by_p.len() && by_p[k].0 > t {
-                        let (_, rv, g) = by_p[k];
-                        if !matches!(rv, Some(rv) if rv >= r) {
-                            acc += i128::from(g);
-                            cnt += 1;
-                        }
-                        k += 1;
-                    }
-                    extra_sum[j] = acc;
-                    extra_cnt[j] = cnt;
-                }
-                for (j, &p) in p_values.iter().enumerate() {
-                    visit(
-                        br_sum[a] + extra_sum[j],
-                        br_cnt[a] + extra_cnt[j],
-                        ThresholdRule {
-                            r: Some(r),
-                            p: Some(p),
-                        },
-                    );
-                }
-                if pass == 1
-                    && let Some(l) = landscape.as_mut()
-                {
-                    let mut row = vec![to_mean(r_sum[a])];
-                    row.extend(cols.iter().map(|&j| to_mean(br_sum[a] + extra_sum[j])));
-                    l.rows.push(LandscapeRow {
-                        r: Some(r),
-                        mean_selected_ttft_ms: row,
-                    });
-                }
-            }
-        } else if pass == 1
-            && let Some(l) = landscape.as_mut()
-        {
-            for (a, &r) in r_values.iter().enumerate() {
-                l.rows.push(LandscapeRow {
-                    r: Some(r),
-                    mean_selected_ttft_ms: vec![to_mean(r_sum[a])],
-                });
-            }
-        }
-        if pass == 1
-            && let Some(l) = landscape.as_mut()
-        {
-            let mut row = vec![to_mean(0)];
-            row.extend(cols.iter().map(|&j| to_mean(p_sum[j])));
-            l.rows.push(LandscapeRow {
-                r: None,
+            let mut row = vec![to_mean(sweep.r_sum[a])];
+            row.extend(cols.iter().map(|&j| to_mean(sweep.br_sum[a] + extra[j])));
+            rows.push(LandscapeRow {
+                r: Some(sweep.r_values[a]),
                 mean_selected_ttft_ms: row,
             });
+        },
+    );
+    let landscape = (landscape_p_columns > 0).then(|| {
+        let mut none_row = vec![to_mean(0)];
+        none_row.extend(cols.iter().map(|&j| to_mean(sweep.p_sum[j])));
+        rows.push(LandscapeRow {
+            r: None,
+            mean_selected_ttft_ms: none_row,
+        });
+        Landscape {
+            p_columns: std::iter::once(None)
+                .chain(cols.iter().map(|&j| Some(sweep.p_values[j])))
+                .collect(),
+            rows,
         }
-    }
+    });
+    let chosen = chooser.chosen;
     let outcome = SearchOutcome {
         family,
         best: RuleScore {
@@ -465,12 +538,12 @@ pub fn search_thresholds(
             overrides: chosen.overrides,
         },
         stage_mean_ttft_ms: to_mean(0),
-        oracle_mean_ttft_ms: oracle as f64 / UNITS_PER_MS / n_f,
+        oracle_mean_ttft_ms: q.oracle as f64 / UNITS_PER_MS / n_f,
         probes: n as u64,
-        r_candidates: r_values.len() as u64,
-        p_candidates: p_values.len() as u64,
-        rules_evaluated: evaluated,
-        tied_rules: tied,
+        r_candidates: sweep.r_values.len() as u64,
+        p_candidates: sweep.p_values.len() as u64,
+        rules_evaluated: chooser.evaluated,
+        tied_rules: chooser.tied,
     };
     Ok((outcome, landscape))
 }

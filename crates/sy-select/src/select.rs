@@ -13,7 +13,7 @@ use sy_selector::{
 };
 
 pub use crate::choice::Choice;
-use crate::choice::{Choices, search_and_choose};
+use crate::choice::search_and_choose;
 use crate::evaluate::{EvalPair, Replay, eval_pairs, replay_all};
 use crate::search::{Landscape, SearchOutcome};
 use crate::stability::{Stability, StabilitySettings, stability};
@@ -232,9 +232,8 @@ fn check_chain(
     inputs::check_derived_from(&opts.margins, "input_files (records)", rec, records)
 }
 
-/// Runs the selection pipeline and writes selection.json, bundle.json and bundles/*.json (all
-/// or none), after checking every output path and the provenance chain of its inputs.
-pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
+/// Refuses, before anything is read, an output path that cannot be written.
+fn check_outputs(opts: &SelectOptions) -> Result<(), ToolError> {
     sy_cli::check_output_path(&opts.out, "--out")?;
     for name in [BUNDLE_FILE, "report.md"] {
         sy_cli::check_output_path(&opts.out_dir.join(name), "--out (directory)")?;
@@ -243,15 +242,34 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
         let rel = format!("{BUNDLES_DIR}/{}.json", v.as_str());
         sy_cli::check_output_path(&opts.out_dir.join(rel), "--out (directory)")?;
     }
-    let bar = sy_cli::spinner(opts.show_progress);
-    bar.set_message("loading inputs");
+    Ok(())
+}
+
+/// The calibration inputs, read and checked against each other.
+struct Inputs {
+    fit: FitEstimators,
+    /// The full fit.json (Q-table cells, CV settings) when sy-fit wrote it; a minimal file with
+    /// only the estimators (as tests write) is enough to select.
+    fit_file: Option<sy_fit::FitFile>,
+    margins_file: MarginsFile,
+    splits: sy_records::SplitTable,
+    records: sy_records::ProbeTable,
+    /// Provenance: the records, then fit.json, margins.json and splits.json.
+    input_files: Vec<InputFile>,
+}
+
+/// Loads the calibration records (the one place the selection reads them).
+fn load_records(opts: &SelectOptions) -> Result<sy_records::ProbeTable, ToolError> {
+    inputs::load_records(&opts.records, opts.skip_invalid)
+}
+
+/// Reads every input and checks the provenance chain, the split coverage and the split seed.
+fn load_inputs(opts: &SelectOptions) -> Result<Inputs, ToolError> {
     let fit = inputs::read_fit(&opts.fit)?;
-    // The full fit.json (Q-table cells, CV settings) when sy-fit wrote it; a minimal file with
-    // only the estimators (as tests write) is enough to select.
     let fit_file = sy_fit::FitFile::read(&opts.fit).ok();
     let margins_file = MarginsFile::read(&opts.margins)?;
     let splits = inputs::read_splits(&opts.splits)?;
-    let loaded = inputs::load_records(&opts.records, opts.skip_invalid)?;
+    let loaded = load_records(opts)?;
     let mut input_files = Vec::new();
     for f in loaded.files() {
         input_files.push(inputs::input_file(&f.path)?);
@@ -272,29 +290,61 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
             opts.splits.display()
         )));
     }
-    bar.set_message("pairing probes");
-    let gap = crate::gap::gap_rows(&loaded);
-    let condition_splits = loaded.condition_splits(&splits);
+    Ok(Inputs {
+        fit,
+        fit_file,
+        margins_file,
+        splits,
+        records: loaded,
+        input_files,
+    })
+}
+
+/// The measured pairs of the fit and selection splits, and how many of each lacked a TTFT.
+struct SplitPairs {
+    fit: Vec<EvalPair>,
+    fit_unmeasured: u64,
+    selection: Vec<EvalPair>,
+    selection_unmeasured: u64,
+}
+
+fn split_pairs(inputs: &Inputs) -> Result<SplitPairs, ToolError> {
+    let condition_splits = inputs.records.condition_splits(&inputs.splits);
+    let loaded = &inputs.records;
     let of = |s: Split| {
         let condition_splits = &condition_splits;
         loaded
             .pairs()
             .filter(move |p: &ProbePair| condition_splits[p.condition() as usize] == Some(s))
     };
-    let (fit_pairs, fit_unmeasured) = eval_pairs(of(Split::Fit));
-    let (sel_pairs, sel_unmeasured) = eval_pairs(of(Split::Selection));
-    let mut warnings = Vec::new();
-    if fit_pairs.is_empty() {
+    let (fit, fit_unmeasured) = eval_pairs(of(Split::Fit));
+    let (selection, selection_unmeasured) = eval_pairs(of(Split::Selection));
+    if fit.is_empty() {
         return Err(ToolError::BadInput(
             "no measured load-phase pair in the fit split: nothing to search r/p on".to_string(),
         ));
     }
-    if sel_pairs.is_empty() {
+    if selection.is_empty() {
         return Err(ToolError::BadInput(
             "no measured load-phase pair in the selection split: nothing to evaluate the variants on"
                 .to_string(),
         ));
     }
+    Ok(SplitPairs {
+        fit,
+        fit_unmeasured,
+        selection,
+        selection_unmeasured,
+    })
+}
+
+/// The rule's parameters before the search: the fitted estimators, the margins (zero with
+/// `--zero-margins`, with a warning) and the guard limits.
+fn base_params(
+    opts: &SelectOptions,
+    inputs: &Inputs,
+    warnings: &mut Vec<String>,
+) -> Result<RuleParams, ToolError> {
     let margins = if opts.zero_margins {
         warnings.push("--zero-margins: TTFT variants compared with zero margins".to_string());
         Margins {
@@ -303,91 +353,62 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
         }
     } else {
         Margins {
-            blind: margins_file.delta_blind_ms,
-            cache: margins_file.delta_cache_ms,
+            blind: inputs.margins_file.delta_blind_ms,
+            cache: inputs.margins_file.delta_cache_ms,
         }
     };
     let base = RuleParams {
-        efficient: fit.efficient.clone(),
-        capable: fit.capable.clone(),
+        efficient: inputs.fit.efficient.clone(),
+        capable: inputs.fit.capable.clone(),
         thresholds: Thresholds::default(),
         margins,
         limits: opts.limits,
     };
     base.validate()
         .map_err(|e| ToolError::BadInput(format!("cannot build the rule's parameters: {e}")))?;
+    Ok(base)
+}
 
-    // The r/p search on the fit split, the variants on the selection split, the choice.
-    bar.set_message("searching r and p, evaluating variants");
-    let Choices {
-        search_count,
-        search_count_prefill: search_cp,
-        landscape,
-        candidates,
-        threshold_rule,
-        estimator,
-        bundle_choice,
-        thresholds,
-        params,
-    } = search_and_choose(
-        &base,
-        &fit_pairs,
-        &sel_pairs,
-        sel_unmeasured,
-        LANDSCAPE_P_COLUMNS,
-    )?;
-    drop(fit_pairs);
-    let replay = replay_all(&params, &sel_pairs, sel_unmeasured);
-
-    // How sure: bootstrap intervals, and the choice over other split seeds.
-    bar.set_message("bootstrapping intervals, repeating the calibration over split seeds");
-    let uncertainty = uncertainty(&params, &sel_pairs, &margins_file, &opts.bootstrap);
-    let stability = stability_check(
-        opts,
-        fit_file.as_ref(),
-        &splits,
-        margins_file.level,
-        &loaded,
-        bundle_choice.variant,
-    )?;
-    let headline = headline(
-        (
-            bundle_choice.variant,
-            threshold_rule.variant,
-            estimator.variant,
-        ),
-        &uncertainty,
-        stability.as_ref(),
-    );
-
-    // Freeze.
-    bar.set_message("freezing the bundle");
-    let provenance = Provenance {
-        tool_versions: BTreeMap::from([
-            (
-                "sy-select".to_string(),
-                env!("CARGO_PKG_VERSION").to_string(),
-            ),
-            (
-                "sy-selector".to_string(),
-                env!("CARGO_PKG_VERSION").to_string(),
-            ),
-        ])
-        .into_iter()
-        .chain(margins_file.tool_versions.clone())
-        .collect(),
-        input_files: input_files.clone(),
-        split_seed: splits.seed,
+fn provenance(
+    opts: &SelectOptions,
+    inputs: &Inputs,
+    headline: &Headline,
+    uncertainty: &Uncertainty,
+    stability: Option<&Stability>,
+) -> Provenance {
+    let version = env!("CARGO_PKG_VERSION").to_string();
+    let mut tool_versions = BTreeMap::from([
+        ("sy-select".to_string(), version.clone()),
+        ("sy-selector".to_string(), version),
+    ]);
+    tool_versions.extend(inputs.margins_file.tool_versions.clone());
+    Provenance {
+        tool_versions,
+        input_files: inputs.input_files.clone(),
+        split_seed: inputs.splits.seed,
         created_at: opts.created_at.clone().unwrap_or_else(now_rfc3339),
-        uncertainty: Some(bundle_evidence(&headline, &uncertainty, stability.as_ref())),
-    };
+        uncertainty: Some(bundle_evidence(headline, uncertainty, stability)),
+    }
+}
+
+/// The frozen bundles: `bundle.json` (the chosen variant) and one per variant in `bundles/`,
+/// staged as outputs, with their content hashes by relative path.
+struct Frozen {
+    bundle: Bundle,
+    outputs: Vec<(PathBuf, Vec<u8>)>,
+    hashes: BTreeMap<String, String>,
+}
+
+fn freeze_bundles(
+    opts: &SelectOptions,
+    params: &RuleParams,
+    provenance: &Provenance,
+    chosen: Variant,
+) -> Result<Frozen, ToolError> {
     let freeze = |variant: Variant| {
         Bundle::freeze(variant, params.clone(), provenance.clone())
             .map_err(|e| ToolError::BadInput(format!("cannot freeze the bundle: {e}")))
     };
-    let bundle = freeze(bundle_choice.variant)?;
-    // Every output is staged and written together with selection.json below: all or none.
-    let mut outputs: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     let bundle_bytes = |b: &Bundle| -> Result<Vec<u8>, ToolError> {
         let mut text = b
             .to_json_pretty()
@@ -395,23 +416,98 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
         text.push('\n');
         Ok(text.into_bytes())
     };
-    let mut bundles = BTreeMap::new();
+    let bundle = freeze(chosen)?;
+    let mut outputs = Vec::new();
+    let mut hashes = BTreeMap::new();
     for v in Variant::ALL {
         let b = freeze(v)?;
         let rel = format!("{BUNDLES_DIR}/{}.json", v.as_str());
         outputs.push((opts.out_dir.join(&rel), bundle_bytes(&b)?));
-        bundles.insert(rel, b.content_hash.clone());
+        hashes.insert(rel, b.content_hash.clone());
     }
     outputs.push((opts.out_dir.join(BUNDLE_FILE), bundle_bytes(&bundle)?));
-    bundles.insert(BUNDLE_FILE.to_string(), bundle.content_hash.clone());
+    hashes.insert(BUNDLE_FILE.to_string(), bundle.content_hash.clone());
+    Ok(Frozen {
+        bundle,
+        outputs,
+        hashes,
+    })
+}
 
+/// How sure the choice is: bootstrap intervals, the choice over other split seeds, the headline.
+fn how_sure(
+    opts: &SelectOptions,
+    inputs: &Inputs,
+    pairs: &SplitPairs,
+    params: &RuleParams,
+    choices: (Variant, Variant, Variant),
+) -> Result<(Uncertainty, Option<Stability>, Headline), ToolError> {
+    let uncertainty = uncertainty(
+        params,
+        &pairs.selection,
+        &inputs.margins_file,
+        &opts.bootstrap,
+    );
+    let stability = stability_check(
+        opts,
+        inputs.fit_file.as_ref(),
+        &inputs.splits,
+        inputs.margins_file.level,
+        &inputs.records,
+        choices.0,
+    )?;
+    let headline = headline(choices, &uncertainty, stability.as_ref());
+    Ok((uncertainty, stability, headline))
+}
+
+/// Runs the selection pipeline and writes selection.json, bundle.json and bundles/*.json (all
+/// or none), after checking every output path and the provenance chain of its inputs.
+pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
+    check_outputs(opts)?;
+    let bar = sy_cli::spinner(opts.show_progress);
+    bar.set_message("loading inputs");
+    let inputs = load_inputs(opts)?;
+    bar.set_message("pairing probes");
+    let pairs = split_pairs(&inputs)?;
+    let mut warnings = Vec::new();
+    let base = base_params(opts, &inputs, &mut warnings)?;
+
+    // The r/p search on the fit split, the variants on the selection split, the choice.
+    bar.set_message("searching r and p, evaluating variants");
+    let choices = search_and_choose(
+        &base,
+        &pairs.fit,
+        &pairs.selection,
+        pairs.selection_unmeasured,
+        LANDSCAPE_P_COLUMNS,
+    )?;
+    let params = &choices.params;
+    let replay = replay_all(params, &pairs.selection, pairs.selection_unmeasured);
+
+    bar.set_message("bootstrapping intervals, repeating the calibration over split seeds");
+    let chosen = (
+        choices.bundle_choice.variant,
+        choices.threshold_rule.variant,
+        choices.estimator.variant,
+    );
+    let (uncertainty, stability, headline) = how_sure(opts, &inputs, &pairs, params, chosen)?;
+
+    bar.set_message("freezing the bundle");
+    let provenance = provenance(opts, &inputs, &headline, &uncertainty, stability.as_ref());
+    let Frozen {
+        bundle,
+        mut outputs,
+        hashes,
+    } = freeze_bundles(opts, params, &provenance, chosen.0)?;
+    let (fit_unmeasured, sel_unmeasured) = (pairs.fit_unmeasured, pairs.selection_unmeasured);
     if fit_unmeasured + sel_unmeasured > 0 {
         warnings.push(format!(
             "{fit_unmeasured} fit-split and {sel_unmeasured} selection-split pair(s) without a measured TTFT on both candidates were not used"
         ));
     }
     warnings.extend(
-        margins_file
+        inputs
+            .margins_file
             .warnings
             .iter()
             .map(|w| format!("margins: {w}")),
@@ -420,38 +516,39 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
     let selection = SelectionFile {
         schema_version: SELECTION_SCHEMA_VERSION,
         tool_versions: provenance.tool_versions.clone(),
-        input_files,
-        split_seed: splits.seed,
+        input_files: inputs.input_files,
+        split_seed: inputs.splits.seed,
         limits: opts.limits,
-        margins,
-        search_pairs: search_count.probes,
+        margins: choices.params.margins,
+        search_pairs: choices.search_count.probes,
         search_pairs_unmeasured: fit_unmeasured,
-        search_count,
-        search_count_prefill: search_cp,
-        landscape,
-        candidates,
-        threshold_rule,
-        estimator,
-        bundle_variant: bundle_choice.variant,
-        thresholds,
+        search_count: choices.search_count,
+        search_count_prefill: choices.search_count_prefill,
+        landscape: choices.landscape,
+        candidates: choices.candidates,
+        threshold_rule: choices.threshold_rule,
+        estimator: choices.estimator,
+        bundle_variant: chosen.0,
+        thresholds: choices.thresholds,
         replay,
-        bundles,
+        bundles: hashes,
         headline,
         uncertainty,
         stability,
         warnings,
     };
+    // Every output is staged and written together with selection.json: all or none.
     outputs.push((opts.out.clone(), sy_cli::json_bytes(&opts.out, &selection)?));
     sy_cli::atomic_write_all(&outputs)?;
     bar.finish_and_clear();
     Ok(SelectOutput {
         selection,
         bundle,
-        fit,
-        margins: margins_file,
-        fit_file,
-        selection_pairs: sel_pairs,
+        fit: inputs.fit,
+        margins: inputs.margins_file,
+        fit_file: inputs.fit_file,
+        selection_pairs: pairs.selection,
         options: opts.clone(),
-        gap,
+        gap: crate::gap::gap_rows(&inputs.records),
     })
 }

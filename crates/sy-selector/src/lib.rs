@@ -12,7 +12,9 @@
 //! - the standardiser [`Standardiser`] (`z = (log1p(x) − mean) / std`) and the load correction
 //!   [`LoadCorrection`];
 //! - the estimators `T_blind` / `T_cache` ([`predict`], [`q_baseline`]);
-//! - guard G, the five triggers and [`decide`];
+//! - guard G ([`guard`]), the triggers ([`r_trigger`], [`p_trigger`], [`count_trigger`],
+//!   [`ttft_trigger`]) and [`decide`], which composes them;
+//! - the quantile the margins use ([`quantile_sorted`]);
 //! - the frozen [`Bundle`] with its SHA-256 content hash;
 //! - the live path a host links ([`LiveRule::route`] over an [`Observer`] the host implements):
 //!   observe both candidates, decide, keep Stage's choice on any failure.
@@ -51,6 +53,7 @@ mod live;
 mod model;
 mod observation;
 mod qtable;
+mod quantile;
 mod rule;
 
 pub use bundle::{
@@ -68,9 +71,11 @@ pub use observation::{
     Field, InvalidInput, Needs, Observation, PREFILL_CAPACITY_SENTINEL, Problem,
 };
 pub use qtable::{OutOfRange, QTable, QTableError};
+pub use quantile::quantile_sorted;
 pub use rule::{
-    Decision, DecisionInput, GuardLimits, Margins, Reason, RequiredInputs, RuleParams, Thresholds,
-    decide, required_inputs, trigger_enabled,
+    Decision, DecisionInput, GuardLimits, GuardReadings, Margins, Reason, RequiredInputs,
+    RuleParams, Thresholds, TriggerReads, check_guard_limits, count_trigger, decide, guard,
+    p_trigger, r_trigger, read_guard_inputs, required_inputs, trigger_enabled, ttft_trigger,
 };
 
 /// `RuleParams` under the name the interfaces also use.

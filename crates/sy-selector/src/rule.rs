@@ -218,6 +218,23 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason's [`Reason::code`], in declaration order (for reports and for tests that
+    /// must reach every reason).
+    pub const CODES: [&'static str; 12] = [
+        "capable_proposal",
+        "stage_baseline",
+        "trigger_disabled",
+        "trigger_false",
+        "override",
+        "not_schedulable",
+        "invalid_input",
+        "too_old",
+        "destination_limit",
+        "local_limit",
+        "out_of_range",
+        "non_positive_prediction",
+    ];
+
     /// A stable short name (the serde `kind`), for counting in reports.
     pub fn code(&self) -> &'static str {
         match self {
@@ -347,6 +364,10 @@ impl RuleParams {
 /// Applies one variant to one turn. A capable proposal is never changed; any failed guard check,
 /// invalid required input, out-of-range or non-positive prediction keeps Stage's choice and is
 /// named in [`Decision::reason`]. Pure: no I/O, no allocation, no state.
+///
+/// It composes the rule's parts, in order: the variant's [`TriggerReads`], guard G
+/// ([`read_guard_inputs`] then [`check_guard_limits`], together [`guard`]) and the variant's
+/// trigger ([`count_trigger`] or [`ttft_trigger`] on the predicted advantage).
 pub fn decide(params: &RuleParams, variant: Variant, input: &DecisionInput) -> Decision {
     // One `Decision`, filled in place and returned once: the early exits of `evaluate` only
     // return a `Reason`, so the 184-byte decision is never copied on the way out.
@@ -360,6 +381,280 @@ pub fn decide(params: &RuleParams, variant: Variant, input: &DecisionInput) -> D
     d
 }
 
+/// What a variant's trigger reads besides guard G's own inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TriggerReads {
+    /// The count trigger: the efficient candidate's R when `r` is enabled, its P when `p` is.
+    Counts { r: bool, p: bool },
+    /// A TTFT trigger: both candidates' inputs of this estimator.
+    Estimator { estimator: Estimator },
+}
+
+impl TriggerReads {
+    /// What `variant` reads with these thresholds; `None` when it has no trigger to evaluate
+    /// (`stage`, or a trigger disabled by its thresholds — see [`trigger_enabled`]).
+    pub fn of(variant: Variant, thresholds: &Thresholds) -> Option<TriggerReads> {
+        if !trigger_enabled(variant, thresholds) {
+            return None;
+        }
+        match variant {
+            Variant::Stage => None,
+            Variant::Count => Some(TriggerReads::Counts {
+                r: thresholds.r.is_some(),
+                p: false,
+            }),
+            Variant::CountPrefill => Some(TriggerReads::Counts {
+                r: thresholds.r.is_some(),
+                p: thresholds.p.is_some(),
+            }),
+            Variant::Blind | Variant::Cache => variant
+                .estimator()
+                .map(|estimator| TriggerReads::Estimator { estimator }),
+        }
+    }
+
+    fn estimator(self) -> Option<Estimator> {
+        match self {
+            TriggerReads::Estimator { estimator } => Some(estimator),
+            TriggerReads::Counts { .. } => None,
+        }
+    }
+}
+
+/// Everything guard G and the trigger read from one turn, each value validated exactly once.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GuardReadings {
+    pub efficient_age_ms: f64,
+    pub capable_age_ms: f64,
+    /// The capable candidate's booked requests (the destination check).
+    pub capable_r: f64,
+    /// `R_efficient`, when the count trigger's `r` term reads it.
+    pub efficient_r: Option<f64>,
+    /// `P_efficient`, when the count trigger's `p` term reads it.
+    pub efficient_p: Option<f64>,
+    /// The efficient candidate's estimator inputs (TTFT triggers).
+    pub efficient_inputs: Option<EstimatorInputs>,
+    /// The capable candidate's estimator inputs (TTFT triggers).
+    pub capable_inputs: Option<EstimatorInputs>,
+}
+
+fn on<T>(model: Model, r: Result<T, InvalidInput>) -> Result<T, Reason> {
+    r.map_err(|e| invalid(model, e))
+}
+
+fn estimator_inputs(
+    model: Model,
+    obs: &Observation,
+    estimator: Option<Estimator>,
+) -> Result<Option<EstimatorInputs>, Reason> {
+    estimator
+        .map(|est| on(model, EstimatorInputs::from_observation(obs, est)))
+        .transpose()
+}
+
+/// Guard G's "required observations valid": validates what guard G and the trigger read, in the
+/// order of [`required_inputs`] and [`Needs::check`] (capable, then efficient; schedulable,
+/// observed_at, N, K, R, P), and returns the first problem as the decision's reason.
+#[inline(always)]
+pub fn read_guard_inputs(
+    reads: TriggerReads,
+    input: &DecisionInput,
+) -> Result<GuardReadings, Reason> {
+    let (eff, cap) = (&input.efficient, &input.capable);
+    let estimator = reads.estimator();
+    let (read_r, read_p) = match reads {
+        TriggerReads::Counts { r, p } => (r, p),
+        TriggerReads::Estimator { .. } => (false, false),
+    };
+    if !on(Model::Capable, cap.valid_schedulable())? {
+        return Err(Reason::NotSchedulable);
+    }
+    let capable_age_ms = on(Model::Capable, cap.age_ms(input.now_ms))?;
+    let capable_inputs = estimator_inputs(Model::Capable, cap, estimator)?;
+    let capable_r = on(Model::Capable, cap.valid_r())?;
+    let efficient_age_ms = on(Model::Efficient, eff.age_ms(input.now_ms))?;
+    let efficient_inputs = estimator_inputs(Model::Efficient, eff, estimator)?;
+    let efficient_r = read_r
+        .then(|| on(Model::Efficient, eff.valid_r()))
+        .transpose()?;
+    let efficient_p = read_p
+        .then(|| on(Model::Efficient, eff.valid_p()))
+        .transpose()?;
+    Ok(GuardReadings {
+        efficient_age_ms,
+        capable_age_ms,
+        capable_r,
+        efficient_r,
+        efficient_p,
+        efficient_inputs,
+        capable_inputs,
+    })
+}
+
+/// Guard G's comparisons, in the proposal's order: both observations at most `max_age_ms` old
+/// (efficient first), capable booked requests R < destination limit, local capable in-flight
+/// calls < local limit.
+#[inline(always)]
+pub fn check_guard_limits(
+    limits: &GuardLimits,
+    readings: &GuardReadings,
+    local_capable_in_flight: u64,
+) -> Result<(), Reason> {
+    if readings.efficient_age_ms > limits.max_age_ms {
+        return Err(Reason::TooOld {
+            model: Model::Efficient,
+        });
+    }
+    if readings.capable_age_ms > limits.max_age_ms {
+        return Err(Reason::TooOld {
+            model: Model::Capable,
+        });
+    }
+    if readings.capable_r >= limits.destination_limit {
+        return Err(Reason::DestinationLimit);
+    }
+    if local_capable_in_flight >= limits.local_limit {
+        return Err(Reason::LocalLimit);
+    }
+    Ok(())
+}
+
+/// Guard G for a trigger that reads `reads`: the required observations are valid
+/// ([`read_guard_inputs`]) and within the limits ([`check_guard_limits`]). `Err` carries the
+/// reason the decision falls back to Stage's choice.
+pub fn guard(
+    limits: &GuardLimits,
+    reads: TriggerReads,
+    input: &DecisionInput,
+) -> Result<GuardReadings, Reason> {
+    let readings = read_guard_inputs(reads, input)?;
+    check_guard_limits(limits, &readings, input.local_capable_in_flight)?;
+    Ok(readings)
+}
+
+/// The `r` term: `R_efficient >= r`.
+#[inline(always)]
+pub fn r_trigger(efficient_r: f64, r: f64) -> bool {
+    efficient_r >= r
+}
+
+/// The `p` term: `P_efficient > p`.
+#[inline(always)]
+pub fn p_trigger(efficient_p: f64, p: f64) -> bool {
+    efficient_p > p
+}
+
+/// The count trigger (`count`, `count_prefill`): an enabled term whose value was read fires
+/// ([`r_trigger`] or [`p_trigger`]); a disabled term or an unread value never does.
+#[inline(always)]
+pub fn count_trigger(
+    thresholds: &Thresholds,
+    efficient_r: Option<f64>,
+    efficient_p: Option<f64>,
+) -> bool {
+    let by_r = matches!((efficient_r, thresholds.r), (Some(v), Some(r)) if r_trigger(v, r));
+    let by_p = matches!((efficient_p, thresholds.p), (Some(v), Some(p)) if p_trigger(v, p));
+    by_r || by_p
+}
+
+/// The TTFT trigger (`blind`, `cache`): the predicted advantage `T_eff − T_cap` exceeds the
+/// margin (strictly).
+#[inline(always)]
+pub fn ttft_trigger(advantage_ms: f64, margin_ms: f64) -> bool {
+    advantage_ms > margin_ms
+}
+
+impl Margins {
+    /// The margin of one estimator (`delta_blind` or `delta_cache`).
+    pub fn of(&self, estimator: Estimator) -> f64 {
+        match estimator {
+            Estimator::Blind => self.blind,
+            Estimator::Cache => self.cache,
+        }
+    }
+}
+
+/// Both predictions and the advantage `T_eff − T_cap`, recorded into `d`; an unusable
+/// prediction is the reason to fall back.
+#[inline(always)]
+fn predicted_advantage(
+    params: &RuleParams,
+    estimator: Estimator,
+    eff_inputs: &EstimatorInputs,
+    cap_inputs: &EstimatorInputs,
+    d: &mut Decision,
+) -> Result<f64, Reason> {
+    let t_eff = predict_from_inputs(&params.efficient, estimator, eff_inputs);
+    let t_cap = predict_from_inputs(&params.capable, estimator, cap_inputs);
+    d.predicted_efficient_ms = predicted_value(&t_eff);
+    d.predicted_capable_ms = predicted_value(&t_cap);
+    let t_eff = t_eff.map_err(|e| prediction_failure(Model::Efficient, e))?;
+    let t_cap = t_cap.map_err(|e| prediction_failure(Model::Capable, e))?;
+    let advantage = t_eff - t_cap;
+    d.advantage_ms = Some(advantage);
+    Ok(advantage)
+}
+
+/// The variant's thresholds or margin in force, recorded into `d`.
+#[inline(always)]
+fn record_terms(params: &RuleParams, variant: Variant, d: &mut Decision) {
+    match variant {
+        Variant::Count => d.threshold_r = params.thresholds.r,
+        Variant::CountPrefill => {
+            d.threshold_r = params.thresholds.r;
+            d.threshold_p = params.thresholds.p;
+        }
+        Variant::Blind => d.margin_ms = Some(params.margins.blind),
+        Variant::Cache => d.margin_ms = Some(params.margins.cache),
+        Variant::Stage => {}
+    }
+}
+
+/// Guard G as [`decide`] applies it, recording the ages (once the inputs are valid) and the
+/// capable R (once both observations are fresh) into `d`.
+#[inline(always)]
+fn guard_recorded(
+    params: &RuleParams,
+    reads: TriggerReads,
+    input: &DecisionInput,
+    d: &mut Decision,
+) -> Result<GuardReadings, Reason> {
+    let readings = read_guard_inputs(reads, input)?;
+    d.capable_age_ms = Some(readings.capable_age_ms);
+    d.efficient_age_ms = Some(readings.efficient_age_ms);
+    let checked = check_guard_limits(&params.limits, &readings, input.local_capable_in_flight);
+    if !matches!(checked, Err(Reason::TooOld { .. })) {
+        d.capable_r = Some(readings.capable_r);
+    }
+    checked.map(|()| readings)
+}
+
+/// The trigger of the variant behind `reads`, recording its inputs into `d`.
+#[inline(always)]
+fn trigger(
+    params: &RuleParams,
+    reads: TriggerReads,
+    readings: &GuardReadings,
+    d: &mut Decision,
+) -> Result<bool, Reason> {
+    match (reads, readings.efficient_inputs, readings.capable_inputs) {
+        (TriggerReads::Estimator { estimator }, Some(eff), Some(cap)) => {
+            let advantage = predicted_advantage(params, estimator, &eff, &cap, d)?;
+            Ok(ttft_trigger(advantage, params.margins.of(estimator)))
+        }
+        _ => {
+            d.efficient_r = readings.efficient_r;
+            d.efficient_p = readings.efficient_p;
+            Ok(count_trigger(
+                &params.thresholds,
+                readings.efficient_r,
+                readings.efficient_p,
+            ))
+        }
+    }
+}
+
 /// The body of [`decide`]: records what it reads into `d` and returns the reason. Every reason
 /// but [`Reason::Override`] keeps Stage's choice.
 #[inline(always)]
@@ -369,133 +664,22 @@ fn evaluate(
     input: &DecisionInput,
     d: &mut Decision,
 ) -> Reason {
-    let proposal = input.proposal;
-    if proposal == Model::Capable {
+    if input.proposal == Model::Capable {
         return Reason::CapableProposal;
     }
     if variant == Variant::Stage {
         return Reason::StageBaseline;
     }
-    let thresholds = params.thresholds;
-    match variant {
-        Variant::Count => d.threshold_r = thresholds.r,
-        Variant::CountPrefill => {
-            d.threshold_r = thresholds.r;
-            d.threshold_p = thresholds.p;
-        }
-        Variant::Blind => d.margin_ms = Some(params.margins.blind),
-        Variant::Cache => d.margin_ms = Some(params.margins.cache),
-        Variant::Stage => {}
-    }
-    if !trigger_enabled(variant, &thresholds) {
+    record_terms(params, variant, d);
+    let Some(reads) = TriggerReads::of(variant, &params.thresholds) else {
         return Reason::TriggerDisabled;
-    }
-    let (eff, cap) = (&input.efficient, &input.capable);
-    let now_ms = input.now_ms;
-    let estimator = variant.estimator();
-    let count_r = thresholds.r.filter(|_| estimator.is_none());
-    let count_p = thresholds.p.filter(|_| variant == Variant::CountPrefill);
-
-    // Validation, in the order of `required_inputs` and `Needs::check` (capable, then
-    // efficient; schedulable, observed_at, N, K, R, P), each value exactly once.
-    match cap.valid_schedulable() {
-        Ok(true) => {}
-        Ok(false) => return Reason::NotSchedulable,
-        Err(e) => return invalid(Model::Capable, e),
-    }
-    let cap_age = match cap.age_ms(now_ms) {
-        Ok(age) => age,
-        Err(e) => return invalid(Model::Capable, e),
     };
-    let cap_inputs = match estimator.map(|est| EstimatorInputs::from_observation(cap, est)) {
-        Some(Err(e)) => return invalid(Model::Capable, e),
-        Some(Ok(inputs)) => Some(inputs),
-        None => None,
-    };
-    let cap_r = match cap.valid_r() {
-        Ok(r) => r,
-        Err(e) => return invalid(Model::Capable, e),
-    };
-    let eff_age = match eff.age_ms(now_ms) {
-        Ok(age) => age,
-        Err(e) => return invalid(Model::Efficient, e),
-    };
-    let eff_inputs = match estimator.map(|est| EstimatorInputs::from_observation(eff, est)) {
-        Some(Err(e)) => return invalid(Model::Efficient, e),
-        Some(Ok(inputs)) => Some(inputs),
-        None => None,
-    };
-    let eff_r = match count_r.map(|_| eff.valid_r()) {
-        Some(Err(e)) => return invalid(Model::Efficient, e),
-        Some(Ok(r)) => Some(r),
-        None => None,
-    };
-    let eff_p = match count_p.map(|_| eff.valid_p()) {
-        Some(Err(e)) => return invalid(Model::Efficient, e),
-        Some(Ok(p)) => Some(p),
-        None => None,
-    };
-
-    // Guard G's comparisons, in the proposal's order.
-    let limits = params.limits;
-    d.capable_age_ms = Some(cap_age);
-    d.efficient_age_ms = Some(eff_age);
-    let (eff_fresh, cap_fresh) = (eff_age <= limits.max_age_ms, cap_age <= limits.max_age_ms);
-    if !eff_fresh {
-        return Reason::TooOld {
-            model: Model::Efficient,
-        };
-    }
-    if !cap_fresh {
-        return Reason::TooOld {
-            model: Model::Capable,
-        };
-    }
-    d.capable_r = Some(cap_r);
-    let below_destination_limit = cap_r < limits.destination_limit;
-    if !below_destination_limit {
-        return Reason::DestinationLimit;
-    }
-    if input.local_capable_in_flight >= limits.local_limit {
-        return Reason::LocalLimit;
-    }
-
-    // The trigger.
-    let fire = match (estimator, eff_inputs, cap_inputs) {
-        (Some(estimator), Some(eff_inputs), Some(cap_inputs)) => {
-            let margin = match estimator {
-                Estimator::Blind => params.margins.blind,
-                Estimator::Cache => params.margins.cache,
-            };
-            let t_eff = predict_from_inputs(&params.efficient, estimator, &eff_inputs);
-            let t_cap = predict_from_inputs(&params.capable, estimator, &cap_inputs);
-            d.predicted_efficient_ms = predicted_value(&t_eff);
-            d.predicted_capable_ms = predicted_value(&t_cap);
-            let t_eff = match t_eff {
-                Ok(v) => v,
-                Err(e) => return prediction_failure(Model::Efficient, e),
-            };
-            let t_cap = match t_cap {
-                Ok(v) => v,
-                Err(e) => return prediction_failure(Model::Capable, e),
-            };
-            let advantage = t_eff - t_cap;
-            d.advantage_ms = Some(advantage);
-            advantage > margin
-        }
-        _ => {
-            // The count variants: `R_efficient >= r` or `P_efficient > p`.
-            d.efficient_r = eff_r;
-            d.efficient_p = eff_p;
-            let by_r = matches!((eff_r, count_r), (Some(v), Some(r)) if v >= r);
-            let by_p = matches!((eff_p, count_p), (Some(v), Some(p)) if v > p);
-            by_r || by_p
-        }
-    };
-    if fire {
-        Reason::Override
-    } else {
-        Reason::TriggerFalse
+    let fire = guard_recorded(params, reads, input, d)
+        .and_then(|readings| trigger(params, reads, &readings, d));
+    match fire {
+        Ok(true) => Reason::Override,
+        Ok(false) => Reason::TriggerFalse,
+        Err(reason) => reason,
     }
 }
 

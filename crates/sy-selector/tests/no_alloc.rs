@@ -132,20 +132,7 @@ fn decide_does_not_allocate() {
     });
     assert!(seen >= 1);
     // Every kind of path was exercised.
-    for code in [
-        "capable_proposal",
-        "stage_baseline",
-        "trigger_disabled",
-        "trigger_false",
-        "override",
-        "not_schedulable",
-        "invalid_input",
-        "too_old",
-        "destination_limit",
-        "local_limit",
-        "out_of_range",
-        "non_positive_prediction",
-    ] {
+    for code in sy_selector::Reason::CODES {
         assert!(reasons.contains(code), "{code} not reached: {reasons:?}");
     }
 }

@@ -4,48 +4,13 @@
 
 mod common;
 
+use common::strategies::{NOW, observation};
+
 use proptest::prelude::*;
 use sy_selector::{
-    Decision, DecisionInput, Model, Observation, Reason, RuleParams, Thresholds, Variant, decide,
+    Decision, DecisionInput, Model, Reason, RuleParams, Thresholds, Variant, decide,
     required_inputs,
 };
-
-/// Any f64 (NaN, ±inf, subnormal, negative, huge) mixed with realistic values, or missing.
-fn value(realistic: std::ops::Range<f64>) -> impl Strategy<Value = Option<f64>> {
-    prop_oneof![
-        1 => Just(None),
-        2 => any::<f64>().prop_map(Some),
-        1 => prop::sample::select(vec![
-            f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0, 0.0, -0.0, 1e308, f64::MAX,
-            f64::MIN_POSITIVE, 10_000_000.0, 1.0,
-        ]).prop_map(Some),
-        6 => realistic.prop_map(Some),
-    ]
-}
-
-const NOW: f64 = 1_764_514_800_000.0;
-
-fn observation() -> impl Strategy<Value = Observation> {
-    (
-        value(1.0..140_000.0),
-        value(0.0..140_000.0),
-        value(0.0..12.0),
-        value(0.0..40_000.0),
-        value(1_000.0..20_000.0),
-        prop_oneof![1 => Just(None), 1 => Just(Some(false)), 6 => Just(Some(true))],
-        value(NOW - 800.0..NOW),
-    )
-        .prop_map(|(n, k, r, booked, capacity, schedulable, at)| Observation {
-            n,
-            k,
-            r,
-            prefill_tokens_booked: booked,
-            prefill_capacity_tokens: capacity,
-            schedulable,
-            observed_at_ms: at,
-            ..Observation::default()
-        })
-}
 
 fn input() -> impl Strategy<Value = DecisionInput> {
     (

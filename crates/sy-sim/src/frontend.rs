@@ -880,3 +880,6 @@ async fn metrics(State(st): State<Arc<SimState>>) -> impl IntoResponse {
         s,
     )
 }
+
+#[cfg(test)]
+mod tests;

@@ -65,6 +65,14 @@ pub enum SimError {
     InvalidFaults(String),
 }
 
+impl SimError {
+    /// Whether the error is bad input (a configuration or setting the user gave: exit code 2)
+    /// rather than a runtime failure (a port in use, an I/O error: exit code 1).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, SimError::Config { .. } | SimError::InvalidFaults(_))
+    }
+}
+
 /// A running simulator. Drop-safe; call [`SimHandle::shutdown`] for a clean stop.
 #[derive(Debug)]
 pub struct SimHandle {

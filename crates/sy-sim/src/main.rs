@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
-use sy_sim::SimConfig;
+use sy_cli::ExitStatus;
+use sy_sim::{SimConfig, SimError};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -176,7 +177,7 @@ fn main() -> std::process::ExitCode {
     }
     let Some(command) = cli.command else {
         eprintln!("sy-sim: a subcommand is required (serve, default-config); see --help");
-        return std::process::ExitCode::from(2);
+        return std::process::ExitCode::from(ExitStatus::BadInput as u8);
     };
     if let Command::FitConfig(a) = &command {
         return match fit_config(a) {
@@ -202,7 +203,21 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sy-sim: {e:#}");
-            std::process::ExitCode::from(2)
+            std::process::ExitCode::from(exit_status(&e) as u8)
         }
+    }
+}
+
+/// The README's exit codes: a bad configuration or setting is bad input (2); anything else
+/// (a port in use, an I/O failure) is a runtime failure (1).
+fn exit_status(e: &anyhow::Error) -> ExitStatus {
+    let bad_input = e.chain().any(|c| {
+        c.downcast_ref::<SimError>()
+            .is_some_and(SimError::is_bad_input)
+    });
+    if bad_input {
+        ExitStatus::BadInput
+    } else {
+        ExitStatus::Runtime
     }
 }

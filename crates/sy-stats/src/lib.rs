@@ -177,18 +177,8 @@ impl SplitMix64 {
     }
 }
 
-/// The `q`-quantile of ascending `sorted` values, linear between order statistics (position
-/// `(n − 1)·q`, numpy's default); `None` when empty.
-pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
-    let n = sorted.len();
-    if n == 0 || !(0.0..=1.0).contains(&q) {
-        return None;
-    }
-    let h = (n - 1) as f64 * q;
-    let lo = h.floor() as usize;
-    let hi = (lo + 1).min(n - 1);
-    Some(sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo]))
-}
+/// The `q`-quantile of ascending `sorted` values: the runtime crate's definition, re-exported.
+pub use sy_selector::quantile_sorted;
 
 /// The `q`-quantile of unsorted values (NaN when empty).
 pub fn quantile(values: &[f64], q: f64) -> f64 {

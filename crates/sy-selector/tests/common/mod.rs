@@ -2,6 +2,9 @@
 //! Also used by `examples/example_bundle.rs`, which writes `data/examples/*.json`.
 #![allow(dead_code)]
 
+#[cfg(test)]
+pub mod strategies;
+
 use std::collections::BTreeMap;
 
 use sy_selector::{

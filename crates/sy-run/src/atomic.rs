@@ -1,50 +1,81 @@
 //! Atomic file output: write to a temporary file beside the target, sync, then rename.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::ToolError;
+/// A failed file operation of the run directory.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Creating, writing, syncing or renaming a file failed (`what` says which step).
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A value could not be serialised as JSON.
+    #[error("cannot serialise {}: {source}", path.display())]
+    Serialise {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    /// An output path is an existing directory.
+    #[error("{flag} {}: is a directory; expected a file path", path.display())]
+    OutputIsDirectory { flag: String, path: PathBuf },
+    /// An output path lies under an existing non-directory.
+    #[error("{flag} {}: {} is not a directory", path.display(), parent.display())]
+    ParentNotDirectory {
+        flag: String,
+        path: PathBuf,
+        parent: PathBuf,
+    },
+    /// An input file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl RunError {
+    /// Whether the error is bad input (a path the user gave that cannot be used: exit code 2)
+    /// rather than a runtime failure (exit code 1).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            RunError::OutputIsDirectory { .. }
+                | RunError::ParentNotDirectory { .. }
+                | RunError::Read { .. }
+        )
+    }
+}
+
+fn io_error(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> RunError {
+    let path = path.to_path_buf();
+    move |source| RunError::Io { what, path, source }
+}
 
 /// Writes `bytes` to `path` atomically: a reader sees the old file or the whole new one, never a
 /// partial file, and a failed write leaves no temporary file behind.
-pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
-    let io = |what: &str, e: std::io::Error| {
-        ToolError::Runtime(format!("{what} {}: {e}", path.display()))
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&dir).map_err(|e| io("cannot create the directory of", e))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".to_string());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
+    let tmp = stage(path, bytes)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        return Err(io("cannot write", e));
-    }
-    Ok(())
+        io_error("cannot write", path)(e)
+    })
 }
 
 /// Refuses, as bad input (exit 2), an output path that cannot be written as a file: an existing
 /// directory, or a path under an existing non-directory. Tools call it for every output before
 /// reading or writing anything, so a bad `--out` never leaves other outputs rewritten.
-pub fn check_output_path(path: &Path, flag: &str) -> Result<(), ToolError> {
+pub fn check_output_path(path: &Path, flag: &str) -> Result<(), RunError> {
     if path.is_dir() {
-        return Err(ToolError::BadInput(format!(
-            "{flag} {}: is a directory; expected a file path",
-            path.display()
-        )));
+        return Err(RunError::OutputIsDirectory {
+            flag: flag.to_owned(),
+            path: path.to_path_buf(),
+        });
     }
     let mut dir = path.parent();
     while let Some(d) = dir {
@@ -53,11 +84,11 @@ pub fn check_output_path(path: &Path, flag: &str) -> Result<(), ToolError> {
         }
         if d.exists() {
             if !d.is_dir() {
-                return Err(ToolError::BadInput(format!(
-                    "{flag} {}: {} is not a directory",
-                    path.display(),
-                    d.display()
-                )));
+                return Err(RunError::ParentNotDirectory {
+                    flag: flag.to_owned(),
+                    path: path.to_path_buf(),
+                    parent: d.to_path_buf(),
+                });
             }
             break;
         }
@@ -69,9 +100,9 @@ pub fn check_output_path(path: &Path, flag: &str) -> Result<(), ToolError> {
 /// Writes several files as one: each is staged (a synced temporary file beside it) before any is
 /// renamed into place, so a failure while staging (a full disk, a bad path) leaves every old file
 /// as it was and no temporary behind.
-pub fn atomic_write_all(files: &[(std::path::PathBuf, Vec<u8>)]) -> Result<(), ToolError> {
-    let mut staged: Vec<(std::path::PathBuf, &Path)> = Vec::with_capacity(files.len());
-    let cleanup = |staged: &[(std::path::PathBuf, &Path)]| {
+pub fn atomic_write_all(files: &[(PathBuf, Vec<u8>)]) -> Result<(), RunError> {
+    let mut staged: Vec<(PathBuf, &Path)> = Vec::with_capacity(files.len());
+    let cleanup = |staged: &[(PathBuf, &Path)]| {
         for (tmp, _) in staged {
             let _ = std::fs::remove_file(tmp);
         }
@@ -88,25 +119,19 @@ pub fn atomic_write_all(files: &[(std::path::PathBuf, Vec<u8>)]) -> Result<(), T
     for (i, (tmp, path)) in staged.iter().enumerate() {
         if let Err(e) = std::fs::rename(tmp, path) {
             cleanup(&staged[i..]);
-            return Err(ToolError::Runtime(format!(
-                "cannot write {}: {e}",
-                path.display()
-            )));
+            return Err(io_error("cannot write", path)(e));
         }
     }
     Ok(())
 }
 
 /// Writes `bytes` to a synced temporary file beside `path` and returns its path.
-fn stage(path: &Path, bytes: &[u8]) -> Result<std::path::PathBuf, ToolError> {
-    let io = |what: &str, e: std::io::Error| {
-        ToolError::Runtime(format!("{what} {}: {e}", path.display()))
-    };
+fn stage(path: &Path, bytes: &[u8]) -> Result<PathBuf, RunError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
+        _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&dir).map_err(|e| io("cannot create the directory of", e))?;
+    std::fs::create_dir_all(&dir).map_err(io_error("cannot create the directory of", path))?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -119,25 +144,24 @@ fn stage(path: &Path, bytes: &[u8]) -> Result<std::path::PathBuf, ToolError> {
     })();
     if let Err(e) = result {
         let _ = std::fs::remove_file(&tmp);
-        return Err(io("cannot write", e));
+        return Err(io_error("cannot write", path)(e));
     }
     Ok(tmp)
 }
 
 /// Serialises `value` as pretty JSON (with a trailing newline), for [`atomic_write_all`].
-pub fn json_bytes<T: serde::Serialize>(path: &Path, value: &T) -> Result<Vec<u8>, ToolError> {
-    let mut bytes = serde_json::to_vec_pretty(value)
-        .map_err(|e| ToolError::Runtime(format!("cannot serialise {}: {e}", path.display())))?;
+pub fn json_bytes<T: serde::Serialize>(path: &Path, value: &T) -> Result<Vec<u8>, RunError> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| RunError::Serialise {
+        path: path.to_path_buf(),
+        source,
+    })?;
     bytes.push(b'\n');
     Ok(bytes)
 }
 
 /// Serialises `value` as pretty JSON (with a trailing newline) and writes it atomically.
-pub fn atomic_write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), ToolError> {
-    let mut bytes = serde_json::to_vec_pretty(value)
-        .map_err(|e| ToolError::Runtime(format!("cannot serialise {}: {e}", path.display())))?;
-    bytes.push(b'\n');
-    atomic_write(path, &bytes)
+pub fn atomic_write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), RunError> {
+    atomic_write(path, &json_bytes(path, value)?)
 }
 
 /// A JSON parse error with the member it happened in: serde names the line and column but not
@@ -162,9 +186,11 @@ pub fn json_error_with_field(text: &str, e: &serde_json::Error) -> String {
 }
 
 /// SHA-256 of a file's bytes, as lowercase hex (for provenance).
-pub fn file_sha256(path: &Path) -> Result<String, ToolError> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| ToolError::BadInput(format!("cannot read {}: {e}", path.display())))?;
+pub fn file_sha256(path: &Path) -> Result<String, RunError> {
+    let bytes = std::fs::read(path).map_err(|source| RunError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     Ok(hex::encode(Sha256::digest(&bytes)))
 }
 
@@ -226,7 +252,8 @@ mod tests {
     fn output_paths_that_cannot_be_files_are_bad_input() {
         let dir = tempfile::tempdir().unwrap();
         let err = check_output_path(dir.path(), "--out").unwrap_err();
-        assert!(matches!(err, ToolError::BadInput(_)));
+        assert!(matches!(err, RunError::OutputIsDirectory { .. }));
+        assert!(err.is_bad_input());
         let file = dir.path().join("f");
         std::fs::write(&file, b"x").unwrap();
         let err = check_output_path(&file.join("x.json"), "--out").unwrap_err();

@@ -1,0 +1,236 @@
+//! The offline evaluation sy-select uses (the threshold search's view of a pair, its guard probe
+//! and its direct scoring of a rule; the replay statistics) agrees with `sy_selector::decide` on
+//! random inputs, for every variant and every reason: a second definition of guard G or of a
+//! trigger would make these disagree.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "../../sy-selector/tests/common/mod.rs"]
+mod common;
+
+use common::strategies::{NOW, observation};
+
+use std::collections::BTreeSet;
+
+use proptest::prelude::*;
+use sy_select::evaluate::{EvalPair, GuardProbe, replay_variant};
+use sy_select::search::{RuleFamily, ThresholdRule, score_rule, search_thresholds};
+use sy_selector::{
+    DecisionInput, Model, Reason, RuleParams, Thresholds, TriggerReads, Variant, count_trigger,
+    decide, guard, ttft_trigger,
+};
+
+fn pair() -> impl Strategy<Value = EvalPair> {
+    (
+        observation(),
+        observation(),
+        0_u64..6,
+        1.0..3_000.0,
+        1.0..3_000.0,
+    )
+        .prop_map(|(efficient, capable, local, eff, cap)| EvalPair {
+            input: DecisionInput {
+                proposal: Model::Efficient,
+                efficient,
+                capable,
+                now_ms: NOW,
+                local_capable_in_flight: local,
+            },
+            ttft_eff_ms: eff,
+            ttft_cap_ms: cap,
+            decode_length: None,
+            condition: 0,
+        })
+}
+
+fn params() -> impl Strategy<Value = RuleParams> {
+    let threshold = |hi: f64| prop_oneof![1 => Just(None), 3 => (0.0..hi).prop_map(Some)];
+    (threshold(10.0), threshold(4.0), 0.0..400.0, 0.0..400.0).prop_map(|(r, p, blind, cache)| {
+        let mut params = common::params();
+        params.thresholds = Thresholds { r, p };
+        params.margins.blind = blind;
+        params.margins.cache = cache;
+        params
+    })
+}
+
+/// The search's rule for a count variant with these thresholds.
+fn rule_of(variant: Variant, t: &Thresholds) -> ThresholdRule {
+    ThresholdRule {
+        r: t.r,
+        p: if variant == Variant::CountPrefill {
+            t.p
+        } else {
+            None
+        },
+    }
+}
+
+/// Checks one pair for one variant; returns the decision's reason code.
+fn agree(params: &RuleParams, variant: Variant, pair: &EvalPair) -> &'static str {
+    let d = decide(params, variant, &pair.input);
+    // The replay statistics of this one pair follow the decision.
+    let replay = replay_variant(params, variant, std::slice::from_ref(pair));
+    assert_eq!(
+        replay.all.changed,
+        u64::from(d.changed),
+        "{variant} {:?}",
+        d.reason
+    );
+    assert_eq!(replay.all.fell_back, u64::from(d.reason.is_fallback()));
+    let selected = pair.selected_ttft(d.choice);
+    assert_eq!(replay.all.mean_selected_ttft_ms, selected);
+    if d.reason == Reason::CapableProposal {
+        // Never changed; the search only sees efficient proposals.
+        assert!(!d.changed);
+        return d.reason.code();
+    }
+
+    // Guard G as a function gives decide's guard reason, and the trigger its choice.
+    match TriggerReads::of(variant, &params.thresholds) {
+        None => assert!(matches!(
+            d.reason,
+            Reason::StageBaseline | Reason::TriggerDisabled
+        )),
+        Some(reads) => match guard(&params.limits, reads, &pair.input) {
+            Err(reason) => assert_eq!(reason, d.reason, "{variant}"),
+            Ok(readings) => match variant {
+                Variant::Count | Variant::CountPrefill => {
+                    let fire = count_trigger(
+                        &params.thresholds,
+                        readings.efficient_r,
+                        readings.efficient_p,
+                    );
+                    assert_eq!(fire, d.changed);
+                    assert!(matches!(d.reason, Reason::TriggerFalse | Reason::Override));
+                }
+                _ => match (d.advantage_ms, d.margin_ms) {
+                    (Some(a), Some(m)) if !d.reason.is_fallback() => {
+                        assert_eq!(ttft_trigger(a, m), d.changed)
+                    }
+                    _ => assert!(matches!(
+                        d.reason,
+                        Reason::OutOfRange { .. } | Reason::NonPositivePrediction { .. }
+                    )),
+                },
+            },
+        },
+    }
+
+    // The threshold search's view of the pair scores the count rules exactly as decide does.
+    if matches!(variant, Variant::Count | Variant::CountPrefill) {
+        let probe = GuardProbe::new(params).search_probe(pair);
+        let rule = rule_of(variant, &params.thresholds);
+        let score = score_rule(&[probe], rule);
+        assert_eq!(
+            score.overrides,
+            u64::from(d.changed),
+            "{variant} {:?}",
+            d.reason
+        );
+        assert_eq!(score.mean_selected_ttft_ms, selected);
+        let pass = probe.guard;
+        let held = match (rule.r.is_some(), rule.p.is_some()) {
+            (true, true) => pass.both,
+            (true, false) => pass.r_only,
+            (false, true) => pass.p_only,
+            (false, false) => false,
+        };
+        let reached_trigger = matches!(d.reason, Reason::TriggerFalse | Reason::Override);
+        assert_eq!(held, reached_trigger, "{variant} {:?}", d.reason);
+    }
+    d.reason.code()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3_000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn offline_evaluation_agrees_with_decide(p in params(), pair in pair()) {
+        for variant in Variant::ALL {
+            agree(&p, variant, &pair);
+        }
+    }
+
+    /// The sweep's best rule scores, over many pairs, what replaying it through decide gives.
+    #[test]
+    fn searched_rule_replays_to_its_score(
+        p in params(),
+        pairs in prop::collection::vec(pair(), 1..25),
+    ) {
+        let guard = GuardProbe::new(&p);
+        let probes: Vec<_> = pairs.iter().map(|x| guard.search_probe(x)).collect();
+        for (family, variant) in [
+            (RuleFamily::Count, Variant::Count),
+            (RuleFamily::CountPrefill, Variant::CountPrefill),
+        ] {
+            let (out, _) = search_thresholds(&probes, family, 0).unwrap();
+            let mut params = p.clone();
+            params.thresholds = Thresholds { r: out.best.rule.r, p: out.best.rule.p };
+            let replay = replay_variant(&params, variant, &pairs);
+            let direct = score_rule(&probes, out.best.rule);
+            prop_assert_eq!(replay.all.changed, out.best.overrides);
+            prop_assert_eq!(direct.overrides, out.best.overrides);
+            let tol = 1e-6 * out.best.mean_selected_ttft_ms.abs().max(1.0);
+            prop_assert!((replay.all.mean_selected_ttft_ms - out.best.mean_selected_ttft_ms).abs() <= tol);
+        }
+    }
+}
+
+/// One hand-made pair per reason: every reason is reached, and the offline evaluation agrees
+/// on each.
+#[test]
+fn every_reason_is_covered() {
+    let base = || EvalPair {
+        input: common::example_input(),
+        ttft_eff_ms: 900.0,
+        ttft_cap_ms: 400.0,
+        decode_length: None,
+        condition: 0,
+    };
+    let params = common::params();
+    let mut seen = BTreeSet::new();
+    let mut check = |params: &RuleParams, pair: &EvalPair| {
+        for variant in Variant::ALL {
+            seen.insert(agree(params, variant, pair));
+        }
+    };
+    check(&params, &base());
+    let mut capable = base();
+    capable.input.proposal = Model::Capable;
+    check(&params, &capable);
+    let mut disabled = params.clone();
+    disabled.thresholds = Thresholds { r: None, p: None };
+    check(&disabled, &base());
+    let mut high = params.clone();
+    high.thresholds = Thresholds {
+        r: Some(100.0),
+        p: Some(100.0),
+    };
+    high.margins.blind = 1e9;
+    high.margins.cache = 1e9;
+    check(&high, &base());
+    let edits: [fn(&mut EvalPair); 7] = [
+        |x| x.input.capable.schedulable = Some(false),
+        |x| x.input.efficient.r = None,
+        |x| x.input.efficient.observed_at_ms = Some(NOW - 10_000.0),
+        |x| x.input.capable.r = Some(50.0),
+        |x| x.input.local_capable_in_flight = 99,
+        |x| x.input.capable.n = Some(1e7),
+        |x| x.input.efficient.n = Some(1_000.0),
+    ];
+    for edit in edits {
+        let mut pair = base();
+        edit(&mut pair);
+        check(&params, &pair);
+    }
+    // A load correction that drives the efficient prediction below zero.
+    let mut negative = params.clone();
+    negative.efficient.blind.intercept = -1e9;
+    negative.efficient.cache.intercept = -1e9;
+    check(&negative, &base());
+    let missing: Vec<_> = Reason::CODES
+        .iter()
+        .filter(|c| !seen.contains(**c))
+        .collect();
+    assert!(missing.is_empty(), "reasons never reached: {missing:?}");
+}
