@@ -242,13 +242,9 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
     }
 
     spinner.set_message("splitting");
-    let (splits, reused) = SplitTable::load_or_build(
-        &splits_path,
-        &loaded,
-        common.seed,
-        args.split_fractions,
-    )
-    .map_err(records_error)?;
+    let (splits, reused) =
+        SplitTable::load_or_build(&splits_path, &loaded, common.seed, args.split_fractions)
+            .map_err(records_error)?;
 
     spinner.set_message("fitting");
     let config = FitConfig {

@@ -28,7 +28,12 @@ fn fit_recovers_known_coefficients() {
     let spec = spec();
     let records = generate(&spec);
     let splits = SplitTable::build(&records, 5, SplitFractions::default());
-    let result = fit(&sy_records::ProbeTable::from_records(&records).unwrap(), &splits, &FitConfig::default()).unwrap();
+    let result = fit(
+        &sy_records::ProbeTable::from_records(&records).unwrap(),
+        &splits,
+        &FitConfig::default(),
+    )
+    .unwrap();
     for role in [Role::Efficient, Role::Capable] {
         let truth = spec.model(role);
         let m = result.models.get(role);
@@ -76,7 +81,12 @@ fn rows_outside_the_fit_split_do_not_change_the_fit() {
         ..SynthSpec::default()
     });
     let splits = SplitTable::build(&records, 9, SplitFractions::default());
-    let base = fit(&sy_records::ProbeTable::from_records(&records).unwrap(), &splits, &FitConfig::default()).unwrap();
+    let base = fit(
+        &sy_records::ProbeTable::from_records(&records).unwrap(),
+        &splits,
+        &FitConfig::default(),
+    )
+    .unwrap();
     let mut changed = records.clone();
     let mut touched = 0;
     for r in &mut changed {
@@ -88,7 +98,12 @@ fn rows_outside_the_fit_split_do_not_change_the_fit() {
         }
     }
     assert!(touched > 50);
-    let again = fit(&sy_records::ProbeTable::from_records(&changed).unwrap(), &splits, &FitConfig::default()).unwrap();
+    let again = fit(
+        &sy_records::ProbeTable::from_records(&changed).unwrap(),
+        &splits,
+        &FitConfig::default(),
+    )
+    .unwrap();
     assert_eq!(base.models, again.models);
     assert_eq!(
         serde_json::to_string(&base.models).unwrap(),
@@ -101,7 +116,12 @@ fn rows_outside_the_fit_split_do_not_change_the_fit() {
             r.ttft_ms = r.ttft_ms.map(|t| t + 100.0);
         }
     }
-    let other = fit(&sy_records::ProbeTable::from_records(&fit_changed).unwrap(), &splits, &FitConfig::default()).unwrap();
+    let other = fit(
+        &sy_records::ProbeTable::from_records(&fit_changed).unwrap(),
+        &splits,
+        &FitConfig::default(),
+    )
+    .unwrap();
     assert_ne!(base.models, other.models);
 }
 

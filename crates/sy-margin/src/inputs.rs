@@ -60,8 +60,7 @@ pub fn record_paths(
 
 /// Loads and validates the records' calibration columns (see `sy_records::ProbeTable::load`).
 pub fn load_records(paths: &[PathBuf], skip_invalid: bool) -> Result<ProbeTable, ToolError> {
-    let loaded =
-        ProbeTable::load(paths, &LoadOptions { skip_invalid }).map_err(records_error)?;
+    let loaded = ProbeTable::load(paths, &LoadOptions { skip_invalid }).map_err(records_error)?;
     if !loaded.skipped().is_empty() {
         tracing::warn!(
             skipped = loaded.skipped().len(),

@@ -134,7 +134,11 @@ pub fn predicted_advantage(
     estimator: Estimator,
     pair: &ProbePair,
 ) -> Result<f64, PredictError> {
-    let t_eff = sy_selector::predict(&fit.efficient, estimator, &pair.efficient.rule_observation())?;
+    let t_eff = sy_selector::predict(
+        &fit.efficient,
+        estimator,
+        &pair.efficient.rule_observation(),
+    )?;
     let t_cap = sy_selector::predict(&fit.capable, estimator, &pair.capable.rule_observation())?;
     Ok(t_eff - t_cap)
 }

@@ -1083,26 +1083,39 @@ fn probe_columns<'a>(
         text(&cols.background_decode_length, i)
     });
     let status = parsed_column(&cols.status, h, "status", &mut is, parse_status);
-    let u64s = |c: &Col<'a>, field: &'static str, is: &mut Vec<_>| column(h, field, is, |i| c.u64(i));
+    let u64s =
+        |c: &Col<'a>, field: &'static str, is: &mut Vec<_>| column(h, field, is, |i| c.u64(i));
     let n = u64s(&cols.n, "n", &mut is);
     let k = u64s(&cols.k, "k", &mut is);
     let r = u64s(&cols.r, "r", &mut is);
-    let prefill_tokens_booked = u64s(&cols.prefill_tokens_booked, "prefill_tokens_booked", &mut is);
-    let prefill_capacity_tokens =
-        u64s(&cols.prefill_capacity_tokens, "prefill_capacity_tokens", &mut is);
+    let prefill_tokens_booked = u64s(
+        &cols.prefill_tokens_booked,
+        "prefill_tokens_booked",
+        &mut is,
+    );
+    let prefill_capacity_tokens = u64s(
+        &cols.prefill_capacity_tokens,
+        "prefill_capacity_tokens",
+        &mut is,
+    );
     let schedulable = column(h, "schedulable", &mut is, |i| cols.schedulable.bool(i));
-    let observed_at_unix_ms =
-        column(h, "observed_at_unix_ms", &mut is, |i| cols.observed_at_unix_ms.f64(i));
-    let sent_at_unix_ms = column(h, "sent_at_unix_ms", &mut is, |i| cols.sent_at_unix_ms.f64(i));
+    let observed_at_unix_ms = column(h, "observed_at_unix_ms", &mut is, |i| {
+        cols.observed_at_unix_ms.f64(i)
+    });
+    let sent_at_unix_ms = column(h, "sent_at_unix_ms", &mut is, |i| {
+        cols.sent_at_unix_ms.f64(i)
+    });
     let reserved_worker_id = u64s(&cols.reserved_worker_id, "reserved_worker_id", &mut is);
-    let reserved_dp_rank =
-        column(h, "reserved_dp_rank", &mut is, |i| cols.reserved_dp_rank.u32(i));
+    let reserved_dp_rank = column(h, "reserved_dp_rank", &mut is, |i| {
+        cols.reserved_dp_rank.u32(i)
+    });
     let pick_differs = column(h, "pick_differs", &mut is, |i| cols.pick_differs.bool(i));
     let served_worker_id = u64s(&cols.served_worker_id, "served_worker_id", &mut is);
     let served_dp_rank = column(h, "served_dp_rank", &mut is, |i| cols.served_dp_rank.u32(i));
     let ttft_ms = column(h, "ttft_ms", &mut is, |i| cols.ttft_ms.f64(i));
-    let client_server_gap_ms =
-        column(h, "client_server_gap_ms", &mut is, |i| cols.client_server_gap_ms.f64(i));
+    let client_server_gap_ms = column(h, "client_server_gap_ms", &mut is, |i| {
+        cols.client_server_gap_ms.f64(i)
+    });
     let or0 = |v: Vec<Option<u32>>| v.into_iter().map(Option::unwrap_or_default).collect();
     Ok(ProbeColumns {
         height,
@@ -1117,7 +1130,10 @@ fn probe_columns<'a>(
         probe_id,
         role,
         model,
-        planned_n: planned_n.into_iter().map(Option::unwrap_or_default).collect(),
+        planned_n: planned_n
+            .into_iter()
+            .map(Option::unwrap_or_default)
+            .collect(),
         planned_f: planned_f.into_iter().map(|v| v.unwrap_or(0.0)).collect(),
         decode_length,
         status,
@@ -1128,7 +1144,10 @@ fn probe_columns<'a>(
         prefill_capacity_tokens,
         schedulable,
         observed_at_unix_ms,
-        sent_at_unix_ms: sent_at_unix_ms.into_iter().map(|v| v.unwrap_or(0.0)).collect(),
+        sent_at_unix_ms: sent_at_unix_ms
+            .into_iter()
+            .map(|v| v.unwrap_or(0.0))
+            .collect(),
         reserved_worker_id,
         reserved_dp_rank,
         pick_differs,

@@ -44,12 +44,12 @@ pub use load::{
     load_records, resolve_inputs, validate_record,
 };
 pub use pairing::pair_indices;
-pub use table::{ProbePair, ProbeTable, Row};
 pub use record::{Background, ErrorClass, Phase, RECORD_SCHEMA_VERSION, Record, Role, Status};
 pub use splits::{
-    LoadConditions,    SPLITS_FILE, SPLITS_SCHEMA_VERSION, Split, SplitCounts, SplitFractions, SplitTable,
-    assign_split, split_point,
+    LoadConditions, SPLITS_FILE, SPLITS_SCHEMA_VERSION, Split, SplitCounts, SplitFractions,
+    SplitTable, assign_split, split_point,
 };
+pub use table::{ProbePair, ProbeTable, Row};
 pub use write::{
     PARQUET_ROW_GROUP_ROWS, parquet_bytes, write_csv, write_jsonl, write_parquet, write_records,
 };

@@ -734,7 +734,12 @@ fn check_pairs(out: &mut LoadedRecords, options: &LoadOptions) -> Result<(), Rec
     }
     let mut issues: Vec<RowIssue> = bad.iter().map(issue).collect();
     let drop = drop_mask(out.records.as_slice(), &bad, |i| {
-        issues.push(partner_issue(&out.origins, &out.files, i, &out.records[i].probe_id));
+        issues.push(partner_issue(
+            &out.origins,
+            &out.files,
+            i,
+            &out.records[i].probe_id,
+        ));
     });
     out.skipped.extend(issues);
     let mut keep = drop.iter().map(|d| !d);
@@ -831,7 +836,10 @@ pub(crate) fn torn_note(origins: &[RowOrigin], files: &[FileSummary], i: usize) 
 
 /// Row `i` as "FILE row N", for messages.
 pub(crate) fn describe_origin(origins: &[RowOrigin], files: &[FileSummary], i: usize) -> String {
-    match origins.get(i).and_then(|o| Some((files.get(o.file as usize)?, o.row))) {
+    match origins
+        .get(i)
+        .and_then(|o| Some((files.get(o.file as usize)?, o.row)))
+    {
         Some((f, row)) => format!("{} row {row}", f.path.display()),
         None => format!("record {i}"),
     }

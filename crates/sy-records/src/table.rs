@@ -634,9 +634,8 @@ impl ProbeTable {
             let row_no = offset + i + 1;
             let checked = match first_issue.get(&i) {
                 Some((field, message)) => Err((*field, message.clone())),
-                None => RowValues::of_columns(c, i).and_then(|v| {
-                    validate_fields(&v.checked()).map(|()| v)
-                }),
+                None => RowValues::of_columns(c, i)
+                    .and_then(|v| validate_fields(&v.checked()).map(|()| v)),
             };
             match checked {
                 Ok(values) => {
@@ -852,7 +851,9 @@ impl<'a> RowValues<'a> {
                 .ok_or_else(|| missing("condition_id"))?,
             phase: c.phase[i].ok_or_else(|| missing("phase"))?,
             repeat: c.repeat[i],
-            probe_id: c.probe_id[i].as_deref().ok_or_else(|| missing("probe_id"))?,
+            probe_id: c.probe_id[i]
+                .as_deref()
+                .ok_or_else(|| missing("probe_id"))?,
             role: c.role[i].ok_or_else(|| missing("role"))?,
             model: c.model[i].as_deref().ok_or_else(|| missing("model"))?,
             planned_n: c.planned_n[i],

@@ -44,11 +44,7 @@ fn assert_rows_equal(table: &ProbeTable, records: &[Record], what: &str) {
         assert_eq!(row.k(), r.k, "{what}");
         assert_eq!(row.ttft_ms(), r.ttft_ms, "{what}");
         assert_eq!(row.sent_at_unix_ms(), r.sent_at_unix_ms, "{what}");
-        assert_eq!(
-            row.client_server_gap_ms(),
-            r.client_server_gap_ms,
-            "{what}"
-        );
+        assert_eq!(row.client_server_gap_ms(), r.client_server_gap_ms, "{what}");
         assert_eq!(row.rule_observation(), r.rule_observation(), "{what}");
     }
 }
@@ -74,8 +70,14 @@ fn assert_loaders_agree(path: &Path, options: &LoadOptions) -> Result<ProbeTable
         _ => panic!(
             "the loaders disagree on {}: records {:?}, table {:?}",
             path.display(),
-            records.as_ref().map(|l| l.records.len()).map_err(ToString::to_string),
-            table.as_ref().map(ProbeTable::len).map_err(ToString::to_string),
+            records
+                .as_ref()
+                .map(|l| l.records.len())
+                .map_err(ToString::to_string),
+            table
+                .as_ref()
+                .map(ProbeTable::len)
+                .map_err(ToString::to_string),
         ),
     }
     table

@@ -58,7 +58,9 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayResult, ToolError> {
         }
         None => None,
     };
-    let condition_splits = table.as_ref().map(|(t, s)| (loaded.condition_splits(t), *s));
+    let condition_splits = table
+        .as_ref()
+        .map(|(t, s)| (loaded.condition_splits(t), *s));
     let keep = |p: &ProbePair| match &condition_splits {
         Some((splits, s)) => splits[p.condition() as usize] == Some(*s),
         None => true,

@@ -63,11 +63,7 @@ pub struct Stability {
     pub stable: bool,
 }
 
-fn one_seed(
-    records: &ProbeTable,
-    seed: u64,
-    s: &StabilitySettings,
-) -> Result<SeedChoice, String> {
+fn one_seed(records: &ProbeTable, seed: u64, s: &StabilitySettings) -> Result<SeedChoice, String> {
     let splits = SplitTable::build(records, seed, s.fractions);
     let config = sy_fit::FitConfig {
         folds: s.folds,

@@ -182,9 +182,9 @@ pub use sy_selector::quantile_sorted;
 
 /// The `q`-quantile of unsorted values (NaN when empty).
 pub fn quantile(values: &[f64], q: f64) -> f64 {
+    // Selection, not a sort: the bootstrap calls this once per resample.
     let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    quantile_sorted(&v, q).unwrap_or(f64::NAN)
+    sy_selector::quantile_unsorted(&mut v, q).unwrap_or(f64::NAN)
 }
 
 /// The arithmetic mean (NaN when empty).
