@@ -31,7 +31,7 @@ use crate::record::{Phase, Record, Role, Status};
 use crate::splits::{Split, SplitTable};
 
 /// Rows read from a Parquet file per slice.
-const PARQUET_SLICE_ROWS: usize = 262_144;
+const PARQUET_SLICE_ROWS: usize = 65_536;
 
 /// `decode_length` of a row without one.
 const NO_TEXT: u32 = u32::MAX;

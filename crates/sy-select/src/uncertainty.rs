@@ -7,7 +7,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sy_margin::MarginsFile;
 use sy_selector::{RuleParams, Variant, decide};
-use sy_stats::{BootstrapConfig, Interval, bootstrap, bootstrap_paired, mean, quantile};
+use sy_stats::{
+    BootstrapConfig, Interval, bootstrap, bootstrap_mean, bootstrap_mean_difference,
+    bootstrap_paired, quantile,
+};
 
 use crate::evaluate::EvalPair;
 
@@ -76,11 +79,11 @@ pub fn uncertainty(
             let name = variant.as_str();
             VariantUncertainty {
                 variant,
-                mean_selected_ttft_ms: log_err(name, bootstrap(&sel, &groups, cfg, mean)),
+                mean_selected_ttft_ms: log_err(name, bootstrap_mean(&sel, &groups, cfg)),
                 p90_selected_ttft_ms: log_err(name, bootstrap(&sel, &groups, cfg, p90)),
                 mean_change_vs_stage_ms: log_err(
                     name,
-                    bootstrap_paired(&sel, &stage, &groups, cfg, |a, b| mean(a) - mean(b)),
+                    bootstrap_mean_difference(&sel, Some(&stage), &groups, cfg),
                 ),
                 p90_change_vs_stage_ms: log_err(
                     name,
