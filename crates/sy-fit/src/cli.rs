@@ -251,6 +251,7 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
         folds: args.folds,
         alpha_grid: args.alpha_grid.clone().unwrap_or_else(default_alpha_grid),
         seed: splits.seed,
+        coefficient_intervals: true,
     };
     let fit_started = Instant::now();
     // A fitting problem is one of the records': name the files they came from.

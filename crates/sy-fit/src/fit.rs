@@ -102,6 +102,9 @@ pub struct FitConfig {
     pub alpha_grid: Vec<f64>,
     /// Seed of the fold assignment (the split seed).
     pub seed: u64,
+    /// Bootstrap the coefficients' intervals (a repeat of the fit that only needs the
+    /// estimators, such as `sy-select`'s stability check, skips them).
+    pub coefficient_intervals: bool,
 }
 
 impl Default for FitConfig {
@@ -110,6 +113,7 @@ impl Default for FitConfig {
             folds: DEFAULT_FOLDS,
             alpha_grid: default_alpha_grid(),
             seed: 0,
+            coefficient_intervals: true,
         }
     }
 }
@@ -590,7 +594,11 @@ fn fit_correction(
     let alpha = choose_alpha(&cv).unwrap_or(config.alpha_grid[config.alpha_grid.len() - 1]);
     let sol = solve(&total, alpha).map_err(CorrError::Ridge)?;
     let condition_stats: Vec<SuffStats> = by_condition.into_values().collect();
-    let coefficient_intervals = coefficient_intervals(&condition_stats, alpha, shift, config.seed);
+    let coefficient_intervals = if config.coefficient_intervals {
+        coefficient_intervals(&condition_stats, alpha, shift, config.seed)
+    } else {
+        None
+    };
     let coef = [sol.coef[0], sol.coef[1], sol.coef[2]];
     let correction = LoadCorrection {
         intercept: sol.intercept + shift,

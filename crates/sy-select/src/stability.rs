@@ -69,6 +69,7 @@ fn one_seed(records: &ProbeTable, seed: u64, s: &StabilitySettings) -> Result<Se
         folds: s.folds,
         alpha_grid: s.alpha_grid.clone(),
         seed,
+        coefficient_intervals: false,
     };
     let fitted = sy_fit::fit(records, &splits, &config).map_err(|e| e.to_string())?;
     let fit = FitEstimators {
@@ -123,6 +124,34 @@ fn one_seed(records: &ProbeTable, seed: u64, s: &StabilitySettings) -> Result<Se
     })
 }
 
+/// [`one_seed`] of every seed, in seed order, on one scoped thread per core (each seed's
+/// calibration is independent and deterministic).
+fn all_seeds(records: &ProbeTable, s: &StabilitySettings) -> Vec<Result<SeedChoice, String>> {
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let chunk = s.seeds.len().div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = s
+            .seeds
+            .chunks(chunk)
+            .map(|seeds| {
+                scope.spawn(move || {
+                    seeds
+                        .iter()
+                        .map(|&seed| one_seed(records, seed, s))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| vec![Err("a stability thread panicked".to_string()); chunk])
+            })
+            .collect()
+    })
+}
+
 fn count(runs: &[SeedChoice], key: impl Fn(&SeedChoice) -> Variant) -> BTreeMap<String, u64> {
     let mut m = BTreeMap::new();
     for r in runs {
@@ -140,8 +169,13 @@ pub fn stability(
 ) -> Result<Stability, ToolError> {
     let mut runs = Vec::new();
     let mut failed = BTreeMap::new();
-    for &seed in &settings.seeds {
-        match one_seed(records, seed, settings) {
+    for (seed, outcome) in settings
+        .seeds
+        .iter()
+        .copied()
+        .zip(all_seeds(records, settings))
+    {
+        match outcome {
             Ok(r) => runs.push(r),
             Err(why) => {
                 tracing::warn!("stability: split seed {seed}: {why}");
