@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use sy_margin::MarginsFile;
 use sy_selector::{RuleParams, Variant, decide};
 use sy_stats::{
-    BootstrapConfig, Interval, bootstrap, bootstrap_mean, bootstrap_mean_difference,
-    bootstrap_paired, quantile,
+    BootstrapConfig, Interval, bootstrap_mean, bootstrap_mean_difference, bootstrap_quantile,
+    bootstrap_quantile_difference,
 };
 
 use crate::evaluate::EvalPair;
@@ -71,7 +71,6 @@ pub fn uncertainty(
 ) -> Uncertainty {
     let groups: Vec<u64> = pairs.iter().map(|p| p.condition).collect();
     let stage = selected_ttfts(params, Variant::Stage, pairs);
-    let p90 = |v: &[f64]| quantile(v, P90);
     let variants = Variant::ALL
         .iter()
         .map(|&variant| {
@@ -80,14 +79,14 @@ pub fn uncertainty(
             VariantUncertainty {
                 variant,
                 mean_selected_ttft_ms: log_err(name, bootstrap_mean(&sel, &groups, cfg)),
-                p90_selected_ttft_ms: log_err(name, bootstrap(&sel, &groups, cfg, p90)),
+                p90_selected_ttft_ms: log_err(name, bootstrap_quantile(&sel, &groups, P90, cfg)),
                 mean_change_vs_stage_ms: log_err(
                     name,
                     bootstrap_mean_difference(&sel, Some(&stage), &groups, cfg),
                 ),
                 p90_change_vs_stage_ms: log_err(
                     name,
-                    bootstrap_paired(&sel, &stage, &groups, cfg, |a, b| p90(a) - p90(b)),
+                    bootstrap_quantile_difference(&sel, Some(&stage), &groups, P90, cfg),
                 ),
             }
         })
@@ -106,7 +105,7 @@ pub fn uncertainty(
         let level = margins.level;
         (
             name.to_string(),
-            log_err(name, bootstrap(&scores, &ids, cfg, |v| quantile(v, level))),
+            log_err(name, bootstrap_quantile(&scores, &ids, level, cfg)),
         )
     };
     Uncertainty {

@@ -71,7 +71,7 @@ pub use observation::{
     Field, InvalidInput, Needs, Observation, PREFILL_CAPACITY_SENTINEL, Problem,
 };
 pub use qtable::{OutOfRange, QTable, QTableError};
-pub use quantile::{quantile_sorted, quantile_unsorted};
+pub use quantile::{quantile_by_rank, quantile_sorted, quantile_unsorted};
 pub use rule::{
     Decision, DecisionInput, GuardLimits, GuardReadings, Margins, Reason, RequiredInputs,
     RuleParams, Thresholds, TriggerReads, check_guard_limits, count_trigger, decide, guard,

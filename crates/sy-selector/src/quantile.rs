@@ -7,8 +7,16 @@
 /// The margin `delta` is this quantile at 0.9 of the per-condition scores (`sy-margin`); the
 /// offline tools (`sy-fit`, `sy-select`, `sy-stats`, …) call this one definition.
 pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
-    let (lo, hi, frac) = position(sorted.len(), q)?;
-    Some(interpolate(sorted[lo], sorted[hi], frac))
+    quantile_by_rank(sorted.len(), q, |k| sorted[k])
+}
+
+/// [`quantile_sorted`] of `n` values known only through `at_rank(k)`, the k-th smallest
+/// (0-based): for callers that find order statistics without sorting (e.g. a weighted scan).
+pub fn quantile_by_rank(n: usize, q: f64, mut at_rank: impl FnMut(usize) -> f64) -> Option<f64> {
+    let (lo, hi, frac) = position(n, q)?;
+    let at_lo = at_rank(lo);
+    let at_hi = if hi == lo { at_lo } else { at_rank(hi) };
+    Some(interpolate(at_lo, at_hi, frac))
 }
 
 /// [`quantile_sorted`] of values in any order, reordering them in place: the two order statistics

@@ -142,6 +142,17 @@ impl Groups {
         }
     }
 
+    /// The group of every row.
+    fn group_of_rows(&self) -> Vec<usize> {
+        let mut of = vec![0; self.rows];
+        for (g, members) in self.members.iter().enumerate() {
+            for &row in members {
+                of[row] = g;
+            }
+        }
+        of
+    }
+
     /// Number of groups.
     pub fn len(&self) -> usize {
         self.members.len()
@@ -177,6 +188,7 @@ impl SplitMix64 {
     }
 }
 
+use sy_selector::quantile_by_rank;
 /// The `q`-quantile of ascending `sorted` values: the runtime crate's definition, re-exported.
 pub use sy_selector::quantile_sorted;
 
@@ -432,6 +444,97 @@ pub fn bootstrap_mean_difference<G: Eq + Hash>(
         }
         sa / n as f64 - if b.is_some() { sb / n as f64 } else { 0.0 }
     })
+}
+
+/// [`bootstrap`] of the `q`-quantile without materialising the resamples: the values are sorted
+/// once, and in every resample the needed order statistics are found by scanning them from the
+/// nearer end with each value weighted by how often its group was drawn. The same resamples and
+/// the same order statistics as sorting each resample, so the same interval.
+pub fn bootstrap_quantile<G: Eq + Hash>(
+    values: &[f64],
+    group_ids: &[G],
+    q: f64,
+    cfg: &BootstrapConfig,
+) -> Result<Interval, BootstrapError> {
+    bootstrap_quantile_difference(values, None, group_ids, q, cfg)
+}
+
+/// [`bootstrap_paired`] of `quantile(a, q) − quantile(b, q)` by the weighted scan of
+/// [`bootstrap_quantile`]; `b = None` bootstraps `quantile(a, q)`.
+pub fn bootstrap_quantile_difference<G: Eq + Hash>(
+    a: &[f64],
+    b: Option<&[f64]>,
+    group_ids: &[G],
+    q: f64,
+    cfg: &BootstrapConfig,
+) -> Result<Interval, BootstrapError> {
+    if a.len() != group_ids.len() || b.is_some_and(|b| b.len() != group_ids.len()) {
+        return Err(BootstrapError::Length {
+            values: a.len().max(b.map_or(0, <[f64]>::len)),
+            groups: group_ids.len(),
+        });
+    }
+    let groups = Groups::from_ids(group_ids);
+    check(cfg, &groups)?;
+    let group_of = groups.group_of_rows();
+    let (sa, sb) = (
+        Ranked::new(a, &group_of),
+        b.map(|b| Ranked::new(b, &group_of)),
+    );
+    let estimate = quantile(a, q) - b.map_or(0.0, |b| quantile(b, q));
+    let mut weight = vec![0usize; groups.len()];
+    bootstrap_groups(&groups, cfg, estimate, |draw| {
+        weight.iter_mut().for_each(|w| *w = 0);
+        let mut n = 0;
+        for &g in draw {
+            weight[g] += 1;
+            n += groups.members[g].len();
+        }
+        let qa = sa.quantile(&weight, n, q);
+        qa - sb.as_ref().map_or(0.0, |sb| sb.quantile(&weight, n, q))
+    })
+}
+
+/// Values sorted once, each with its group, for weighted order statistics.
+struct Ranked {
+    sorted: Vec<(f64, usize)>,
+}
+
+impl Ranked {
+    fn new(values: &[f64], group_of: &[usize]) -> Ranked {
+        let mut sorted: Vec<(f64, usize)> = values
+            .iter()
+            .copied()
+            .zip(group_of.iter().copied())
+            .collect();
+        sorted.sort_by(|x, y| x.0.total_cmp(&y.0));
+        Ranked { sorted }
+    }
+
+    /// The `q`-quantile of the multiset where each value appears `weight[its group]` times
+    /// (`n` values in all).
+    fn quantile(&self, weight: &[usize], n: usize, q: f64) -> f64 {
+        quantile_by_rank(n, q, |k| self.at_rank(weight, n, k)).unwrap_or(f64::NAN)
+    }
+
+    /// The k-th smallest (0-based) of the weighted multiset, scanning from the nearer end.
+    fn at_rank(&self, weight: &[usize], n: usize, k: usize) -> f64 {
+        let scan = |iter: &mut dyn Iterator<Item = &(f64, usize)>, rank: usize| {
+            let mut seen = 0;
+            for &(v, g) in iter {
+                seen += weight[g];
+                if seen > rank {
+                    return v;
+                }
+            }
+            f64::NAN
+        };
+        if k < n / 2 {
+            scan(&mut self.sorted.iter(), k)
+        } else {
+            scan(&mut self.sorted.iter().rev(), n - 1 - k)
+        }
+    }
 }
 
 /// Difference of means `mean(a) − mean(b)` (the paired statistic of a "change versus" interval).
