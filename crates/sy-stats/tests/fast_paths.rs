@@ -1,0 +1,56 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The bootstrap's fast paths (means from group sums, quantiles by a weighted scan) give the
+//! intervals of the general resample-and-recompute path: quantiles bit for bit, means to the
+//! order of their additions.
+
+use proptest::prelude::*;
+use sy_stats::{
+    BootstrapConfig, bootstrap, bootstrap_mean, bootstrap_mean_difference, bootstrap_paired,
+    bootstrap_quantile, bootstrap_quantile_difference, mean, quantile,
+};
+
+fn cfg(seed: u64) -> BootstrapConfig {
+    BootstrapConfig {
+        resamples: 200,
+        ..BootstrapConfig::default()
+    }
+    .with_seed(seed)
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1.0)
+}
+
+proptest! {
+    #[test]
+    fn fast_paths_equal_the_general_bootstrap(
+        rows in prop::collection::vec((0u8..12, -500.0f64..5000.0, -500.0f64..5000.0), 2..300),
+        q in prop::sample::select(vec![0.1, 0.5, 0.9, 0.95, 0.99]),
+        seed in 0u64..1000,
+    ) {
+        let groups: Vec<u8> = rows.iter().map(|r| r.0).collect();
+        let a: Vec<f64> = rows.iter().map(|r| r.1).collect();
+        let b: Vec<f64> = rows.iter().map(|r| r.2).collect();
+        let c = cfg(seed);
+        let general = bootstrap(&a, &groups, &c, |v| quantile(v, q));
+        let fast = bootstrap_quantile(&a, &groups, q, &c);
+        prop_assert_eq!(general.ok(), fast.ok());
+        let general = bootstrap_paired(&a, &b, &groups, &c, |x, y| quantile(x, q) - quantile(y, q));
+        let fast = bootstrap_quantile_difference(&a, Some(&b), &groups, q, &c);
+        prop_assert_eq!(general.ok(), fast.ok());
+        let (g, f) = (bootstrap(&a, &groups, &c, mean).unwrap(), bootstrap_mean(&a, &groups, &c).unwrap());
+        prop_assert!(close(g.lo, f.lo) && close(g.hi, f.hi) && close(g.estimate, f.estimate), "{g:?} {f:?}");
+        prop_assert_eq!(g.resamples, f.resamples);
+        let g = bootstrap_paired(&a, &b, &groups, &c, |x, y| mean(x) - mean(y)).unwrap();
+        let f = bootstrap_mean_difference(&a, Some(&b), &groups, &c).unwrap();
+        prop_assert!(close(g.lo, f.lo) && close(g.hi, f.hi), "{g:?} {f:?}");
+    }
+}
+
+#[test]
+fn fast_paths_refuse_what_the_general_path_refuses() {
+    let c = cfg(1);
+    assert!(bootstrap_quantile(&[1.0, 2.0], &[0u8], 0.9, &c).is_err());
+    assert!(bootstrap_mean_difference(&[1.0], Some(&[1.0, 2.0]), &[0u8], &c).is_err());
+    assert!(bootstrap_mean::<u8>(&[], &[], &c).is_err());
+}
