@@ -220,8 +220,12 @@ fn fit_config_recovers_the_simulator_configuration_from_its_records() {
                 sy_sim::fit_config::predict(s, c.n, c.cached, 1024, 1.0)
             };
             let (t, f) = (p(&want.step), p(&have.step));
+            // The fitter sees measured medians: it must fit them within 5 %. The simulator's own
+            // timing carries scheduler delay when the tests share the cores with others (a 10 ms
+            // cell measured 11.00 ms against the known 10.58 ms under a build), so against the
+            // known configuration 10 %.
             assert!(
-                (f / t - 1.0).abs() < 0.05,
+                (f / c.ttft_ms - 1.0).abs() < 0.05 && (f / t - 1.0).abs() < 0.10,
                 "{} N={} cached={}: fitted {f:.2} ms vs known {t:.2} ms (measured {:.2})",
                 fit.model,
                 c.n,

@@ -797,78 +797,6 @@ fn error_class_str(e: ErrorClass) -> &'static str {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn error_class_names_match_serde() {
-        for e in [
-            ErrorClass::Connect,
-            ErrorClass::Timeout,
-            ErrorClass::Http4xx,
-            ErrorClass::Http5xx,
-            ErrorClass::StreamError,
-            ErrorClass::StreamDropped,
-            ErrorClass::NoContent,
-            ErrorClass::Reservation,
-            ErrorClass::Observation,
-            ErrorClass::Cancelled,
-            ErrorClass::Protocol,
-        ] {
-            let json = serde_json::to_value(e).unwrap();
-            assert_eq!(json.as_str().unwrap(), error_class_str(e));
-            assert_eq!(parse_error_class(error_class_str(e)).unwrap(), e);
-        }
-    }
-
-    fn convert(df: &DataFrame, path: &Path) -> Vec<Result<Record, RowIssue>> {
-        let mut rows = Vec::new();
-        frame_to_records(df, path, 0, |_, r| {
-            rows.push(r);
-            Ok(())
-        })
-        .unwrap();
-        rows
-    }
-
-    #[test]
-    fn reserved_worker_columns_are_optional() {
-        let mut rec = crate::synth::template_record();
-        rec.reserved_worker_id = Some(u64::MAX - 7);
-        rec.reserved_dp_rank = Some(3);
-        let path = Path::new("mem.parquet");
-        // With the columns: the values come back exactly (u64 above 2^53 included).
-        let df = records_to_frame(std::slice::from_ref(&rec)).unwrap();
-        let rows = convert(&df, path);
-        assert_eq!(rows, vec![Ok(rec.clone())]);
-        // Without them (a file written before the fields existed): `None`, not an error.
-        let old = df
-            .drop("reserved_worker_id")
-            .unwrap()
-            .drop("reserved_dp_rank")
-            .unwrap();
-        let rows = convert(&old, path);
-        let back = rows[0].as_ref().unwrap();
-        assert_eq!(back.reserved_worker_id, None);
-        assert_eq!(back.reserved_dp_rank, None);
-        assert_eq!(back.served_worker_id, rec.served_worker_id);
-        assert!(unknown_columns(&old).is_empty());
-    }
-
-    #[test]
-    fn counts_refuse_fractions_negatives_and_text() {
-        assert_eq!(parse_u64("12"), Ok(12));
-        assert_eq!(parse_u64("12.0"), Ok(12));
-        assert!(parse_u64("12.5").unwrap_err().contains("whole"));
-        assert!(parse_u64("-3").unwrap_err().contains("≥ 0"));
-        assert!(parse_u64("abc").unwrap_err().contains("\"abc\""));
-        assert!(float_to_u64(1e17).unwrap_err().contains("float"));
-        assert!(parse_f64("x").is_err());
-        assert!(parse_f64("NaN").unwrap().is_nan());
-    }
-}
-
 /// The columns the calibration tools read (see [`crate::ProbeTable`]): a Parquet file is read
 /// with only these projected.
 pub const PROBE_TABLE_COLUMNS: &[&str] = &[
@@ -1168,4 +1096,76 @@ pub(crate) fn with_probe_columns<R>(
     let data = ColsData::from_df(df, path)?;
     let cols = data.view();
     Ok(f(probe_columns(&cols, df.height(), path)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_class_names_match_serde() {
+        for e in [
+            ErrorClass::Connect,
+            ErrorClass::Timeout,
+            ErrorClass::Http4xx,
+            ErrorClass::Http5xx,
+            ErrorClass::StreamError,
+            ErrorClass::StreamDropped,
+            ErrorClass::NoContent,
+            ErrorClass::Reservation,
+            ErrorClass::Observation,
+            ErrorClass::Cancelled,
+            ErrorClass::Protocol,
+        ] {
+            let json = serde_json::to_value(e).unwrap();
+            assert_eq!(json.as_str().unwrap(), error_class_str(e));
+            assert_eq!(parse_error_class(error_class_str(e)).unwrap(), e);
+        }
+    }
+
+    fn convert(df: &DataFrame, path: &Path) -> Vec<Result<Record, RowIssue>> {
+        let mut rows = Vec::new();
+        frame_to_records(df, path, 0, |_, r| {
+            rows.push(r);
+            Ok(())
+        })
+        .unwrap();
+        rows
+    }
+
+    #[test]
+    fn reserved_worker_columns_are_optional() {
+        let mut rec = crate::synth::template_record();
+        rec.reserved_worker_id = Some(u64::MAX - 7);
+        rec.reserved_dp_rank = Some(3);
+        let path = Path::new("mem.parquet");
+        // With the columns: the values come back exactly (u64 above 2^53 included).
+        let df = records_to_frame(std::slice::from_ref(&rec)).unwrap();
+        let rows = convert(&df, path);
+        assert_eq!(rows, vec![Ok(rec.clone())]);
+        // Without them (a file written before the fields existed): `None`, not an error.
+        let old = df
+            .drop("reserved_worker_id")
+            .unwrap()
+            .drop("reserved_dp_rank")
+            .unwrap();
+        let rows = convert(&old, path);
+        let back = rows[0].as_ref().unwrap();
+        assert_eq!(back.reserved_worker_id, None);
+        assert_eq!(back.reserved_dp_rank, None);
+        assert_eq!(back.served_worker_id, rec.served_worker_id);
+        assert!(unknown_columns(&old).is_empty());
+    }
+
+    #[test]
+    fn counts_refuse_fractions_negatives_and_text() {
+        assert_eq!(parse_u64("12"), Ok(12));
+        assert_eq!(parse_u64("12.0"), Ok(12));
+        assert!(parse_u64("12.5").unwrap_err().contains("whole"));
+        assert!(parse_u64("-3").unwrap_err().contains("≥ 0"));
+        assert!(parse_u64("abc").unwrap_err().contains("\"abc\""));
+        assert!(float_to_u64(1e17).unwrap_err().contains("float"));
+        assert!(parse_f64("x").is_err());
+        assert!(parse_f64("NaN").unwrap().is_nan());
+    }
 }

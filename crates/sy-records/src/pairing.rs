@@ -92,11 +92,11 @@ pub(crate) fn check_pairing<K: PairKeys + ?Sized>(
             bad.push((i, "role", msg));
             continue;
         }
-        if let Some(o) = slots[s][other] {
-            if let Some(issue) = mismatch(keys, i, o, describe) {
-                bad.push(issue);
-                continue;
-            }
+        if let Some(o) = slots[s][other]
+            && let Some(issue) = mismatch(keys, i, o, describe)
+        {
+            bad.push(issue);
+            continue;
         }
         slots[s][mine] = Some(i);
     }
@@ -158,11 +158,12 @@ fn mismatch<K: PairKeys + ?Sized>(
 /// appearance. Q-grid records are ignored (they feed only the Q tables).
 ///
 /// Errors when a load-phase probe does not have exactly one efficient and one capable record
-/// with the same condition and repeat (the first such record, in row order).
+/// with the same condition and repeat (the first problem found).
 pub fn pair_indices(records: &[Record]) -> Result<Vec<(usize, usize)>, RecordsError> {
     let describe = |i: usize| format!("record {}", i + 1);
     let outcome = check_pairing(records, &describe, &|_| String::new());
-    match outcome.bad.into_iter().min_by_key(|b| b.0) {
+    // The first problem found: a duplicate or mismatch as it is met, else an unpaired probe.
+    match outcome.bad.into_iter().next() {
         Some((i, _, msg)) => Err(RecordsError::Pairing(format!(
             "run {:?}: {msg}",
             records[i].run_id

@@ -163,7 +163,6 @@ fn bad_cells_give_the_same_error_and_skips_in_both_loaders() {
         ("schema_version", 2, "99"),
         ("schema_version", 3, "0"),
         ("schedulable", 4, "perhaps"),
-        ("served_worker_id", first_load, "12345"),
         ("planned_f", 2, "half"),
         ("condition_id", first_load + 1, "elsewhere"),
     ];
