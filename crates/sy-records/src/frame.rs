@@ -797,8 +797,8 @@ fn error_class_str(e: ErrorClass) -> &'static str {
     }
 }
 
-/// The columns the calibration tools read (see [`crate::ProbeTable`]): a Parquet file is read
-/// with only these projected.
+/// The columns the calibration tools read (see [`crate::ProbeTable`]), in the record layout's
+/// reading order: a Parquet file is read with only these projected.
 pub const PROBE_TABLE_COLUMNS: &[&str] = &[
     "schema_version",
     "run_id",
@@ -868,36 +868,7 @@ pub(crate) struct ProbeColumns<'a> {
 /// Position of a field in [`row_to_record`]'s reading order (ties between problems of one row
 /// go to the earlier field, as a row-by-row read notes the first).
 fn field_order(field: &str) -> u16 {
-    const ORDER: &[&str] = &[
-        "schema_version",
-        "run_id",
-        "condition_id",
-        "phase",
-        "repeat",
-        "probe_id",
-        "role",
-        "model",
-        "planned_n",
-        "planned_f",
-        "background_decode_length",
-        "status",
-        "n",
-        "k",
-        "r",
-        "prefill_tokens_booked",
-        "prefill_capacity_tokens",
-        "schedulable",
-        "observed_at_unix_ms",
-        "sent_at_unix_ms",
-        "reserved_worker_id",
-        "reserved_dp_rank",
-        "pick_differs",
-        "served_worker_id",
-        "served_dp_rank",
-        "ttft_ms",
-        "client_server_gap_ms",
-    ];
-    ORDER
+    PROBE_TABLE_COLUMNS
         .iter()
         .position(|f| *f == field)
         .map_or(u16::MAX, |p| p as u16)
