@@ -34,17 +34,12 @@ pub struct CommonArgs {
 impl CommonArgs {
     /// Refuses a `--run-dir` that exists but is not a directory (bad input, exit 2), before
     /// anything is read or written under it.
-    pub fn check_run_dir(&self) -> Result<(), crate::ToolError> {
+    pub fn check_run_dir(&self) -> Result<(), crate::RunDirError> {
         if let Some(dir) = &self.run_dir
             && dir.exists()
             && !dir.is_dir()
         {
-            return Err(crate::ToolError::BadInput(format!(
-                "--run-dir {}: not a directory (a run directory holds records.jsonl, \
-                 manifest.json, fit.json, ...): pass a directory, or name a file with its own \
-                 flag (--records, --fit, ...)",
-                dir.display()
-            )));
+            return Err(crate::RunDirError::NotADirectory(dir.clone()));
         }
         Ok(())
     }

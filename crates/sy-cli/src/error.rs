@@ -24,6 +24,16 @@ pub enum ToolError {
 }
 
 impl ToolError {
+    /// The error as the user sees it of a library's typed error: its message, and bad input
+    /// (exit code 2) or a runtime failure (exit code 1). The libraries' `From` impls use this.
+    pub fn classify(e: &impl std::fmt::Display, bad_input: bool) -> ToolError {
+        if bad_input {
+            ToolError::BadInput(e.to_string())
+        } else {
+            ToolError::Runtime(e.to_string())
+        }
+    }
+
     /// The exit status for this error.
     pub fn exit_status(&self) -> ExitStatus {
         match self {
@@ -37,12 +47,42 @@ impl From<sy_run::RunError> for ToolError {
     /// A path the user gave that cannot be used is bad input; a failed write is a runtime
     /// failure.
     fn from(e: sy_run::RunError) -> Self {
-        if e.is_bad_input() {
-            ToolError::BadInput(e.to_string())
-        } else {
-            ToolError::Runtime(e.to_string())
-        }
+        ToolError::classify(&e, e.is_bad_input())
     }
+}
+
+/// A `--run-dir` that cannot be used (always bad input).
+#[derive(Debug, thiserror::Error)]
+pub enum RunDirError {
+    /// The path exists but is not a directory.
+    #[error(
+        "--run-dir {}: not a directory (a run directory holds records.jsonl, manifest.json, \
+         fit.json, ...): pass a directory, or name a file with its own flag (--records, --fit, ...)",
+        .0.display()
+    )]
+    NotADirectory(std::path::PathBuf),
+}
+
+impl From<RunDirError> for ToolError {
+    fn from(e: RunDirError) -> Self {
+        ToolError::BadInput(e.to_string())
+    }
+}
+
+/// `From<E> for ToolError` for library error types `E` with an `is_bad_input(&self) -> bool`
+/// method: the message is `E`'s, the exit code 2 when `is_bad_input`, else 1. One call per
+/// library, beside its error types: `sy_cli::tool_error_from!(MarginError, InputsError);`.
+#[macro_export]
+macro_rules! tool_error_from {
+    ($($t:ty),+ $(,)?) => {
+        $(
+            impl From<$t> for $crate::ToolError {
+                fn from(e: $t) -> Self {
+                    $crate::ToolError::classify(&e, e.is_bad_input())
+                }
+            }
+        )+
+    };
 }
 
 /// Runs a tool's body and maps its result to an exit code, printing the error chain on stderr.

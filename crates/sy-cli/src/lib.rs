@@ -11,7 +11,7 @@ mod error;
 mod progress;
 
 pub use common::{CommonArgs, init_tracing, print_completions};
-pub use error::{ExitStatus, ToolError, run_main};
+pub use error::{ExitStatus, RunDirError, ToolError, run_main};
 pub use progress::{progress_bar, spinner};
 pub use sy_run::{
     RunError, atomic_write, atomic_write_all, atomic_write_json, check_output_path, file_sha256,
