@@ -4,25 +4,17 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use sy_cli::ToolError;
 use sy_fit::FIT_SCHEMA_VERSION;
-use sy_records::{LoadOptions, ProbeTable, RecordsError, SplitTable};
+use sy_records::{LoadOptions, ProbeTable, SplitTable};
 use sy_selector::{InputFile, ModelEstimators};
+
+pub use crate::error::InputsError;
 
 /// Both models' estimators, as `sy-fit` froze them in `fit.json`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FitEstimators {
     pub efficient: ModelEstimators,
     pub capable: ModelEstimators,
-}
-
-/// Maps a records error to the tool's error (exit 2 for bad input, 1 otherwise).
-pub fn records_error(e: RecordsError) -> ToolError {
-    if e.is_bad_input() {
-        ToolError::BadInput(e.to_string())
-    } else {
-        ToolError::Runtime(e.to_string())
-    }
 }
 
 /// The path of an input: the explicit flag, else `run_dir/name`; an error naming the flag when
@@ -32,13 +24,14 @@ pub fn input_path(
     run_dir: Option<&Path>,
     name: &str,
     flag: &str,
-) -> Result<PathBuf, ToolError> {
+) -> Result<PathBuf, InputsError> {
     match (explicit, run_dir) {
         (Some(p), _) => Ok(p.to_path_buf()),
         (None, Some(d)) => Ok(d.join(name)),
-        (None, None) => Err(ToolError::BadInput(format!(
-            "no {name}: pass {flag} FILE or --run-dir DIR"
-        ))),
+        (None, None) => Err(InputsError::NoPath {
+            name: name.to_string(),
+            flag: flag.to_string(),
+        }),
     }
 }
 
@@ -46,21 +39,19 @@ pub fn input_path(
 pub fn record_paths(
     explicit: &[PathBuf],
     run_dir: Option<&Path>,
-) -> Result<Vec<PathBuf>, ToolError> {
+) -> Result<Vec<PathBuf>, InputsError> {
     if !explicit.is_empty() {
         return Ok(explicit.to_vec());
     }
     match run_dir {
         Some(d) => Ok(vec![d.to_path_buf()]),
-        None => Err(ToolError::BadInput(
-            "no records: pass --records FILE or --run-dir DIR".to_string(),
-        )),
+        None => Err(InputsError::NoRecordPaths),
     }
 }
 
 /// Loads and validates the records' calibration columns (see `sy_records::ProbeTable::load`).
-pub fn load_records(paths: &[PathBuf], skip_invalid: bool) -> Result<ProbeTable, ToolError> {
-    let loaded = ProbeTable::load(paths, &LoadOptions { skip_invalid }).map_err(records_error)?;
+pub fn load_records(paths: &[PathBuf], skip_invalid: bool) -> Result<ProbeTable, InputsError> {
+    let loaded = ProbeTable::load(paths, &LoadOptions { skip_invalid })?;
     if !loaded.skipped().is_empty() {
         tracing::warn!(
             skipped = loaded.skipped().len(),
@@ -72,18 +63,15 @@ pub fn load_records(paths: &[PathBuf], skip_invalid: bool) -> Result<ProbeTable,
 }
 
 /// Reads `splits.json` written by `sy-fit`.
-pub fn read_splits(path: &Path) -> Result<SplitTable, ToolError> {
+pub fn read_splits(path: &Path) -> Result<SplitTable, InputsError> {
     if !path.is_file() {
-        return Err(ToolError::BadInput(format!(
-            "{}: no split table (run sy-fit first, or pass --splits FILE)",
-            path.display()
-        )));
+        return Err(InputsError::NoSplits(path.to_path_buf()));
     }
-    SplitTable::read(path).map_err(records_error)
+    Ok(SplitTable::read(path)?)
 }
 
 /// An input file with its SHA-256, for provenance.
-pub fn input_file(path: &Path) -> Result<InputFile, ToolError> {
+pub fn input_file(path: &Path) -> Result<InputFile, InputsError> {
     Ok(InputFile {
         path: path.display().to_string(),
         sha256: sy_cli::file_sha256(path)?,
@@ -117,37 +105,41 @@ fn find_estimators(root: &Value, model: &str) -> Option<ModelEstimators> {
     None
 }
 
+/// Reads a JSON file; `read_error` builds the error of a file that cannot be read.
+fn read_json(
+    path: &Path,
+    read_error: fn(PathBuf, std::io::Error) -> InputsError,
+) -> Result<Value, InputsError> {
+    let text = std::fs::read_to_string(path).map_err(|e| read_error(path.to_path_buf(), e))?;
+    serde_json::from_str(&text).map_err(|source| InputsError::Json {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 /// Reads both models' estimators from `fit.json`.
-pub fn read_fit(path: &Path) -> Result<FitEstimators, ToolError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        ToolError::BadInput(format!(
-            "cannot read {}: {e} (run sy-fit first, or pass --fit FILE)",
-            path.display()
-        ))
-    })?;
-    let value: Value = serde_json::from_str(&text)
-        .map_err(|e| ToolError::BadInput(format!("{}: not valid JSON: {e}", path.display())))?;
+pub fn read_fit(path: &Path) -> Result<FitEstimators, InputsError> {
+    let value = read_json(path, |path, source| InputsError::ReadFit { path, source })?;
     match value.get("schema_version").and_then(Value::as_u64) {
         Some(v) if v == u64::from(FIT_SCHEMA_VERSION) => {}
         found => {
-            return Err(ToolError::BadInput(format!(
-                "{}: field `schema_version` is {}, this build reads fit files of schema version \
-                 {FIT_SCHEMA_VERSION} (refit with this sy-fit)",
-                path.display(),
-                found.map_or("missing".to_string(), |v| v.to_string())
-            )));
+            return Err(InputsError::FitSchemaVersion {
+                path: path.to_path_buf(),
+                found,
+            });
         }
     }
-    let get = |model: &str| {
-        let est = find_estimators(&value, model).ok_or_else(|| {
-            ToolError::BadInput(format!(
-                "{}: no estimators for the {model} model (expected sy-selector's ModelEstimators: q, standardiser, blind, cache)",
-                path.display()
-            ))
+    let get = |model: &'static str| {
+        let est = find_estimators(&value, model).ok_or_else(|| InputsError::NoEstimators {
+            path: path.to_path_buf(),
+            model,
         })?;
         est.validate(&format!("models.{model}.estimators"))
-            .map_err(|e| ToolError::BadInput(format!("{}: {e}", path.display())))?;
-        Ok::<_, ToolError>(est)
+            .map_err(|source| InputsError::BadEstimators {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Ok::<_, InputsError>(est)
     };
     Ok(FitEstimators {
         efficient: get("efficient")?,
@@ -157,19 +149,16 @@ pub fn read_fit(path: &Path) -> Result<FitEstimators, ToolError> {
 
 /// The record files `fit.json` was fitted on, with their SHA-256 (its `input_files`; empty for
 /// fit files written before it existed).
-pub fn fit_record_inputs(path: &Path) -> Result<Vec<InputFile>, ToolError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ToolError::BadInput(format!("cannot read {}: {e}", path.display())))?;
-    let value: Value = serde_json::from_str(&text)
-        .map_err(|e| ToolError::BadInput(format!("{}: not valid JSON: {e}", path.display())))?;
+pub fn fit_record_inputs(path: &Path) -> Result<Vec<InputFile>, InputsError> {
+    let value = read_json(path, |path, source| InputsError::Read { path, source })?;
     match value.get("input_files") {
         None | Some(Value::Null) => Ok(Vec::new()),
-        Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
-            ToolError::BadInput(format!(
-                "{}: field `input_files`: expected a list of {{path, sha256}}: {e}",
-                path.display()
-            ))
-        }),
+        Some(v) => {
+            serde_json::from_value(v.clone()).map_err(|source| InputsError::InputFilesField {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
     }
 }
 
@@ -183,7 +172,7 @@ pub fn check_derived_from(
     field: &str,
     expected: &[InputFile],
     given: &[InputFile],
-) -> Result<(), ToolError> {
+) -> Result<(), InputsError> {
     if expected.is_empty() {
         return Ok(());
     }
@@ -194,25 +183,10 @@ pub fn check_derived_from(
     if want == have {
         return Ok(());
     }
-    let list = |files: &[InputFile]| {
-        files
-            .iter()
-            .map(|f| {
-                format!(
-                    "{} (sha256 {})",
-                    f.path,
-                    &f.sha256[..f.sha256.len().min(12)]
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    Err(ToolError::BadInput(format!(
-        "{}: field `{field}` says it was derived from {}, but this run was given {}: they are \
-         not the same files (artifacts of different runs must not be mixed: redo the step, or \
-         pass the files it was made from)",
-        derived.display(),
-        list(expected),
-        list(given)
-    )))
+    Err(InputsError::NotDerivedFrom {
+        derived: derived.to_path_buf(),
+        field: field.to_string(),
+        expected: expected.to_vec(),
+        given: given.to_vec(),
+    })
 }

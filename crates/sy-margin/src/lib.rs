@@ -19,7 +19,11 @@
 //!   non-positive, counted by reason.
 //!
 //! Output: `margins.json` in the run directory (`schemas/margins.schema.json`).
+//!
+//! Errors are typed ([`error`]): the binary turns them into `sy_cli::ToolError` (and its exit
+//! code) at the edge.
 
+pub mod error;
 pub mod inputs;
 pub mod stats;
 pub mod testkit;
@@ -28,10 +32,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sy_cli::ToolError;
 use sy_records::{ProbePair, Split, condition_key};
 use sy_selector::{Estimator, InputFile, ModelEstimators, PredictError};
 
+pub use error::{InputsError, MarginError, MarginsFileError};
 pub use inputs::FitEstimators;
 pub use stats::{AdvantageError, ConditionScore, MarginEstimate, RepeatSummary, margin_from_pairs};
 
@@ -82,38 +86,33 @@ pub struct MarginsFile {
 
 impl MarginsFile {
     /// Reads and checks a `margins.json`.
-    pub fn read(path: &Path) -> Result<MarginsFile, ToolError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ToolError::BadInput(format!(
-                "cannot read {}: {e} (run sy-margin first, or pass --margins FILE)",
-                path.display()
-            ))
+    pub fn read(path: &Path) -> Result<MarginsFile, MarginsFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| MarginsFileError::Read {
+            path: path.to_path_buf(),
+            source,
         })?;
-        let m: MarginsFile = serde_json::from_str(&text).map_err(|e| {
-            ToolError::BadInput(format!(
-                "{}: not a valid margins file: {}",
-                path.display(),
-                sy_cli::json_error_with_field(&text, &e)
-            ))
-        })?;
+        let m: MarginsFile =
+            serde_json::from_str(&text).map_err(|source| MarginsFileError::Invalid {
+                path: path.to_path_buf(),
+                detail: sy_cli::json_error_with_field(&text, &source),
+                source,
+            })?;
         if m.schema_version != MARGINS_SCHEMA_VERSION {
-            return Err(ToolError::BadInput(format!(
-                "{}: schema_version {} (this build reads {MARGINS_SCHEMA_VERSION})",
-                path.display(),
-                m.schema_version
-            )));
+            return Err(MarginsFileError::SchemaVersion {
+                path: path.to_path_buf(),
+                found: m.schema_version,
+            });
         }
-        for (name, v) in [
+        for (field, value) in [
             ("delta_blind_ms", m.delta_blind_ms),
             ("delta_cache_ms", m.delta_cache_ms),
         ] {
-            if !(v.is_finite() && (0.0..=sy_selector::MAX_PLAUSIBLE_MS).contains(&v)) {
-                return Err(ToolError::BadInput(format!(
-                    "{}: field `{name}` = {v}, expected a finite non-negative number of ms of at \
-                     most {} (one hour)",
-                    path.display(),
-                    sy_selector::MAX_PLAUSIBLE_MS
-                )));
+            if !(value.is_finite() && (0.0..=sy_selector::MAX_PLAUSIBLE_MS).contains(&value)) {
+                return Err(MarginsFileError::Delta {
+                    path: path.to_path_buf(),
+                    field,
+                    value,
+                });
             }
         }
         Ok(m)
@@ -205,22 +204,21 @@ pub struct MarginOptions {
     pub show_progress: bool,
 }
 
-/// Computes `margins.json` and writes it atomically. Returns the file's content.
-pub fn run(opts: &MarginOptions) -> Result<MarginsFile, ToolError> {
-    if !(opts.level > 0.0 && opts.level < 1.0) {
-        return Err(ToolError::BadInput(format!(
-            "--level {} must be strictly between 0 and 1",
-            opts.level
-        )));
-    }
-    sy_cli::check_output_path(&opts.out, "--out")?;
-    let spinner = sy_cli::spinner(opts.show_progress);
-    spinner.set_message("loading records");
+/// The run's inputs, read and checked against each other: the fit, the split table, the
+/// records and their provenance (the records, then fit.json, then splits.json).
+struct Inputs {
+    fit: FitEstimators,
+    splits: sy_records::SplitTable,
+    records: sy_records::ProbeTable,
+    input_files: Vec<InputFile>,
+}
+
+fn load_inputs(opts: &MarginOptions) -> Result<Inputs, MarginError> {
     let fit = inputs::read_fit(&opts.fit)?;
     let splits = inputs::read_splits(&opts.splits)?;
-    let loaded = inputs::load_records(&opts.records, opts.skip_invalid)?;
+    let records = inputs::load_records(&opts.records, opts.skip_invalid)?;
     let mut input_files = Vec::new();
-    for f in loaded.files() {
+    for f in records.files() {
         input_files.push(inputs::input_file(&f.path)?);
     }
     inputs::check_derived_from(
@@ -231,21 +229,23 @@ pub fn run(opts: &MarginOptions) -> Result<MarginsFile, ToolError> {
     )?;
     input_files.push(inputs::input_file(&opts.fit)?);
     input_files.push(inputs::input_file(&opts.splits)?);
-    splits
-        .check_covers(&loaded, &opts.splits)
-        .map_err(inputs::records_error)?;
-    spinner.set_message("pairing probes");
-    let condition_splits = loaded.condition_splits(&splits);
-    let in_split: Vec<ProbePair> = loaded
-        .pairs()
-        .filter(|p| condition_splits[p.condition() as usize] == Some(Split::Uncertainty))
-        .collect();
-    spinner.set_message("computing margins");
-    let (blind, cache, unmeasured) = compute_margins(&fit, &in_split, opts.level);
-    spinner.finish_and_clear();
+    splits.check_covers(&records, &opts.splits)?;
+    Ok(Inputs {
+        fit,
+        splits,
+        records,
+        input_files,
+    })
+}
 
+/// The warnings of a computed margin: too few conditions, excluded and unmeasured pairs.
+fn margin_warnings(
+    blind: &EstimatorMargin,
+    cache: &EstimatorMargin,
+    unmeasured: u64,
+) -> Vec<String> {
     let mut warnings = Vec::new();
-    for (name, m) in [("blind", &blind), ("cache", &cache)] {
+    for (name, m) in [("blind", blind), ("cache", cache)] {
         let g = m.estimate.conditions;
         if g < MIN_CONDITIONS {
             warnings.push(format!(
@@ -269,16 +269,43 @@ pub fn run(opts: &MarginOptions) -> Result<MarginsFile, ToolError> {
             "{unmeasured} pair(s) without a measured TTFT on both candidates were not used"
         ));
     }
+    warnings
+}
+
+/// Computes `margins.json` and writes it atomically. Returns the file's content.
+pub fn run(opts: &MarginOptions) -> Result<MarginsFile, MarginError> {
+    if !(opts.level > 0.0 && opts.level < 1.0) {
+        return Err(MarginError::Level(opts.level));
+    }
+    sy_cli::check_output_path(&opts.out, "--out")?;
+    let spinner = sy_cli::spinner(opts.show_progress);
+    spinner.set_message("loading records");
+    let Inputs {
+        fit,
+        splits,
+        records,
+        input_files,
+    } = load_inputs(opts)?;
+    spinner.set_message("pairing probes");
+    let condition_splits = records.condition_splits(&splits);
+    let in_split: Vec<ProbePair> = records
+        .pairs()
+        .filter(|p| condition_splits[p.condition() as usize] == Some(Split::Uncertainty))
+        .collect();
+    spinner.set_message("computing margins");
+    let (blind, cache, unmeasured) = compute_margins(&fit, &in_split, opts.level);
+    spinner.finish_and_clear();
+
+    let warnings = margin_warnings(&blind, &cache, unmeasured);
     for w in &warnings {
         tracing::warn!("{w}");
     }
-    let delta = |name: &str, m: &EstimatorMargin| {
-        m.estimate.delta_ms.ok_or_else(|| {
-            ToolError::BadInput(format!(
-                "no usable pair in the uncertainty split for the {name} estimator ({} load-phase pairs in the split, {unmeasured} unmeasured, {} excluded): cannot compute a margin",
-                in_split.len(),
-                m.estimate.pairs_excluded
-            ))
+    let delta = |estimator: &'static str, m: &EstimatorMargin| {
+        m.estimate.delta_ms.ok_or(MarginError::NoUsablePair {
+            estimator,
+            pairs: in_split.len(),
+            unmeasured,
+            excluded: m.estimate.pairs_excluded,
         })
     };
     let file = MarginsFile {

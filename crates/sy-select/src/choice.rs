@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use sy_cli::ToolError;
 use sy_selector::{RuleParams, Thresholds, Variant};
 
+pub use crate::error::ChoiceError;
 use crate::evaluate::{EvalPair, GuardProbe, Replay, VariantStats, replay_all, replay_variant};
 use crate::search::{
     Landscape, RuleFamily, SearchOutcome, SearchProbe, TIE_TOLERANCE_MS, ThresholdRule,
@@ -96,15 +96,14 @@ pub fn search_and_choose(
     sel_pairs: &[EvalPair],
     sel_unmeasured: u64,
     landscape_columns: usize,
-) -> Result<Choices, ToolError> {
+) -> Result<Choices, ChoiceError> {
     let guard = GuardProbe::new(base);
     let probes: Vec<SearchProbe> = fit_pairs.iter().map(|p| guard.search_probe(p)).collect();
-    let search_err =
-        |e: crate::search::SearchError| ToolError::BadInput(format!("r/p search: {e}"));
-    let (search_count, _) = search_thresholds(&probes, RuleFamily::Count, 0).map_err(search_err)?;
+    let (search_count, _) =
+        search_thresholds(&probes, RuleFamily::Count, 0).map_err(ChoiceError::Search)?;
     let (search_cp, landscape) =
         search_thresholds(&probes, RuleFamily::CountPrefill, landscape_columns)
-            .map_err(search_err)?;
+            .map_err(ChoiceError::Search)?;
     drop(probes);
 
     let count_params = with_rule(base, search_count.best.rule);
@@ -123,7 +122,7 @@ pub fn search_and_choose(
         candidates
             .get(v)
             .map(|r| r.all.clone())
-            .ok_or_else(|| ToolError::Runtime(format!("internal: no replay of {v}")))
+            .ok_or(ChoiceError::MissingReplay(v))
     };
     let threshold_rule = choose(
         (Variant::Count, &stats(Variant::Count)?),

@@ -18,10 +18,14 @@
 //! [`replay`] runs any bundle over any records (`sy-select replay`) and decides one turn from an
 //! observation document (`sy-select decide`).
 //!
+//! Errors are typed, one enum per concern ([`error`]); the binary turns them into
+//! `sy_cli::ToolError` (and its exit code) at the edge.
+//!
 //! No formula is re-implemented here: predictions, guard, triggers and decisions all come from
 //! `sy-selector`, so what this tool measures is what production does.
 
 pub mod choice;
+pub mod error;
 pub mod evaluate;
 pub mod gap;
 pub mod replay;

@@ -3,18 +3,21 @@
 
 use std::path::{Path, PathBuf};
 
-use sy_cli::ToolError;
 use sy_margin::inputs;
 use sy_records::{ProbePair, Split};
 use sy_selector::{Bundle, Decision, DecisionInput, Variant};
 
+pub use crate::error::{ObservationsError, ReplayError};
 use crate::evaluate::{Replay, eval_pairs, replay_all};
 
 /// Loads and checks a bundle (schema version, structure, content hash, parameters).
-pub fn load_bundle(path: &Path) -> Result<Bundle, ToolError> {
+pub fn load_bundle(path: &Path) -> Result<Bundle, ReplayError> {
     Bundle::from_path(path).map_err(|e| match e {
-        sy_selector::BundleError::Io { .. } => ToolError::BadInput(e.to_string()),
-        other => ToolError::BadInput(format!("{}: {other}", path.display())),
+        sy_selector::BundleError::Io { .. } => ReplayError::BundleUnreadable(e),
+        source => ReplayError::Bundle {
+            path: path.to_path_buf(),
+            source,
+        },
     })
 }
 
@@ -46,14 +49,13 @@ pub struct ReplayResult {
 pub const IN_SAMPLE_WARNING: &str = "these records include the bundle's own calibration records (its fit split among them): the replay is in-sample and flatters the bundle; pass --split selection (with the run's splits.json) for an out-of-sample evaluation";
 
 /// Replays every variant with the bundle's parameters.
-pub fn replay(opts: &ReplayOptions) -> Result<ReplayResult, ToolError> {
+pub fn replay(opts: &ReplayOptions) -> Result<ReplayResult, ReplayError> {
     let bundle = load_bundle(&opts.bundle)?;
     let loaded = inputs::load_records(&opts.records, opts.skip_invalid)?;
     let table = match &opts.split {
         Some((path, split)) => {
             let t = inputs::read_splits(path)?;
-            t.check_covers(&loaded, path)
-                .map_err(inputs::records_error)?;
+            t.check_covers(&loaded, path)?;
             Some((t, *split))
         }
         None => None,
@@ -67,13 +69,9 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayResult, ToolError> {
     };
     let (eval, unmeasured) = eval_pairs(loaded.pairs().filter(keep));
     if eval.is_empty() {
-        return Err(ToolError::BadInput(format!(
-            "no measured load-phase pair to replay{}",
-            match &opts.split {
-                Some((_, s)) => format!(" in the {} split", s.as_str()),
-                None => String::new(),
-            }
-        )));
+        return Err(ReplayError::NoPairs {
+            split: opts.split.as_ref().map(|(_, s)| *s),
+        });
     }
     let files: Vec<PathBuf> = loaded.files().iter().map(|f| f.path.clone()).collect();
     let out_of_sample = matches!(opts.split, Some((_, Split::Selection | Split::Uncertainty)));
@@ -96,38 +94,47 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayResult, ToolError> {
 /// Parses the observation document of `sy-select decide` (a `sy_selector::DecisionInput`). The
 /// shape is checked first so a member of the wrong kind (`"capable": []`, which serde would read
 /// as an observation with every field absent) is refused, naming the file and the member.
-pub fn read_observations(path: &Path) -> Result<DecisionInput, ToolError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ToolError::BadInput(format!("cannot read {}: {e}", path.display())))?;
-    let expected = "expected {proposal, efficient, capable, now_ms, local_capable_in_flight}; \
-                    see crates/sy-select/README.md";
-    let bad = |m: String| ToolError::BadInput(format!("{}: {m}", path.display()));
-    let value: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| bad(format!("not valid JSON: {e} ({expected})")))?;
+pub fn read_observations(path: &Path) -> Result<DecisionInput, ObservationsError> {
+    let path_buf = || path.to_path_buf();
+    let text = std::fs::read_to_string(path).map_err(|source| ObservationsError::Read {
+        path: path_buf(),
+        source,
+    })?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|source| ObservationsError::Json {
+            path: path_buf(),
+            source,
+        })?;
     let Some(doc) = value.as_object() else {
-        return Err(bad(format!(
-            "not an observation document: expected a JSON object ({expected})"
-        )));
+        return Err(ObservationsError::NotAnObject { path: path_buf() });
     };
     if !doc.contains_key("proposal") {
-        return Err(bad(format!("field `proposal`: missing ({expected})")));
+        return Err(ObservationsError::Missing {
+            path: path_buf(),
+            field: "proposal",
+        });
     }
-    for side in ["efficient", "capable"] {
-        match doc.get(side) {
+    for field in ["efficient", "capable"] {
+        match doc.get(field) {
             Some(serde_json::Value::Object(_)) => {}
             Some(other) => {
-                return Err(bad(format!(
-                    "field `{side}`: expected an observation object, found {}",
-                    json_kind(other)
-                )));
+                return Err(ObservationsError::NotAnObservation {
+                    path: path_buf(),
+                    field,
+                    found: json_kind(other),
+                });
             }
-            None => return Err(bad(format!("field `{side}`: missing ({expected})"))),
+            None => {
+                return Err(ObservationsError::Missing {
+                    path: path_buf(),
+                    field,
+                });
+            }
         }
     }
-    serde_json::from_value(value).map_err(|e| {
-        bad(format!(
-            "not a valid observation document: {e} ({expected})"
-        ))
+    serde_json::from_value(value).map_err(|source| ObservationsError::Invalid {
+        path: path_buf(),
+        source,
     })
 }
 
@@ -212,11 +219,10 @@ pub fn decision_rows<'r>(
 }
 
 /// Writes decision rows as JSON Lines, or as Parquet when `path` ends in `.parquet` (atomic).
-pub fn write_decisions(rows: &[DecisionRow], path: &Path) -> Result<(), ToolError> {
+pub fn write_decisions(rows: &[DecisionRow], path: &Path) -> Result<(), ReplayError> {
     let mut jsonl = Vec::new();
     for r in rows {
-        serde_json::to_writer(&mut jsonl, r)
-            .map_err(|e| ToolError::Runtime(format!("cannot serialise a decision: {e}")))?;
+        serde_json::to_writer(&mut jsonl, r).map_err(ReplayError::SerialiseDecision)?;
         jsonl.push(b'\n');
     }
     let parquet = path
@@ -226,8 +232,9 @@ pub fn write_decisions(rows: &[DecisionRow], path: &Path) -> Result<(), ToolErro
         return Ok(sy_cli::atomic_write(path, &jsonl)?);
     }
     use polars::prelude::*;
-    let err = |e: PolarsError| {
-        ToolError::Runtime(format!("cannot write {} as Parquet: {e}", path.display()))
+    let err = |source: PolarsError| ReplayError::Parquet {
+        path: path.to_path_buf(),
+        source,
     };
     let mut df = JsonReader::new(std::io::Cursor::new(jsonl))
         .with_json_format(JsonFormat::JsonLines)
@@ -243,7 +250,7 @@ pub fn write_decisions(rows: &[DecisionRow], path: &Path) -> Result<(), ToolErro
 
 /// Whether any of the record files is one the bundle was calibrated on (same SHA-256 as an input
 /// of its provenance).
-pub fn shares_calibration_records(bundle: &Bundle, files: &[PathBuf]) -> Result<bool, ToolError> {
+pub fn shares_calibration_records(bundle: &Bundle, files: &[PathBuf]) -> Result<bool, ReplayError> {
     for f in files {
         let mine = inputs::input_file(f)?;
         if bundle

@@ -12,20 +12,15 @@
 
 use std::path::{Path, PathBuf};
 
-use sy_cli::ToolError;
-use sy_report::{Bar, Bars, Heatmap, Lines, Plot, Report, Scatter, Series, VLine};
+use sy_report::{Bar, Bars, Heatmap, Lines, Plot, Report, ReportError, Scatter, Series, VLine};
 use sy_selector::{Estimator, ModelEstimators, Variant};
 use sy_stats::{Interval, bootstrap_paired, mean};
 
 use crate::evaluate::{DecodeLength, EvalPair, VariantStats};
-use crate::select::{SelectOutput, SelectionFile};
+use crate::select::{SelectError, SelectOutput, SelectionFile};
 use crate::uncertainty::selected_ttfts;
 
-type R = Result<(), ToolError>;
-
-fn draw_err(e: sy_report::ReportError) -> ToolError {
-    ToolError::Runtime(e.to_string())
-}
+type R = Result<(), ReportError>;
 
 /// Milliseconds as the report's tables print them.
 pub fn fmt_ms(v: f64) -> String {
@@ -239,8 +234,7 @@ fn variants(r: &mut Report, out: &SelectOutput) -> R {
             y_label: "mean selected TTFT (ms)".into(),
             bars,
         }),
-    )
-    .map_err(draw_err)?;
+    )?;
     let mut t = String::from(
         "### Each variant with its own searched thresholds\n\nThe comparison behind the choice of threshold rule (`count` with its own r; `count_prefill` with its own r and p).\n\n",
     );
@@ -442,7 +436,6 @@ fn search(r: &mut Report, out: &SelectOutput) -> R {
             mark,
         }),
     )
-    .map_err(draw_err)
 }
 
 fn ecdf(values: &mut [f64]) -> Vec<(f64, f64)> {
@@ -519,7 +512,6 @@ fn margins(r: &mut Report, out: &SelectOutput) -> R {
             vlines,
         }),
     )
-    .map_err(draw_err)
 }
 
 fn q_plots(
@@ -624,14 +616,12 @@ fn q_tables(r: &mut Report, out: &SelectOutput) -> R {
             &format!("q_heatmap_{name}"),
             &format!("Q table of the {name} model (cell: median TTFT in ms and record count)"),
             &heat,
-        )
-        .map_err(draw_err)?;
+        )?;
         r.figure(
             &format!("q_lines_{name}"),
             &format!("No-load TTFT vs N per cached fraction, {name} model; shaded: interquartile range of the cell's records"),
             &lines,
-        )
-        .map_err(draw_err)?;
+        )?;
     }
     Ok(())
 }
@@ -697,8 +687,7 @@ fn estimator_figures(r: &mut Report, estimator: Estimator, preds: &[Prediction])
             series,
             diagonal: true,
         }),
-    )
-    .map_err(draw_err)?;
+    )?;
     let mut series = Vec::new();
     for (efficient, model) in [(true, "efficient"), (false, "capable")] {
         for len in [DecodeLength::Short, DecodeLength::Long] {
@@ -735,7 +724,6 @@ fn estimator_figures(r: &mut Report, estimator: Estimator, preds: &[Prediction])
             }],
         }),
     )
-    .map_err(draw_err)
 }
 
 /// The fitted load corrections with their bootstrap intervals (from fit.json).
@@ -872,8 +860,8 @@ fn provenance(r: &mut Report, out: &SelectOutput) {
 }
 
 /// Writes `report.md` and `plots/` into `dir`.
-pub fn write_report(out: &SelectOutput, dir: &Path) -> Result<PathBuf, ToolError> {
-    let mut r = Report::new(dir, "Calibration report").map_err(draw_err)?;
+pub fn write_report(out: &SelectOutput, dir: &Path) -> Result<PathBuf, SelectError> {
+    let mut r = Report::new(dir, "Calibration report")?;
     answer(&mut r, out);
     variants(&mut r, out)?;
     where_it_fails(&mut r, out);
@@ -886,5 +874,5 @@ pub fn write_report(out: &SelectOutput, dir: &Path) -> Result<PathBuf, ToolError
     coefficients(&mut r, out);
     reproduce(&mut r, out);
     provenance(&mut r, out);
-    r.write().map_err(draw_err)
+    Ok(r.write()?)
 }

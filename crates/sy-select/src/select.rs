@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sy_cli::ToolError;
 use sy_margin::{FitEstimators, MarginsFile, inputs};
 use sy_records::{ProbePair, Split};
 use sy_selector::{
@@ -14,6 +13,7 @@ use sy_selector::{
 
 pub use crate::choice::Choice;
 use crate::choice::search_and_choose;
+pub use crate::error::{SelectError, SelectionFileError};
 use crate::evaluate::{EvalPair, Replay, eval_pairs, replay_all};
 use crate::search::{Landscape, SearchOutcome};
 use crate::stability::{Stability, StabilitySettings, stability};
@@ -81,21 +81,21 @@ pub struct SelectionFile {
 
 impl SelectionFile {
     /// Reads a `selection.json`.
-    pub fn read(path: &Path) -> Result<SelectionFile, ToolError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ToolError::BadInput(format!("cannot read {}: {e}", path.display())))?;
-        let s: SelectionFile = serde_json::from_str(&text).map_err(|e| {
-            ToolError::BadInput(format!(
-                "{}: not a valid selection file: {e}",
-                path.display()
-            ))
+    pub fn read(path: &Path) -> Result<SelectionFile, SelectionFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SelectionFileError::Read {
+            path: path.to_path_buf(),
+            source,
         })?;
+        let s: SelectionFile =
+            serde_json::from_str(&text).map_err(|source| SelectionFileError::Invalid {
+                path: path.to_path_buf(),
+                source,
+            })?;
         if s.schema_version != SELECTION_SCHEMA_VERSION {
-            return Err(ToolError::BadInput(format!(
-                "{}: schema_version {} (this build reads {SELECTION_SCHEMA_VERSION})",
-                path.display(),
-                s.schema_version
-            )));
+            return Err(SelectionFileError::SchemaVersion {
+                path: path.to_path_buf(),
+                found: s.schema_version,
+            });
         }
         Ok(s)
     }
@@ -151,9 +151,9 @@ fn stability_check(
     margin_level: f64,
     records: &sy_records::ProbeTable,
     chosen: Variant,
-) -> Result<Option<Stability>, ToolError> {
+) -> Option<Stability> {
     if opts.stability_seeds.is_empty() {
-        return Ok(None);
+        return None;
     }
     let settings = StabilitySettings {
         seeds: opts.stability_seeds.clone(),
@@ -165,7 +165,7 @@ fn stability_check(
         margin_level,
         limits: opts.limits,
     };
-    stability(records, &settings, chosen).map(Some)
+    Some(stability(records, &settings, chosen))
 }
 
 /// What the bundle's provenance records about how sure the choice is: the headline intervals,
@@ -200,7 +200,7 @@ fn check_chain(
     opts: &SelectOptions,
     margins: &MarginsFile,
     records: &[InputFile],
-) -> Result<(), ToolError> {
+) -> Result<(), SelectError> {
     inputs::check_derived_from(
         &opts.fit,
         "input_files",
@@ -209,12 +209,10 @@ fn check_chain(
     )?;
     let listed = &margins.input_files;
     if listed.len() < 3 {
-        return Err(ToolError::BadInput(format!(
-            "{}: field `input_files` lists {} file(s); expected the records, fit.json and \
-             splits.json it was computed from",
-            opts.margins.display(),
-            listed.len()
-        )));
+        return Err(SelectError::MarginsInputs {
+            path: opts.margins.clone(),
+            listed: listed.len(),
+        });
     }
     let (rec, tail) = listed.split_at(listed.len() - 2);
     for (i, (path, flag)) in [(&opts.fit, "fit"), (&opts.splits, "splits")]
@@ -229,11 +227,16 @@ fn check_chain(
             std::slice::from_ref(&given),
         )?;
     }
-    inputs::check_derived_from(&opts.margins, "input_files (records)", rec, records)
+    Ok(inputs::check_derived_from(
+        &opts.margins,
+        "input_files (records)",
+        rec,
+        records,
+    )?)
 }
 
 /// Refuses, before anything is read, an output path that cannot be written.
-fn check_outputs(opts: &SelectOptions) -> Result<(), ToolError> {
+fn check_outputs(opts: &SelectOptions) -> Result<(), SelectError> {
     sy_cli::check_output_path(&opts.out, "--out")?;
     for name in [BUNDLE_FILE, "report.md"] {
         sy_cli::check_output_path(&opts.out_dir.join(name), "--out (directory)")?;
@@ -258,18 +261,13 @@ struct Inputs {
     input_files: Vec<InputFile>,
 }
 
-/// Loads the calibration records (the one place the selection reads them).
-fn load_records(opts: &SelectOptions) -> Result<sy_records::ProbeTable, ToolError> {
-    inputs::load_records(&opts.records, opts.skip_invalid)
-}
-
 /// Reads every input and checks the provenance chain, the split coverage and the split seed.
-fn load_inputs(opts: &SelectOptions) -> Result<Inputs, ToolError> {
+fn load_inputs(opts: &SelectOptions) -> Result<Inputs, SelectError> {
     let fit = inputs::read_fit(&opts.fit)?;
     let fit_file = sy_fit::FitFile::read(&opts.fit).ok();
     let margins_file = MarginsFile::read(&opts.margins)?;
     let splits = inputs::read_splits(&opts.splits)?;
-    let loaded = load_records(opts)?;
+    let loaded = inputs::load_records(&opts.records, opts.skip_invalid)?;
     let mut input_files = Vec::new();
     for f in loaded.files() {
         input_files.push(inputs::input_file(&f.path)?);
@@ -278,17 +276,14 @@ fn load_inputs(opts: &SelectOptions) -> Result<Inputs, ToolError> {
     for p in [&opts.fit, &opts.margins, &opts.splits] {
         input_files.push(inputs::input_file(p)?);
     }
-    splits
-        .check_covers(&loaded, &opts.splits)
-        .map_err(inputs::records_error)?;
+    splits.check_covers(&loaded, &opts.splits)?;
     if margins_file.split_seed != splits.seed {
-        return Err(ToolError::BadInput(format!(
-            "{}: split seed {} differs from {} in {} (margins computed on another split)",
-            opts.margins.display(),
-            margins_file.split_seed,
-            splits.seed,
-            opts.splits.display()
-        )));
+        return Err(SelectError::SplitSeed {
+            margins: opts.margins.clone(),
+            margins_seed: margins_file.split_seed,
+            splits: opts.splits.clone(),
+            splits_seed: splits.seed,
+        });
     }
     Ok(Inputs {
         fit,
@@ -308,7 +303,7 @@ struct SplitPairs {
     selection_unmeasured: u64,
 }
 
-fn split_pairs(inputs: &Inputs) -> Result<SplitPairs, ToolError> {
+fn split_pairs(inputs: &Inputs) -> Result<SplitPairs, SelectError> {
     let condition_splits = inputs.records.condition_splits(&inputs.splits);
     let loaded = &inputs.records;
     let of = |s: Split| {
@@ -320,15 +315,10 @@ fn split_pairs(inputs: &Inputs) -> Result<SplitPairs, ToolError> {
     let (fit, fit_unmeasured) = eval_pairs(of(Split::Fit));
     let (selection, selection_unmeasured) = eval_pairs(of(Split::Selection));
     if fit.is_empty() {
-        return Err(ToolError::BadInput(
-            "no measured load-phase pair in the fit split: nothing to search r/p on".to_string(),
-        ));
+        return Err(SelectError::NoFitPairs);
     }
     if selection.is_empty() {
-        return Err(ToolError::BadInput(
-            "no measured load-phase pair in the selection split: nothing to evaluate the variants on"
-                .to_string(),
-        ));
+        return Err(SelectError::NoSelectionPairs);
     }
     Ok(SplitPairs {
         fit,
@@ -344,7 +334,7 @@ fn base_params(
     opts: &SelectOptions,
     inputs: &Inputs,
     warnings: &mut Vec<String>,
-) -> Result<RuleParams, ToolError> {
+) -> Result<RuleParams, SelectError> {
     let margins = if opts.zero_margins {
         warnings.push("--zero-margins: TTFT variants compared with zero margins".to_string());
         Margins {
@@ -364,8 +354,7 @@ fn base_params(
         margins,
         limits: opts.limits,
     };
-    base.validate()
-        .map_err(|e| ToolError::BadInput(format!("cannot build the rule's parameters: {e}")))?;
+    base.validate().map_err(SelectError::Params)?;
     Ok(base)
 }
 
@@ -404,15 +393,12 @@ fn freeze_bundles(
     params: &RuleParams,
     provenance: &Provenance,
     chosen: Variant,
-) -> Result<Frozen, ToolError> {
+) -> Result<Frozen, SelectError> {
     let freeze = |variant: Variant| {
-        Bundle::freeze(variant, params.clone(), provenance.clone())
-            .map_err(|e| ToolError::BadInput(format!("cannot freeze the bundle: {e}")))
+        Bundle::freeze(variant, params.clone(), provenance.clone()).map_err(SelectError::Freeze)
     };
-    let bundle_bytes = |b: &Bundle| -> Result<Vec<u8>, ToolError> {
-        let mut text = b
-            .to_json_pretty()
-            .map_err(|e| ToolError::Runtime(format!("cannot serialise the bundle: {e}")))?;
+    let bundle_bytes = |b: &Bundle| -> Result<Vec<u8>, SelectError> {
+        let mut text = b.to_json_pretty().map_err(SelectError::SerialiseBundle)?;
         text.push('\n');
         Ok(text.into_bytes())
     };
@@ -441,7 +427,7 @@ fn how_sure(
     pairs: &SplitPairs,
     params: &RuleParams,
     choices: (Variant, Variant, Variant),
-) -> Result<(Uncertainty, Option<Stability>, Headline), ToolError> {
+) -> (Uncertainty, Option<Stability>, Headline) {
     let uncertainty = uncertainty(
         params,
         &pairs.selection,
@@ -455,14 +441,14 @@ fn how_sure(
         inputs.margins_file.level,
         &inputs.records,
         choices.0,
-    )?;
+    );
     let headline = headline(choices, &uncertainty, stability.as_ref());
-    Ok((uncertainty, stability, headline))
+    (uncertainty, stability, headline)
 }
 
 /// Runs the selection pipeline and writes selection.json, bundle.json and bundles/*.json (all
 /// or none), after checking every output path and the provenance chain of its inputs.
-pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
+pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
     check_outputs(opts)?;
     let bar = sy_cli::spinner(opts.show_progress);
     bar.set_message("loading inputs");
@@ -490,7 +476,7 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, ToolError> {
         choices.threshold_rule.variant,
         choices.estimator.variant,
     );
-    let (uncertainty, stability, headline) = how_sure(opts, &inputs, &pairs, params, chosen)?;
+    let (uncertainty, stability, headline) = how_sure(opts, &inputs, &pairs, params, chosen);
 
     bar.set_message("freezing the bundle");
     let provenance = provenance(opts, &inputs, &headline, &uncertainty, stability.as_ref());

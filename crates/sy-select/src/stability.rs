@@ -9,12 +9,12 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use sy_cli::ToolError;
 use sy_margin::FitEstimators;
 use sy_records::{ProbePair, ProbeTable, Split, SplitFractions, SplitTable};
 use sy_selector::{Margins, RuleParams, Thresholds, Variant};
 
 use crate::choice::search_and_choose;
+pub use crate::error::SeedError;
 use crate::evaluate::eval_pairs;
 use crate::uncertainty::selected_ttfts;
 
@@ -63,7 +63,11 @@ pub struct Stability {
     pub stable: bool,
 }
 
-fn one_seed(records: &ProbeTable, seed: u64, s: &StabilitySettings) -> Result<SeedChoice, String> {
+fn one_seed(
+    records: &ProbeTable,
+    seed: u64,
+    s: &StabilitySettings,
+) -> Result<SeedChoice, SeedError> {
     let splits = SplitTable::build(records, seed, s.fractions);
     let config = sy_fit::FitConfig {
         folds: s.folds,
@@ -71,7 +75,7 @@ fn one_seed(records: &ProbeTable, seed: u64, s: &StabilitySettings) -> Result<Se
         seed,
         coefficient_intervals: false,
     };
-    let fitted = sy_fit::fit(records, &splits, &config).map_err(|e| e.to_string())?;
+    let fitted = sy_fit::fit(records, &splits, &config).map_err(SeedError::Fit)?;
     let fit = FitEstimators {
         efficient: fitted.models.efficient.estimators,
         capable: fitted.models.capable.estimators,
@@ -89,11 +93,11 @@ fn one_seed(records: &ProbeTable, seed: u64, s: &StabilitySettings) -> Result<Se
         blind: blind
             .estimate
             .delta_ms
-            .ok_or("no uncertainty-split pair (blind)")?,
+            .ok_or(SeedError::NoUncertaintyPair("blind"))?,
         cache: cache
             .estimate
             .delta_ms
-            .ok_or("no uncertainty-split pair (cache)")?,
+            .ok_or(SeedError::NoUncertaintyPair("cache"))?,
     };
     let base = RuleParams {
         efficient: fit.efficient,
@@ -102,14 +106,14 @@ fn one_seed(records: &ProbeTable, seed: u64, s: &StabilitySettings) -> Result<Se
         margins,
         limits: s.limits,
     };
-    base.validate().map_err(|e| e.to_string())?;
+    base.validate().map_err(SeedError::Params)?;
     let (fit_pairs, _) = eval_pairs(of(Split::Fit));
     let (sel_pairs, sel_unmeasured) = eval_pairs(of(Split::Selection));
     if fit_pairs.is_empty() || sel_pairs.is_empty() {
-        return Err("an empty fit or selection split".to_string());
+        return Err(SeedError::EmptySplit);
     }
     let c = search_and_choose(&base, &fit_pairs, &sel_pairs, sel_unmeasured, 0)
-        .map_err(|e| e.to_string())?;
+        .map_err(SeedError::Choice)?;
     let chosen = selected_ttfts(&c.params, c.bundle_choice.variant, &sel_pairs);
     let stage = selected_ttfts(&c.params, Variant::Stage, &sel_pairs);
     Ok(SeedChoice {
@@ -126,7 +130,7 @@ fn one_seed(records: &ProbeTable, seed: u64, s: &StabilitySettings) -> Result<Se
 
 /// [`one_seed`] of every seed, in seed order, on one scoped thread per core (each seed's
 /// calibration is independent and deterministic).
-fn all_seeds(records: &ProbeTable, s: &StabilitySettings) -> Vec<Result<SeedChoice, String>> {
+fn all_seeds(records: &ProbeTable, s: &StabilitySettings) -> Vec<Result<SeedChoice, SeedError>> {
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let chunk = s.seeds.len().div_ceil(threads.max(1)).max(1);
     std::thread::scope(|scope| {
@@ -146,7 +150,7 @@ fn all_seeds(records: &ProbeTable, s: &StabilitySettings) -> Vec<Result<SeedChoi
             .into_iter()
             .flat_map(|h| {
                 h.join()
-                    .unwrap_or_else(|_| vec![Err("a stability thread panicked".to_string()); chunk])
+                    .unwrap_or_else(|_| (0..chunk).map(|_| Err(SeedError::Panicked)).collect())
             })
             .collect()
     })
@@ -162,11 +166,7 @@ fn count(runs: &[SeedChoice], key: impl Fn(&SeedChoice) -> Variant) -> BTreeMap<
 
 /// Repeats the calibration for every seed of `settings` over `records`; `chosen` is the run's own
 /// bundle variant.
-pub fn stability(
-    records: &ProbeTable,
-    settings: &StabilitySettings,
-    chosen: Variant,
-) -> Result<Stability, ToolError> {
+pub fn stability(records: &ProbeTable, settings: &StabilitySettings, chosen: Variant) -> Stability {
     let mut runs = Vec::new();
     let mut failed = BTreeMap::new();
     for (seed, outcome) in settings
@@ -179,7 +179,7 @@ pub fn stability(
             Ok(r) => runs.push(r),
             Err(why) => {
                 tracing::warn!("stability: split seed {seed}: {why}");
-                failed.insert(seed, why);
+                failed.insert(seed, why.to_string());
             }
         }
     }
@@ -189,7 +189,7 @@ pub fn stability(
     } else {
         agree as f64 / runs.len() as f64
     };
-    Ok(Stability {
+    Stability {
         seeds: settings.seeds.clone(),
         threshold_rule_counts: count(&runs, |r| r.threshold_rule),
         estimator_counts: count(&runs, |r| r.estimator),
@@ -199,5 +199,5 @@ pub fn stability(
         chosen,
         chosen_share,
         stable: chosen_share >= STABLE_SHARE,
-    })
+    }
 }

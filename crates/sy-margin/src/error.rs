@@ -1,0 +1,212 @@
+//! The errors of `sy-margin`'s library: reading a run directory's inputs ([`InputsError`]),
+//! reading `margins.json` ([`MarginsFileError`]) and computing the margins ([`MarginError`]).
+//!
+//! Every message names the file, field or flag and what was expected; `is_bad_input` tells the
+//! input's fault (exit code 2) from a runtime failure (exit code 1). The binaries turn them into
+//! `sy_cli::ToolError` at the edge (the `From` impls at the end).
+
+use std::path::PathBuf;
+
+use sy_cli::RunError;
+use sy_fit::FIT_SCHEMA_VERSION;
+use sy_records::RecordsError;
+use sy_selector::{InputFile, ParamsError};
+
+use crate::MARGINS_SCHEMA_VERSION;
+
+/// The files of a provenance list in a message: path and the first 12 characters of the hash.
+fn file_list(files: &[InputFile]) -> String {
+    files
+        .iter()
+        .map(|f| {
+            let short: String = f.sha256.chars().take(12).collect();
+            format!("{} (sha256 {short})", f.path)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Why the inputs an earlier tool wrote (records, `splits.json`, `fit.json`) cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum InputsError {
+    /// Neither the input's flag nor `--run-dir` was given.
+    #[error("no {name}: pass {flag} FILE or --run-dir DIR")]
+    NoPath { name: String, flag: String },
+    /// Neither `--records` nor `--run-dir` was given.
+    #[error("no records: pass --records FILE or --run-dir DIR")]
+    NoRecordPaths,
+    /// Loading, pairing or splitting the records failed.
+    #[error(transparent)]
+    Records(#[from] RecordsError),
+    /// A file could not be hashed (or another run-directory file operation failed).
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// `splits.json` does not exist.
+    #[error("{}: no split table (run sy-fit first, or pass --splits FILE)", .0.display())]
+    NoSplits(PathBuf),
+    /// `fit.json` cannot be read.
+    #[error("cannot read {}: {source} (run sy-fit first, or pass --fit FILE)", path.display())]
+    ReadFit {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file cannot be read (no hint of which tool writes it).
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A JSON file does not parse.
+    #[error("{}: not valid JSON: {source}", path.display())]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// `fit.json`'s `schema_version` is missing or not this build's.
+    #[error(
+        "{}: field `schema_version` is {}, this build reads fit files of schema version \
+         {FIT_SCHEMA_VERSION} (refit with this sy-fit)",
+        path.display(),
+        found.map_or("missing".to_string(), |v| v.to_string())
+    )]
+    FitSchemaVersion { path: PathBuf, found: Option<u64> },
+    /// `fit.json` holds no estimators for a model.
+    #[error(
+        "{}: no estimators for the {model} model (expected sy-selector's ModelEstimators: q, \
+         standardiser, blind, cache)",
+        path.display()
+    )]
+    NoEstimators { path: PathBuf, model: &'static str },
+    /// A model's estimators hold an unusable parameter.
+    #[error("{}: {source}", path.display())]
+    BadEstimators {
+        path: PathBuf,
+        #[source]
+        source: ParamsError,
+    },
+    /// `fit.json`'s `input_files` is not a list of files with hashes.
+    #[error(
+        "{}: field `input_files`: expected a list of {{path, sha256}}: {source}",
+        path.display()
+    )]
+    InputFilesField {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// An artifact was derived from other files than the ones this run was given.
+    #[error(
+        "{}: field `{field}` says it was derived from {}, but this run was given {}: they are \
+         not the same files (artifacts of different runs must not be mixed: redo the step, or \
+         pass the files it was made from)",
+        derived.display(),
+        file_list(expected),
+        file_list(given)
+    )]
+    NotDerivedFrom {
+        derived: PathBuf,
+        field: String,
+        expected: Vec<InputFile>,
+        given: Vec<InputFile>,
+    },
+}
+
+impl InputsError {
+    /// Whether the error is the input's fault (exit code 2) rather than the system's (1).
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            InputsError::Records(e) => e.is_bad_input(),
+            InputsError::Run(e) => e.is_bad_input(),
+            _ => true,
+        }
+    }
+}
+
+/// Why a `margins.json` cannot be used (always the input's fault).
+#[derive(Debug, thiserror::Error)]
+pub enum MarginsFileError {
+    #[error(
+        "cannot read {}: {source} (run sy-margin first, or pass --margins FILE)",
+        path.display()
+    )]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not JSON, or not the layout; `detail` names the member (`field `x`: ...`).
+    #[error("{}: not a valid margins file: {detail}", path.display())]
+    Invalid {
+        path: PathBuf,
+        detail: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "{}: schema_version {found} (this build reads {MARGINS_SCHEMA_VERSION})",
+        path.display()
+    )]
+    SchemaVersion { path: PathBuf, found: u32 },
+    #[error(
+        "{}: field `{field}` = {value}, expected a finite non-negative number of ms of at most \
+         {} (one hour)",
+        path.display(),
+        sy_selector::MAX_PLAUSIBLE_MS
+    )]
+    Delta {
+        path: PathBuf,
+        field: &'static str,
+        value: f64,
+    },
+}
+
+impl MarginsFileError {
+    /// Always: a margins file that cannot be used is the input's fault (exit code 2).
+    pub fn is_bad_input(&self) -> bool {
+        true
+    }
+}
+
+/// Why `sy-margin` cannot compute or write the margins.
+#[derive(Debug, thiserror::Error)]
+pub enum MarginError {
+    #[error("--level {0} must be strictly between 0 and 1")]
+    Level(f64),
+    #[error(transparent)]
+    Inputs(#[from] InputsError),
+    /// The records do not fit the split table (a condition missing from `splits.json`, ...).
+    #[error(transparent)]
+    Records(#[from] RecordsError),
+    /// The output path cannot be used, or writing it failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// No pair of the uncertainty split gave an error for this estimator.
+    #[error(
+        "no usable pair in the uncertainty split for the {estimator} estimator ({pairs} \
+         load-phase pairs in the split, {unmeasured} unmeasured, {excluded} excluded): cannot \
+         compute a margin"
+    )]
+    NoUsablePair {
+        estimator: &'static str,
+        pairs: usize,
+        unmeasured: u64,
+        excluded: u64,
+    },
+}
+
+impl MarginError {
+    /// Whether the error is the input's fault (exit code 2) rather than the system's (1).
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            MarginError::Inputs(e) => e.is_bad_input(),
+            MarginError::Records(e) => e.is_bad_input(),
+            MarginError::Run(e) => e.is_bad_input(),
+            MarginError::Level(_) | MarginError::NoUsablePair { .. } => true,
+        }
+    }
+}
+
+sy_cli::tool_error_from!(InputsError, MarginsFileError, MarginError);
