@@ -5,12 +5,14 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
-use sy_cli::{CommonArgs, ToolError};
+use sy_cli::{CommonArgs, RunDirError, RunError};
 use sy_records::{
-    LoadOptions, Phase, RecordsError, SPLITS_FILE, Split, SplitFractions, SplitTable,
+    LoadOptions, Phase, ProbeTable, RecordsError, SPLITS_FILE, Split, SplitFractions, SplitTable,
 };
 
-use crate::fit::{ALPHA_RULE, FitConfig, default_alpha_grid, fit, parse_alpha_grid};
+use crate::fit::{
+    ALPHA_RULE, FitConfig, FitError, FitResult, default_alpha_grid, fit, parse_alpha_grid,
+};
 use crate::fitfile::{
     FIT_FILE, FIT_SCHEMA_VERSION, FitFile, FitSettings, RecordCounts, SplitInfo, ToolInfo,
 };
@@ -119,16 +121,56 @@ struct ModelSummary {
     cache_residual_std_ms: f64,
 }
 
-fn records_error(e: RecordsError) -> ToolError {
-    if e.is_bad_input() {
-        ToolError::BadInput(e.to_string())
-    } else {
-        ToolError::Runtime(e.to_string())
+/// Why `sy-fit` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// `--run-dir` names a file.
+    #[error(transparent)]
+    RunDir(#[from] RunDirError),
+    #[error("nothing to do: pass --run-dir DIR (or --records FILE... and --out FILE)")]
+    NothingToDo,
+    #[error("no records: pass --run-dir DIR or --records FILE")]
+    NoRecords,
+    /// `--splits` names the output file.
+    #[error("--out {} and the split table are the same file", .0.display())]
+    SplitsIsOut(PathBuf),
+    /// Loading, pairing, splitting or writing records failed.
+    #[error(transparent)]
+    Records(#[from] RecordsError),
+    /// An output path cannot be used, a record file cannot be hashed, or writing failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// The records cannot be fitted; `files` are the record files, comma-separated.
+    #[error("{files}: {source}")]
+    Fit {
+        files: String,
+        #[source]
+        source: FitError,
+    },
+    #[error("cannot print the summary: {0}")]
+    Summary(#[source] serde_json::Error),
+}
+
+impl CliError {
+    /// Whether the error is the input's fault (exit code 2) rather than the system's (1).
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            CliError::Records(e) => e.is_bad_input(),
+            CliError::Run(e) => e.is_bad_input(),
+            CliError::Summary(_) => false,
+            CliError::RunDir(_)
+            | CliError::NothingToDo
+            | CliError::NoRecords
+            | CliError::SplitsIsOut(_)
+            | CliError::Fit { .. } => true,
+        }
     }
 }
 
+sy_cli::tool_error_from!(CliError);
+
 /// Runs the CLI (after parsing).
-pub fn run(cli: Cli) -> Result<(), ToolError> {
+pub fn run(cli: Cli) -> Result<(), CliError> {
     if let Some(shell) = cli.common.completions {
         let mut cmd = <Cli as clap::CommandFactory>::command();
         sy_cli::print_completions(shell, &mut cmd);
@@ -142,7 +184,7 @@ pub fn run(cli: Cli) -> Result<(), ToolError> {
     }
 }
 
-fn gen_synthetic(common: &CommonArgs, args: &GenArgs) -> Result<(), ToolError> {
+fn gen_synthetic(common: &CommonArgs, args: &GenArgs) -> Result<(), CliError> {
     let path = if args.out.is_dir() || args.out.extension().is_none() {
         args.out.join("records.parquet")
     } else {
@@ -157,7 +199,7 @@ fn gen_synthetic(common: &CommonArgs, args: &GenArgs) -> Result<(), ToolError> {
     };
     let started = Instant::now();
     let records = sy_records::synth::generate(&spec);
-    sy_records::write_records(&records, &path).map_err(records_error)?;
+    sy_records::write_records(&records, &path)?;
     if common.json {
         println!(
             "{}",
@@ -169,53 +211,58 @@ fn gen_synthetic(common: &CommonArgs, args: &GenArgs) -> Result<(), ToolError> {
     Ok(())
 }
 
-fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
-    let started = Instant::now();
+/// Where the fit reads and writes.
+struct FitPaths {
+    /// Record files or run directories.
+    inputs: Vec<PathBuf>,
+    /// fit.json.
+    out: PathBuf,
+    /// splits.json (reused when it exists).
+    splits: PathBuf,
+}
+
+/// The paths of the flags (or of the run directory), every output path checked before anything
+/// is read or written.
+fn fit_paths(common: &CommonArgs, args: &FitArgs) -> Result<FitPaths, CliError> {
     let out = match (&args.out, &common.run_dir) {
         (Some(o), _) => o.clone(),
         (None, Some(d)) => d.join(FIT_FILE),
-        (None, None) => {
-            return Err(ToolError::BadInput(
-                "nothing to do: pass --run-dir DIR (or --records FILE... and --out FILE)".into(),
-            ));
-        }
+        (None, None) => return Err(CliError::NothingToDo),
     };
     let inputs: Vec<PathBuf> = if !args.records.is_empty() {
         args.records.clone()
     } else if let Some(d) = &common.run_dir {
         vec![d.clone()]
     } else {
-        return Err(ToolError::BadInput(
-            "no records: pass --run-dir DIR or --records FILE".into(),
-        ));
+        return Err(CliError::NoRecords);
     };
     let out_dir = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let splits_path = args
+    let splits = args
         .splits
         .clone()
         .unwrap_or_else(|| out_dir.join(SPLITS_FILE));
-
-    // Every output path is checked before anything is read or written.
     sy_cli::check_output_path(&out, "--out")?;
-    sy_cli::check_output_path(&splits_path, "--splits")?;
-    if splits_path == out {
-        return Err(ToolError::BadInput(format!(
-            "--out {} and the split table are the same file",
-            out.display()
-        )));
+    sy_cli::check_output_path(&splits, "--splits")?;
+    if splits == out {
+        return Err(CliError::SplitsIsOut(out));
     }
-    let spinner = sy_cli::spinner(common.show_progress());
-    spinner.set_message("loading records");
-    let loaded = sy_records::ProbeTable::load(
-        &inputs,
-        &LoadOptions {
-            skip_invalid: args.skip_invalid,
-        },
-    )
-    .map_err(records_error)?;
+    Ok(FitPaths {
+        inputs,
+        out,
+        splits,
+    })
+}
+
+/// Loads the records and logs what was read, skipped and ignored.
+fn load_records(
+    inputs: &[PathBuf],
+    skip_invalid: bool,
+    started: Instant,
+) -> Result<ProbeTable, CliError> {
+    let loaded = ProbeTable::load(inputs, &LoadOptions { skip_invalid })?;
     tracing::info!(
         "loaded {} records in {:.2} s",
         loaded.len(),
@@ -240,40 +287,34 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
             );
         }
     }
+    Ok(loaded)
+}
 
-    spinner.set_message("splitting");
-    let (splits, reused) =
-        SplitTable::load_or_build(&splits_path, &loaded, common.seed, args.split_fractions)
-            .map_err(records_error)?;
-
-    spinner.set_message("fitting");
-    let config = FitConfig {
-        folds: args.folds,
-        alpha_grid: args.alpha_grid.clone().unwrap_or_else(default_alpha_grid),
-        seed: splits.seed,
-        coefficient_intervals: true,
-    };
-    let fit_started = Instant::now();
-    // A fitting problem is one of the records': name the files they came from.
-    let result = fit(&loaded, &splits, &config).map_err(|e| {
-        let files: Vec<String> = loaded
+/// Fits both models; a fitting problem is one of the records', so it names the files they came
+/// from.
+fn fit_records(
+    loaded: &ProbeTable,
+    splits: &SplitTable,
+    config: &FitConfig,
+) -> Result<FitResult, CliError> {
+    fit(loaded, splits, config).map_err(|source| CliError::Fit {
+        files: loaded
             .files()
             .iter()
             .map(|f| f.path.display().to_string())
-            .collect();
-        ToolError::BadInput(format!("{}: {e}", files.join(", ")))
-    })?;
-    tracing::info!(
-        "split and fitted in {:.2} s (fit alone {:.2} s)",
-        started.elapsed().as_secs_f64(),
-        fit_started.elapsed().as_secs_f64()
-    );
+            .collect::<Vec<_>>()
+            .join(", "),
+        source,
+    })
+}
 
+/// Records per phase and split, and how many were skipped as invalid.
+fn record_counts(loaded: &ProbeTable, splits: &SplitTable) -> RecordCounts {
     let mut counts = RecordCounts {
         skipped_invalid: loaded.skipped().len(),
         ..RecordCounts::default()
     };
-    let condition_splits = loaded.condition_splits(&splits);
+    let condition_splits = loaded.condition_splits(splits);
     for r in loaded.rows() {
         match r.phase() {
             Phase::Qgrid => counts.qgrid += 1,
@@ -285,7 +326,19 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
             },
         }
     }
-    let mut warnings = result.warnings.clone();
+    counts
+}
+
+/// The whole `fit.json`: the fit with its inputs (hashed), split, settings and record counts.
+fn fit_file(
+    loaded: &ProbeTable,
+    splits: &SplitTable,
+    splits_path: &Path,
+    config: &FitConfig,
+    result: FitResult,
+) -> Result<FitFile, CliError> {
+    let counts = record_counts(loaded, splits);
+    let mut warnings = result.warnings;
     if counts.skipped_invalid > 0 {
         warnings.push(format!(
             "{} invalid record(s) skipped: {:?}",
@@ -293,7 +346,14 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
             loaded.skipped_by_field()
         ));
     }
-    let file = FitFile {
+    let mut input_files = Vec::with_capacity(loaded.files().len());
+    for f in loaded.files() {
+        input_files.push(sy_selector::InputFile {
+            path: f.path.display().to_string(),
+            sha256: sy_cli::file_sha256(&f.path)?,
+        });
+    }
+    Ok(FitFile {
         schema_version: FIT_SCHEMA_VERSION,
         tool: ToolInfo {
             name: "sy-fit".to_string(),
@@ -304,16 +364,7 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
             .iter()
             .map(|f| f.path.display().to_string())
             .collect(),
-        input_files: loaded
-            .files()
-            .iter()
-            .map(|f| {
-                Ok(sy_selector::InputFile {
-                    path: f.path.display().to_string(),
-                    sha256: sy_cli::file_sha256(&f.path)?,
-                })
-            })
-            .collect::<Result<Vec<_>, ToolError>>()?,
+        input_files,
         split: SplitInfo {
             file: splits_path.display().to_string(),
             seed: splits.seed,
@@ -329,15 +380,46 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
         records: counts,
         models: result.models,
         warnings,
+    })
+}
+
+/// The fit: paths → records → split (reused or new) → fit → `fit.json` and `splits.json` (both
+/// or neither) → summary.
+fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), CliError> {
+    let started = Instant::now();
+    let paths = fit_paths(common, args)?;
+    let spinner = sy_cli::spinner(common.show_progress());
+    spinner.set_message("loading records");
+    let loaded = load_records(&paths.inputs, args.skip_invalid, started)?;
+
+    spinner.set_message("splitting");
+    let (splits, reused) =
+        SplitTable::load_or_build(&paths.splits, &loaded, common.seed, args.split_fractions)?;
+
+    spinner.set_message("fitting");
+    let config = FitConfig {
+        folds: args.folds,
+        alpha_grid: args.alpha_grid.clone().unwrap_or_else(default_alpha_grid),
+        seed: splits.seed,
+        coefficient_intervals: true,
     };
+    let fit_started = Instant::now();
+    let result = fit_records(&loaded, &splits, &config)?;
+    tracing::info!(
+        "split and fitted in {:.2} s (fit alone {:.2} s)",
+        started.elapsed().as_secs_f64(),
+        fit_started.elapsed().as_secs_f64()
+    );
+    let file = fit_file(&loaded, &splits, &paths.splits, &config, result)?;
+
     spinner.set_message("writing");
     // Both files or neither.
     sy_cli::atomic_write_all(&[
         (
-            splits_path.clone(),
-            sy_cli::json_bytes(&splits_path, &splits)?,
+            paths.splits.clone(),
+            sy_cli::json_bytes(&paths.splits, &splits)?,
         ),
-        (out.clone(), sy_cli::json_bytes(&out, &file)?),
+        (paths.out.clone(), sy_cli::json_bytes(&paths.out, &file)?),
     ])?;
     spinner.finish_and_clear();
 
@@ -347,8 +429,8 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), ToolError> {
     print_summary(
         common,
         &file,
-        &out,
-        &splits_path,
+        &paths.out,
+        &paths.splits,
         reused,
         &loaded,
         started.elapsed().as_secs_f64(),
@@ -361,9 +443,9 @@ fn print_summary(
     out: &Path,
     splits_path: &Path,
     reused: bool,
-    loaded: &sy_records::ProbeTable,
+    loaded: &ProbeTable,
     seconds: f64,
-) -> Result<(), ToolError> {
+) -> Result<(), CliError> {
     let model_summary = |m: &crate::fit::ModelFit| ModelSummary {
         q_cells: m.q_table.cells.len(),
         q_empty_cells: m.q_table.empty_cells.len(),
@@ -390,8 +472,7 @@ fn print_summary(
             seconds,
         };
         // One compact line, as every tool's --json output.
-        let text = serde_json::to_string(&s)
-            .map_err(|e| ToolError::Runtime(format!("cannot print the summary: {e}")))?;
+        let text = serde_json::to_string(&s).map_err(CliError::Summary)?;
         println!("{text}");
         return Ok(());
     }

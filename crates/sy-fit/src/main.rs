@@ -4,5 +4,6 @@ use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let cli = sy_fit::cli::Cli::parse();
-    sy_cli::run_main(|| sy_fit::cli::run(cli))
+    // The typed error becomes the user's message and exit code here, at the edge.
+    sy_cli::run_main(|| Ok(sy_fit::cli::run(cli)?))
 }
