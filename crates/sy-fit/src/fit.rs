@@ -350,17 +350,9 @@ pub fn fit(
     })
 }
 
-fn fit_model(
-    records: &ProbeTable,
-    splits: &SplitTable,
-    folds_of: &FoldMap,
-    k: usize,
-    role: Role,
-    config: &FitConfig,
-    warnings: &mut Vec<String>,
-) -> Result<ModelFit, FitError> {
-    let name = role.as_str();
-    let (q, q_report) = build_q_table(records, role)?;
+/// Warnings about a model's Q table: empty cells, and cells that are not monotone in the
+/// uncached tokens.
+fn q_table_warnings(name: &str, q_report: &QTableReport, warnings: &mut Vec<String>) {
     if !q_report.empty_cells.is_empty() {
         warnings.push(format!(
             "{name} Q table: {} empty cell(s) (lookups in cells touching them are invalid): {:?}",
@@ -374,12 +366,29 @@ fn fit_model(
             q_report.monotone_violation_count
         ));
     }
+}
 
-    // Served model names (sorted, unique).
+/// The fit-split rows of one model, with what was skipped and the served model names.
+struct FitRows {
+    /// Served model names (sorted, unique).
+    served: Vec<String>,
+    rows: Vec<Row>,
+    /// Fit-split ok rows without valid N, R, P or TTFT, per field.
+    skipped: BTreeMap<String, usize>,
+}
+
+/// Collects the ok load-phase rows of `role` in the fit split with their features, fold,
+/// condition number and both regression targets.
+fn fit_rows(
+    records: &ProbeTable,
+    splits: &SplitTable,
+    folds_of: &FoldMap,
+    role: Role,
+    q: &QTable,
+) -> FitRows {
     let mut served: Vec<String> = Vec::new();
-    // Rows of the fit split.
     let mut rows: Vec<Row> = Vec::new();
-    let mut std_skipped: BTreeMap<String, usize> = BTreeMap::new();
+    let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
     let mut last: Option<(u32, ConditionInfo)> = None;
     let mut cond_counter: u32 = 0;
     for r in records.rows() {
@@ -414,16 +423,16 @@ fn fit_model(
         let raw = match raw_features(&obs) {
             Ok(v) => v,
             Err(e) => {
-                *std_skipped.entry(e.field.as_str().to_string()).or_insert(0) += 1;
+                *skipped.entry(e.field.as_str().to_string()).or_insert(0) += 1;
                 continue;
             }
         };
         let Some(ttft) = r.ttft_ms() else {
-            *std_skipped.entry("ttft_ms".to_string()).or_insert(0) += 1;
+            *skipped.entry("ttft_ms".to_string()).or_insert(0) += 1;
             continue;
         };
         let target =
-            ESTIMATORS.map(|e| regression_target(&q, e, &obs, ttft).map_err(|err| reason(&err)));
+            ESTIMATORS.map(|e| regression_target(q, e, &obs, ttft).map_err(|err| reason(&err)));
         rows.push(Row {
             raw,
             ttft,
@@ -433,11 +442,83 @@ fn fit_model(
         });
     }
     served.sort();
+    FitRows {
+        served,
+        rows,
+        skipped,
+    }
+}
+
+/// One estimator's load correction of one model, its errors named after the model and the
+/// estimator, and its warnings (alpha at the grid's end, rows without a target).
+fn model_correction(
+    name: &'static str,
+    est: Estimator,
+    rows: &[Row],
+    standardiser: &Standardiser,
+    k: usize,
+    config: &FitConfig,
+    warnings: &mut Vec<String>,
+) -> Result<(LoadCorrection, CorrectionReport), FitError> {
+    // `Row::target` holds the estimators in the order of `ESTIMATORS`.
+    let ei = match est {
+        Estimator::Blind => 0,
+        Estimator::Cache => 1,
+    };
+    let estimator = estimator_name(est);
+    let (corr, report) =
+        fit_correction(rows, ei, standardiser, k, config).map_err(|e| match e {
+            CorrError::Ridge(source) => FitError::Ridge {
+                model: name,
+                estimator,
+                source,
+            },
+            CorrError::NoRows(skipped) => FitError::NoRows {
+                model: name,
+                why: format!(
+                    "no fit-split row has a usable {estimator} target; skipped: {skipped:?}"
+                ),
+            },
+        })?;
+    if report.alpha_at_grid_edge && config.alpha_grid.len() > 1 {
+        warnings.push(format!(
+            "{name} {estimator}: the chosen alpha {} is the largest of the grid (the CV curve is flat to its end; the correction is shrunk)",
+            report.alpha
+        ));
+    }
+    let dropped: usize = report.skipped.values().sum();
+    if dropped > 0 {
+        warnings.push(format!(
+            "{name} {estimator}: {dropped} fit-split row(s) without a usable target: {:?}",
+            report.skipped
+        ));
+    }
+    Ok((corr, report))
+}
+
+/// One model: Q table → fit-split rows → standardiser → blind and cache corrections.
+fn fit_model(
+    records: &ProbeTable,
+    splits: &SplitTable,
+    folds_of: &FoldMap,
+    k: usize,
+    role: Role,
+    config: &FitConfig,
+    warnings: &mut Vec<String>,
+) -> Result<ModelFit, FitError> {
+    let name = role.as_str();
+    let (q, q_report) = build_q_table(records, role)?;
+    q_table_warnings(name, &q_report, warnings);
+    let FitRows {
+        served,
+        rows,
+        skipped,
+    } = fit_rows(records, splits, folds_of, role, &q);
     if rows.is_empty() {
         return Err(FitError::NoRows {
             model: name,
             why: format!(
-                "no ok load-phase records with valid N, R and P in the fit split; skipped: {std_skipped:?}"
+                "no ok load-phase records with valid N, R and P in the fit split; skipped: {skipped:?}"
             ),
         });
     }
@@ -448,48 +529,26 @@ fn fit_model(
         })?;
     let std_report = StandardiserReport {
         rows: rows.len(),
-        skipped: std_skipped,
+        skipped,
     };
-    let mut corrections = Vec::with_capacity(2);
-    for (ei, est) in ESTIMATORS.into_iter().enumerate() {
-        let (corr, report) =
-            fit_correction(&rows, ei, &standardiser, &q, k, config).map_err(|e| match e {
-                CorrError::Ridge(source) => FitError::Ridge {
-                    model: name,
-                    estimator: estimator_name(est),
-                    source,
-                },
-                CorrError::NoRows(skipped) => FitError::NoRows {
-                    model: name,
-                    why: format!(
-                        "no fit-split row has a usable {} target; skipped: {skipped:?}",
-                        estimator_name(est)
-                    ),
-                },
-            })?;
-        if report.alpha_at_grid_edge && config.alpha_grid.len() > 1 {
-            warnings.push(format!(
-                "{name} {}: the chosen alpha {} is the largest of the grid (the CV curve is flat to its end; the correction is shrunk)",
-                estimator_name(est),
-                report.alpha
-            ));
-        }
-        let dropped: usize = report.skipped.values().sum();
-        if dropped > 0 {
-            warnings.push(format!(
-                "{name} {}: {dropped} fit-split row(s) without a usable target: {:?}",
-                estimator_name(est),
-                report.skipped
-            ));
-        }
-        corrections.push((corr, report));
-    }
-    let (cache_corr, cache_report) = corrections
-        .pop()
-        .ok_or(FitError::Settings("internal".into()))?;
-    let (blind_corr, blind_report) = corrections
-        .pop()
-        .ok_or(FitError::Settings("internal".into()))?;
+    let (blind_corr, blind_report) = model_correction(
+        name,
+        Estimator::Blind,
+        &rows,
+        &standardiser,
+        k,
+        config,
+        warnings,
+    )?;
+    let (cache_corr, cache_report) = model_correction(
+        name,
+        Estimator::Cache,
+        &rows,
+        &standardiser,
+        k,
+        config,
+        warnings,
+    )?;
     Ok(ModelFit {
         served_models: served,
         estimators: ModelEstimators {
@@ -510,16 +569,10 @@ enum CorrError {
     NoRows(BTreeMap<String, usize>),
 }
 
-fn fit_correction(
-    rows: &[Row],
-    ei: usize,
-    standardiser: &Standardiser,
-    _q: &QTable,
-    k: usize,
-    config: &FitConfig,
-) -> Result<(LoadCorrection, CorrectionReport), CorrError> {
+/// The rows with a usable target for estimator `ei`: their count and sum, and the others'
+/// reasons.
+fn target_count(rows: &[Row], ei: usize) -> (f64, f64, BTreeMap<String, usize>) {
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
-    // Shift the target by its mean for numerical stability of the sums of squares.
     let mut n = 0.0;
     let mut sum = 0.0;
     for r in rows {
@@ -531,10 +584,18 @@ fn fit_correction(
             Err(why) => *skipped.entry(why.to_string()).or_insert(0) += 1,
         }
     }
-    if n == 0.0 {
-        return Err(CorrError::NoRows(skipped));
-    }
-    let shift = sum / n;
+    (n, sum, skipped)
+}
+
+/// Sufficient statistics of the standardised features against the shifted target, per fold
+/// and per condition.
+fn fold_and_condition_stats(
+    rows: &[Row],
+    ei: usize,
+    standardiser: &Standardiser,
+    shift: f64,
+    k: usize,
+) -> (Vec<SuffStats>, BTreeMap<u32, SuffStats>) {
     let mut fold_stats: Vec<SuffStats> = (0..k).map(|_| SuffStats::new(3)).collect();
     let mut by_condition: BTreeMap<u32, SuffStats> = BTreeMap::new();
     for r in rows {
@@ -549,62 +610,55 @@ fn fit_correction(
                 .push(&z, y - shift);
         }
     }
-    let conds: Vec<u32> = by_condition.keys().copied().collect();
-    let mut total = SuffStats::new(3);
-    for s in &fold_stats {
-        total.add(s);
-    }
-    // The CV curve.
-    let mut cv = Vec::with_capacity(config.alpha_grid.len());
-    for &alpha in &config.alpha_grid {
-        let mut fold_mse = Vec::with_capacity(k);
-        let mut acc = 0.0;
-        let mut used = 0usize;
-        for s in &fold_stats {
-            if s.n == 0.0 {
-                fold_mse.push(None);
-                continue;
-            }
-            let train = total.minus(s);
-            let m = match solve(&train, alpha) {
-                Ok(sol) => s.mse(sol.intercept, &sol.coef),
-                Err(_) => f64::INFINITY,
-            };
-            if m.is_finite() {
-                fold_mse.push(Some(m));
-                acc += m;
-                used += 1;
-            } else {
-                // A fold whose training rows cannot be solved makes the whole alpha unusable.
-                fold_mse.push(None);
-                acc = f64::INFINITY;
-            }
+    (fold_stats, by_condition)
+}
+
+/// One point of the CV curve: each fold scored by the ridge solved on the other folds.
+fn cv_point(alpha: f64, fold_stats: &[SuffStats], total: &SuffStats) -> CvPoint {
+    let mut fold_mse = Vec::with_capacity(fold_stats.len());
+    let mut acc = 0.0;
+    let mut used = 0usize;
+    for s in fold_stats {
+        if s.n == 0.0 {
+            fold_mse.push(None);
+            continue;
         }
-        let cv_mse = if used == 0 || !acc.is_finite() {
-            None
-        } else {
-            Some(acc / used as f64)
+        let train = total.minus(s);
+        let m = match solve(&train, alpha) {
+            Ok(sol) => s.mse(sol.intercept, &sol.coef),
+            Err(_) => f64::INFINITY,
         };
-        cv.push(CvPoint {
-            alpha,
-            cv_mse,
-            fold_mse,
-        });
+        if m.is_finite() {
+            fold_mse.push(Some(m));
+            acc += m;
+            used += 1;
+        } else {
+            // A fold whose training rows cannot be solved makes the whole alpha unusable.
+            fold_mse.push(None);
+            acc = f64::INFINITY;
+        }
     }
-    let alpha = choose_alpha(&cv).unwrap_or(config.alpha_grid[config.alpha_grid.len() - 1]);
-    let sol = solve(&total, alpha).map_err(CorrError::Ridge)?;
-    let condition_stats: Vec<SuffStats> = by_condition.into_values().collect();
-    let coefficient_intervals = if config.coefficient_intervals {
-        coefficient_intervals(&condition_stats, alpha, shift, config.seed)
-    } else {
+    let cv_mse = if used == 0 || !acc.is_finite() {
         None
+    } else {
+        Some(acc / used as f64)
     };
-    let coef = [sol.coef[0], sol.coef[1], sol.coef[2]];
-    let correction = LoadCorrection {
-        intercept: sol.intercept + shift,
-        coef,
-    };
-    // Residuals on the fit split.
+    CvPoint {
+        alpha,
+        cv_mse,
+        fold_mse,
+    }
+}
+
+/// The fit of a correction on its own rows: R² of the target and of the TTFT (`None` for a
+/// constant one) and the spread of the residuals. `n` is the number of rows with a target.
+fn fit_quality(
+    rows: &[Row],
+    ei: usize,
+    standardiser: &Standardiser,
+    correction: &LoadCorrection,
+    n: f64,
+) -> (Option<f64>, Option<f64>, ResidualSpread) {
     let mut abs = Vec::with_capacity(n as usize);
     let (mut se, mut sres, mut tt, mut tt2, mut ty, mut ty2) = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
     for r in rows {
@@ -634,23 +688,66 @@ fn fit_correction(
         p99_abs_ms: quantile_sorted(&abs, 0.99),
         max_abs_ms: abs.last().copied().unwrap_or(0.0),
     };
+    (r2(tss_t), r2(tss_ttft), residuals)
+}
+
+/// The load correction of estimator `ei`: target shifted by its mean, alpha by grouped CV, the
+/// ridge solved on every row, its bootstrap intervals and diagnostics.
+fn fit_correction(
+    rows: &[Row],
+    ei: usize,
+    standardiser: &Standardiser,
+    k: usize,
+    config: &FitConfig,
+) -> Result<(LoadCorrection, CorrectionReport), CorrError> {
+    // Shift the target by its mean for numerical stability of the sums of squares.
+    let (n, sum, skipped) = target_count(rows, ei);
+    if n == 0.0 {
+        return Err(CorrError::NoRows(skipped));
+    }
+    let shift = sum / n;
+    let (fold_stats, by_condition) = fold_and_condition_stats(rows, ei, standardiser, shift, k);
+    let conditions = by_condition.len();
+    let mut total = SuffStats::new(3);
+    for s in &fold_stats {
+        total.add(s);
+    }
+    let cv: Vec<CvPoint> = config
+        .alpha_grid
+        .iter()
+        .map(|&alpha| cv_point(alpha, &fold_stats, &total))
+        .collect();
     let largest = config
         .alpha_grid
         .iter()
         .copied()
         .fold(f64::NEG_INFINITY, f64::max);
+    let last = config.alpha_grid.last().copied().unwrap_or(largest);
+    let alpha = choose_alpha(&cv).unwrap_or(last);
+    let sol = solve(&total, alpha).map_err(CorrError::Ridge)?;
+    let condition_stats: Vec<SuffStats> = by_condition.into_values().collect();
+    let coefficient_intervals = if config.coefficient_intervals {
+        coefficient_intervals(&condition_stats, alpha, shift, config.seed)
+    } else {
+        None
+    };
+    let correction = LoadCorrection {
+        intercept: sol.intercept + shift,
+        coef: [sol.coef[0], sol.coef[1], sol.coef[2]],
+    };
+    let (r2_target, r2_ttft, residuals) = fit_quality(rows, ei, standardiser, &correction, n);
     Ok((
         correction,
         CorrectionReport {
             rows: n as usize,
-            conditions: conds.len(),
+            conditions,
             skipped,
             folds: k,
             alpha,
             alpha_at_grid_edge: alpha == largest,
             cv,
-            r2_target: r2(tss_t),
-            r2_ttft: r2(tss_ttft),
+            r2_target,
+            r2_ttft,
             residuals,
             coefficient_intervals,
         },
