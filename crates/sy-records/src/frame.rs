@@ -479,8 +479,23 @@ impl RowReader {
     }
 }
 
-fn row_to_record(c: &Cols<'_>, i: usize) -> Result<Record, (&'static str, String)> {
-    let mut r = RowReader { issue: None };
+/// The identity and plan of a row (the first fields of the record layout).
+struct RowIdentity {
+    schema_version: u32,
+    run_id: String,
+    condition_id: String,
+    phase: Phase,
+    repeat: u32,
+    probe_id: String,
+    role: Role,
+    model: String,
+    planned_n: u64,
+    planned_f: f64,
+}
+
+/// Reads a row's identity and plan: a newer schema version, a missing or unknown phase or role
+/// and a missing id are problems.
+fn read_identity(r: &mut RowReader, c: &Cols<'_>, i: usize) -> RowIdentity {
     let schema_version = r.or(
         "schema_version",
         c.schema_version.u32(i),
@@ -506,10 +521,23 @@ fn row_to_record(c: &Cols<'_>, i: usize) -> Result<Record, (&'static str, String
     if role.is_none() && r.issue.is_none() {
         r.note("role", "missing value".to_string());
     }
-    let model: String = r.req("model", c.model.str(i));
-    let planned_n = r.or("planned_n", c.planned_n.u64(i), 0);
-    let planned_f = r.or("planned_f", c.planned_f.f64(i), 0.0);
-    let background = Background {
+    RowIdentity {
+        schema_version,
+        run_id,
+        condition_id,
+        phase: phase.unwrap_or(Phase::Load),
+        repeat,
+        probe_id,
+        role: role.unwrap_or(Role::Efficient),
+        model: r.req("model", c.model.str(i)),
+        planned_n: r.or("planned_n", c.planned_n.u64(i), 0),
+        planned_f: r.or("planned_f", c.planned_f.f64(i), 0.0),
+    }
+}
+
+/// Reads a row's background load (every field optional, with its default).
+fn read_background(r: &mut RowReader, c: &Cols<'_>, i: usize) -> Background {
+    Background {
         prefill_requests: r.or(
             "background_prefill_requests",
             c.background_prefill_requests.u32(i),
@@ -544,22 +572,30 @@ fn row_to_record(c: &Cols<'_>, i: usize) -> Result<Record, (&'static str, String
             c.background_target.str(i),
             String::new(),
         ),
-    };
+    }
+}
+
+/// Reads row `i`: identity and plan, background, status, then the observation and the
+/// measurement in the record layout's order; the first problem found is the row's issue.
+fn row_to_record(c: &Cols<'_>, i: usize) -> Result<Record, (&'static str, String)> {
+    let mut r = RowReader { issue: None };
+    let id = read_identity(&mut r, c, i);
+    let background = read_background(&mut r, c, i);
     let status = r.parsed("status", c.status.text(i), parse_status);
     if status.is_none() && r.issue.is_none() {
         r.note("status", "missing value".to_string());
     }
     let record = Record {
-        schema_version,
-        run_id,
-        condition_id,
-        phase: phase.unwrap_or(Phase::Load),
-        repeat,
-        probe_id,
-        role: role.unwrap_or(Role::Efficient),
-        model,
-        planned_n,
-        planned_f,
+        schema_version: id.schema_version,
+        run_id: id.run_id,
+        condition_id: id.condition_id,
+        phase: id.phase,
+        repeat: id.repeat,
+        probe_id: id.probe_id,
+        role: id.role,
+        model: id.model,
+        planned_n: id.planned_n,
+        planned_f: id.planned_f,
         background,
         n: r.opt("n", c.n.u64(i)),
         k: r.opt("k", c.k.u64(i)),
@@ -613,6 +649,19 @@ fn row_to_record(c: &Cols<'_>, i: usize) -> Result<Record, (&'static str, String
     }
 }
 
+/// Refuses a frame without one of the columns every record needs.
+fn check_required_columns(cols: &Cols<'_>, path: &Path) -> Result<(), RecordsError> {
+    for name in REQUIRED_COLUMNS {
+        if cols.get(name).is_none_or(Col::is_absent) {
+            return Err(RecordsError::MissingColumn {
+                path: path.to_path_buf(),
+                column: (*name).to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Converts a flat frame into records, handing each row to `each` in row order: the 0-based
 /// row index within the frame and the record or the row's issue. `row_offset` is added to
 /// 0-based frame indices to give the 1-based row numbers used in issues (a frame may be a slice
@@ -628,14 +677,7 @@ where
 {
     let data = ColsData::from_df(df, path)?;
     let cols = data.view();
-    for name in REQUIRED_COLUMNS {
-        if cols.get(name).is_none_or(Col::is_absent) {
-            return Err(RecordsError::MissingColumn {
-                path: path.to_path_buf(),
-                column: (*name).to_string(),
-            });
-        }
-    }
+    check_required_columns(&cols, path)?;
     for i in 0..df.height() {
         let row = row_to_record(&cols, i).map_err(|(field, message)| RowIssue {
             path: path.to_path_buf(),
@@ -832,6 +874,7 @@ pub const PROBE_TABLE_COLUMNS: &[&str] = &[
 /// The calibration columns of one frame, typed, converted a column at a time, with every cell
 /// problem kept as `(row in frame, position of the field in the record layout, field, message)`
 /// so that the first problem of a row is the one a row-by-row read reports.
+#[derive(Default)]
 pub(crate) struct ProbeColumns<'a> {
     pub height: usize,
     pub schema_version: Vec<u32>,
@@ -936,29 +979,23 @@ fn parsed_column<T>(
     required(values, field, issues, &already)
 }
 
-/// Reads the calibration columns of `df` (see [`ProbeColumns`]).
-fn probe_columns<'a>(
-    cols: &Cols<'a>,
+/// A required text column: `missing value` where a row has none (and no other problem).
+fn required_text<'a>(
+    c: &Col<'a>,
     height: usize,
-    path: &Path,
-) -> Result<ProbeColumns<'a>, RecordsError> {
-    for name in REQUIRED_COLUMNS {
-        if cols.get(name).is_none_or(Col::is_absent) {
-            return Err(RecordsError::MissingColumn {
-                path: path.to_path_buf(),
-                column: (*name).to_string(),
-            });
-        }
-    }
-    let mut is = Vec::new();
-    let h = height;
-    let text = |c: &Col<'a>, i: usize| c.text(i);
-    let req_text = |c: &Col<'a>, field: &'static str, is: &mut Vec<_>| {
-        let v = column(h, field, is, |i| text(c, i));
-        let already = flagged(h, is, field);
-        required(v, field, is, &already)
-    };
-    let schema_version = column(h, "schema_version", &mut is, |i| {
+    field: &'static str,
+    issues: &mut Vec<(usize, u16, &'static str, String)>,
+) -> Vec<Option<Cow<'a, str>>> {
+    let values = column(height, field, issues, |i| c.text(i));
+    let already = flagged(height, issues, field);
+    required(values, field, issues, &already)
+}
+
+/// The identity, plan and status columns of [`ProbeColumns`].
+fn identity_columns<'a>(cols: &Cols<'a>, pc: &mut ProbeColumns<'a>) {
+    let h = pc.height;
+    let is = &mut pc.issues;
+    let schema_version = column(h, "schema_version", is, |i| {
         let v = cols.schema_version.u32(i)?.unwrap_or(RECORD_SCHEMA_VERSION);
         if v > RECORD_SCHEMA_VERSION {
             return Err(format!(
@@ -967,95 +1004,80 @@ fn probe_columns<'a>(
         }
         Ok(Some(v))
     });
-    let run_id = req_text(&cols.run_id, "run_id", &mut is);
-    let condition_id = req_text(&cols.condition_id, "condition_id", &mut is);
-    let phase = parsed_column(&cols.phase, h, "phase", &mut is, parse_phase);
-    let repeat = column(h, "repeat", &mut is, |i| cols.repeat.u32(i));
-    let already = flagged(h, &is, "repeat");
-    let repeat = required(repeat, "repeat", &mut is, &already);
-    let probe_id = req_text(&cols.probe_id, "probe_id", &mut is);
-    let role = parsed_column(&cols.role, h, "role", &mut is, parse_role);
-    let model = req_text(&cols.model, "model", &mut is);
-    let planned_n = column(h, "planned_n", &mut is, |i| cols.planned_n.u64(i));
-    let planned_f = column(h, "planned_f", &mut is, |i| cols.planned_f.f64(i));
-    let decode_length = column(h, "background_decode_length", &mut is, |i| {
-        text(&cols.background_decode_length, i)
+    pc.schema_version = schema_version
+        .into_iter()
+        .map(|v| v.unwrap_or(RECORD_SCHEMA_VERSION))
+        .collect();
+    pc.run_id = required_text(&cols.run_id, h, "run_id", is);
+    pc.condition_id = required_text(&cols.condition_id, h, "condition_id", is);
+    pc.phase = parsed_column(&cols.phase, h, "phase", is, parse_phase);
+    let repeat = column(h, "repeat", is, |i| cols.repeat.u32(i));
+    let already = flagged(h, is, "repeat");
+    pc.repeat = required(repeat, "repeat", is, &already)
+        .into_iter()
+        .map(Option::unwrap_or_default)
+        .collect();
+    pc.probe_id = required_text(&cols.probe_id, h, "probe_id", is);
+    pc.role = parsed_column(&cols.role, h, "role", is, parse_role);
+    pc.model = required_text(&cols.model, h, "model", is);
+    pc.planned_n = column(h, "planned_n", is, |i| cols.planned_n.u64(i))
+        .into_iter()
+        .map(Option::unwrap_or_default)
+        .collect();
+    pc.planned_f = column(h, "planned_f", is, |i| cols.planned_f.f64(i))
+        .into_iter()
+        .map(|v| v.unwrap_or(0.0))
+        .collect();
+    pc.decode_length = column(h, "background_decode_length", is, |i| {
+        cols.background_decode_length.text(i)
     });
-    let status = parsed_column(&cols.status, h, "status", &mut is, parse_status);
+    pc.status = parsed_column(&cols.status, h, "status", is, parse_status);
+}
+
+/// The observation and measurement columns of [`ProbeColumns`] (all optional).
+fn observation_columns<'a>(cols: &Cols<'a>, pc: &mut ProbeColumns<'a>) {
+    let h = pc.height;
+    let is = &mut pc.issues;
     let u64s =
         |c: &Col<'a>, field: &'static str, is: &mut Vec<_>| column(h, field, is, |i| c.u64(i));
-    let n = u64s(&cols.n, "n", &mut is);
-    let k = u64s(&cols.k, "k", &mut is);
-    let r = u64s(&cols.r, "r", &mut is);
-    let prefill_tokens_booked = u64s(
-        &cols.prefill_tokens_booked,
-        "prefill_tokens_booked",
-        &mut is,
-    );
-    let prefill_capacity_tokens = u64s(
-        &cols.prefill_capacity_tokens,
-        "prefill_capacity_tokens",
-        &mut is,
-    );
-    let schedulable = column(h, "schedulable", &mut is, |i| cols.schedulable.bool(i));
-    let observed_at_unix_ms = column(h, "observed_at_unix_ms", &mut is, |i| {
+    pc.n = u64s(&cols.n, "n", is);
+    pc.k = u64s(&cols.k, "k", is);
+    pc.r = u64s(&cols.r, "r", is);
+    pc.prefill_tokens_booked = u64s(&cols.prefill_tokens_booked, "prefill_tokens_booked", is);
+    pc.prefill_capacity_tokens = u64s(&cols.prefill_capacity_tokens, "prefill_capacity_tokens", is);
+    pc.schedulable = column(h, "schedulable", is, |i| cols.schedulable.bool(i));
+    pc.observed_at_unix_ms = column(h, "observed_at_unix_ms", is, |i| {
         cols.observed_at_unix_ms.f64(i)
     });
-    let sent_at_unix_ms = column(h, "sent_at_unix_ms", &mut is, |i| {
-        cols.sent_at_unix_ms.f64(i)
-    });
-    let reserved_worker_id = u64s(&cols.reserved_worker_id, "reserved_worker_id", &mut is);
-    let reserved_dp_rank = column(h, "reserved_dp_rank", &mut is, |i| {
-        cols.reserved_dp_rank.u32(i)
-    });
-    let pick_differs = column(h, "pick_differs", &mut is, |i| cols.pick_differs.bool(i));
-    let served_worker_id = u64s(&cols.served_worker_id, "served_worker_id", &mut is);
-    let served_dp_rank = column(h, "served_dp_rank", &mut is, |i| cols.served_dp_rank.u32(i));
-    let ttft_ms = column(h, "ttft_ms", &mut is, |i| cols.ttft_ms.f64(i));
-    let client_server_gap_ms = column(h, "client_server_gap_ms", &mut is, |i| {
+    pc.sent_at_unix_ms = column(h, "sent_at_unix_ms", is, |i| cols.sent_at_unix_ms.f64(i))
+        .into_iter()
+        .map(|v| v.unwrap_or(0.0))
+        .collect();
+    pc.reserved_worker_id = u64s(&cols.reserved_worker_id, "reserved_worker_id", is);
+    pc.reserved_dp_rank = column(h, "reserved_dp_rank", is, |i| cols.reserved_dp_rank.u32(i));
+    pc.pick_differs = column(h, "pick_differs", is, |i| cols.pick_differs.bool(i));
+    pc.served_worker_id = u64s(&cols.served_worker_id, "served_worker_id", is);
+    pc.served_dp_rank = column(h, "served_dp_rank", is, |i| cols.served_dp_rank.u32(i));
+    pc.ttft_ms = column(h, "ttft_ms", is, |i| cols.ttft_ms.f64(i));
+    pc.client_server_gap_ms = column(h, "client_server_gap_ms", is, |i| {
         cols.client_server_gap_ms.f64(i)
     });
-    let or0 = |v: Vec<Option<u32>>| v.into_iter().map(Option::unwrap_or_default).collect();
-    Ok(ProbeColumns {
+}
+
+/// Reads the calibration columns of `df` (see [`ProbeColumns`]).
+fn probe_columns<'a>(
+    cols: &Cols<'a>,
+    height: usize,
+    path: &Path,
+) -> Result<ProbeColumns<'a>, RecordsError> {
+    check_required_columns(cols, path)?;
+    let mut pc = ProbeColumns {
         height,
-        schema_version: schema_version
-            .into_iter()
-            .map(|v| v.unwrap_or(RECORD_SCHEMA_VERSION))
-            .collect(),
-        run_id,
-        condition_id,
-        phase,
-        repeat: or0(repeat),
-        probe_id,
-        role,
-        model,
-        planned_n: planned_n
-            .into_iter()
-            .map(Option::unwrap_or_default)
-            .collect(),
-        planned_f: planned_f.into_iter().map(|v| v.unwrap_or(0.0)).collect(),
-        decode_length,
-        status,
-        n,
-        k,
-        r,
-        prefill_tokens_booked,
-        prefill_capacity_tokens,
-        schedulable,
-        observed_at_unix_ms,
-        sent_at_unix_ms: sent_at_unix_ms
-            .into_iter()
-            .map(|v| v.unwrap_or(0.0))
-            .collect(),
-        reserved_worker_id,
-        reserved_dp_rank,
-        pick_differs,
-        served_worker_id,
-        served_dp_rank,
-        ttft_ms,
-        client_server_gap_ms,
-        issues: is,
-    })
+        ..ProbeColumns::default()
+    };
+    identity_columns(cols, &mut pc);
+    observation_columns(cols, &mut pc);
+    Ok(pc)
 }
 
 /// Runs `f` on the calibration columns of `df` (see [`ProbeColumns`]).
