@@ -96,6 +96,61 @@ pub struct FileSummary {
     pub unknown_columns: Vec<String>,
 }
 
+impl FileSummary {
+    /// The summary of a record file about to be read: its format (by extension), nothing read
+    /// yet.
+    pub(crate) fn before_reading(path: &Path) -> Result<FileSummary, RecordsError> {
+        let format = Format::from_path(path).ok_or_else(|| RecordsError::Format {
+            path: path.to_path_buf(),
+            message: "unknown record file type: expected .parquet, .csv or .jsonl".to_string(),
+        })?;
+        Ok(FileSummary {
+            path: path.to_path_buf(),
+            format,
+            rows: 0,
+            loaded: 0,
+            skipped: 0,
+            torn_tail: false,
+            unknown_columns: Vec::new(),
+        })
+    }
+}
+
+/// Recounts each file's loaded and skipped rows (pairing removes records after the files were
+/// read).
+pub(crate) fn count_per_file(
+    files: &mut [FileSummary],
+    origins: &[RowOrigin],
+    skipped: &[RowIssue],
+) {
+    for f in files.iter_mut() {
+        f.loaded = 0;
+        f.skipped = 0;
+    }
+    for o in origins {
+        if let Some(f) = files.get_mut(o.file as usize) {
+            f.loaded += 1;
+        }
+    }
+    for s in skipped {
+        if let Some(f) = files.iter_mut().find(|f| f.path == s.path) {
+            f.skipped += 1;
+        }
+    }
+}
+
+/// The error of inputs without a single valid record, naming the files read.
+pub(crate) fn no_valid_records(files: &[PathBuf]) -> RecordsError {
+    RecordsError::NoRecords(format!(
+        "no valid records in {}",
+        files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
 /// The result of [`load_records`].
 #[derive(Debug, Clone, Default)]
 pub struct LoadedRecords {
@@ -158,19 +213,7 @@ pub fn load_records(
     let files = resolve_inputs(paths)?;
     let mut out = LoadedRecords::default();
     for (file_index, path) in files.iter().enumerate() {
-        let format = Format::from_path(path).ok_or_else(|| RecordsError::Format {
-            path: path.clone(),
-            message: "unknown record file type: expected .parquet, .csv or .jsonl".to_string(),
-        })?;
-        let mut summary = FileSummary {
-            path: path.clone(),
-            format,
-            rows: 0,
-            loaded: 0,
-            skipped: 0,
-            torn_tail: false,
-            unknown_columns: Vec::new(),
-        };
+        let mut summary = FileSummary::before_reading(path)?;
         let before = out.records.len();
         let skipped_before = out.skipped.len();
         let file_u32 = u32::try_from(file_index).unwrap_or(u32::MAX);
@@ -179,7 +222,7 @@ pub fn load_records(
             file: file_u32,
             options,
         };
-        match format {
+        match summary.format {
             Format::Parquet => read_parquet(path, &mut sink, &mut summary)?,
             Format::Csv => read_csv(path, &mut sink, &mut summary)?,
             Format::Jsonl => read_jsonl(path, &mut sink, &mut summary)?,
@@ -189,30 +232,9 @@ pub fn load_records(
         out.files.push(summary);
     }
     check_pairs(&mut out, options)?;
-    // Recount per file after pairing removed records.
-    for f in &mut out.files {
-        f.loaded = 0;
-        f.skipped = 0;
-    }
-    for o in &out.origins {
-        if let Some(f) = out.files.get_mut(o.file as usize) {
-            f.loaded += 1;
-        }
-    }
-    for s in &out.skipped {
-        if let Some(f) = out.files.iter_mut().find(|f| f.path == s.path) {
-            f.skipped += 1;
-        }
-    }
+    count_per_file(&mut out.files, &out.origins, &out.skipped);
     if out.records.is_empty() {
-        return Err(RecordsError::NoRecords(format!(
-            "no valid records in {}",
-            files
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
+        return Err(no_valid_records(&files));
     }
     Ok(out)
 }

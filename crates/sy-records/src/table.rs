@@ -23,8 +23,8 @@ use crate::error::{RecordsError, RowIssue};
 use crate::frame::{PROBE_TABLE_COLUMNS, ProbeColumns, with_probe_columns};
 use crate::load::{
     CheckedFields, FileSummary, Format, LoadOptions, LoadedRecords, PickSummary, RowOrigin,
-    describe_origin, drop_mask, pair_row_issue, partner_issue, read_csv_frame, read_jsonl_into,
-    resolve_inputs, sort_by_origin, torn_note, validate_fields,
+    count_per_file, describe_origin, drop_mask, no_valid_records, pair_row_issue, partner_issue,
+    read_csv_frame, read_jsonl_into, resolve_inputs, sort_by_origin, torn_note, validate_fields,
 };
 use crate::pairing::{PairKeys, check_pairing};
 use crate::record::{Phase, Record, Role, Status};
@@ -258,16 +258,9 @@ impl ProbeTable {
             t.files.push(summary);
         }
         t.pair_up(options)?;
-        t.count_per_file();
+        count_per_file(&mut t.files, &t.origins, &t.skipped);
         if t.is_empty() {
-            return Err(RecordsError::NoRecords(format!(
-                "no valid records in {}",
-                files
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
+            return Err(no_valid_records(&files));
         }
         Ok(t)
     }
@@ -500,20 +493,8 @@ impl ProbeTable {
         file: u32,
         options: &LoadOptions,
     ) -> Result<FileSummary, RecordsError> {
-        let format = Format::from_path(path).ok_or_else(|| RecordsError::Format {
-            path: path.to_path_buf(),
-            message: "unknown record file type: expected .parquet, .csv or .jsonl".to_string(),
-        })?;
-        let mut summary = FileSummary {
-            path: path.to_path_buf(),
-            format,
-            rows: 0,
-            loaded: 0,
-            skipped: 0,
-            torn_tail: false,
-            unknown_columns: Vec::new(),
-        };
-        match format {
+        let mut summary = FileSummary::before_reading(path)?;
+        match summary.format {
             Format::Parquet => self.read_parquet(path, file, options, &mut summary)?,
             Format::Csv => {
                 let df = read_csv_frame(path)?;
@@ -729,23 +710,6 @@ impl ProbeTable {
         keep(&mut self.client_server_gap_ms, drop);
         keep(&mut self.pick, drop);
         keep(&mut self.origins, drop);
-    }
-
-    fn count_per_file(&mut self) {
-        for f in &mut self.files {
-            f.loaded = 0;
-            f.skipped = 0;
-        }
-        for o in &self.origins {
-            if let Some(f) = self.files.get_mut(o.file as usize) {
-                f.loaded += 1;
-            }
-        }
-        for s in &self.skipped {
-            if let Some(f) = self.files.iter_mut().find(|f| f.path == s.path) {
-                f.skipped += 1;
-            }
-        }
     }
 }
 
