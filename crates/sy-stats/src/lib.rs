@@ -341,6 +341,17 @@ where
         .collect()
 }
 
+/// Refuses values (`a`, and `b` when given) that do not have one group id each.
+fn check_lengths(a: &[f64], b: Option<&[f64]>, groups: usize) -> Result<(), BootstrapError> {
+    if a.len() != groups || b.is_some_and(|b| b.len() != groups) {
+        return Err(BootstrapError::Length {
+            values: a.len().max(b.map_or(0, <[f64]>::len)),
+            groups,
+        });
+    }
+    Ok(())
+}
+
 /// Grouped bootstrap of `stat` over `values`, rows grouped by `group_ids` (one id per value).
 pub fn bootstrap<G, F>(
     values: &[f64],
@@ -352,12 +363,7 @@ where
     G: Eq + Hash,
     F: Fn(&[f64]) -> f64,
 {
-    if values.len() != group_ids.len() {
-        return Err(BootstrapError::Length {
-            values: values.len(),
-            groups: group_ids.len(),
-        });
-    }
+    check_lengths(values, None, group_ids.len())?;
     let groups = Groups::from_ids(group_ids);
     let mut buf = Vec::with_capacity(values.len());
     bootstrap_rows(&groups, cfg, |rows| {
@@ -380,12 +386,7 @@ where
     G: Eq + Hash,
     F: Fn(&[f64], &[f64]) -> f64,
 {
-    if a.len() != group_ids.len() || b.len() != group_ids.len() {
-        return Err(BootstrapError::Length {
-            values: a.len().max(b.len()),
-            groups: group_ids.len(),
-        });
-    }
+    check_lengths(a, Some(b), group_ids.len())?;
     let groups = Groups::from_ids(group_ids);
     let (mut ba, mut bb) = (Vec::with_capacity(a.len()), Vec::with_capacity(b.len()));
     bootstrap_rows(&groups, cfg, |rows| {
@@ -416,12 +417,7 @@ pub fn bootstrap_mean_difference<G: Eq + Hash>(
     group_ids: &[G],
     cfg: &BootstrapConfig,
 ) -> Result<Interval, BootstrapError> {
-    if a.len() != group_ids.len() || b.is_some_and(|b| b.len() != group_ids.len()) {
-        return Err(BootstrapError::Length {
-            values: a.len().max(b.map_or(0, <[f64]>::len)),
-            groups: group_ids.len(),
-        });
-    }
+    check_lengths(a, b, group_ids.len())?;
     let groups = Groups::from_ids(group_ids);
     check(cfg, &groups)?;
     let sum = |v: &[f64], m: &[usize]| m.iter().map(|&i| v[i]).sum::<f64>();
@@ -468,12 +464,7 @@ pub fn bootstrap_quantile_difference<G: Eq + Hash>(
     q: f64,
     cfg: &BootstrapConfig,
 ) -> Result<Interval, BootstrapError> {
-    if a.len() != group_ids.len() || b.is_some_and(|b| b.len() != group_ids.len()) {
-        return Err(BootstrapError::Length {
-            values: a.len().max(b.map_or(0, <[f64]>::len)),
-            groups: group_ids.len(),
-        });
-    }
+    check_lengths(a, b, group_ids.len())?;
     let groups = Groups::from_ids(group_ids);
     check(cfg, &groups)?;
     let group_of = groups.group_of_rows();
