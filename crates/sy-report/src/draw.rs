@@ -205,12 +205,38 @@ fn steps(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
     out
 }
 
-fn finite(s: &Series, log_x: bool) -> Vec<(f64, f64)> {
-    s.points
+/// At most this many points of one line series are drawn (about five per horizontal pixel).
+const MAX_LINE_POINTS: usize = 4_000;
+/// At most this many points of one scatter series are drawn: more only overplot the same pixels.
+const MAX_SCATTER_POINTS: usize = 20_000;
+
+/// The drawable points of a series (finite; positive x on a log axis), thinned to at most `max`.
+fn finite(s: &Series, log_x: bool, max: usize) -> Vec<(f64, f64)> {
+    let p: Vec<(f64, f64)> = s
+        .points
         .iter()
         .copied()
         .filter(|p| p.0.is_finite() && p.1.is_finite() && (!log_x || p.0 > 0.0))
-        .collect()
+        .collect();
+    thin(p, max)
+}
+
+/// Every k-th point (k = ⌈len / max⌉) in the series' order, plus the last one, so that a plot
+/// of a million probes costs what a plot of `max` costs. On a sorted series (an empirical CDF)
+/// the drawn step function is then within 1/(max − 1) + 1/len of the full one: less than a
+/// pixel. Legends
+/// keep counting the data, not the drawn points.
+fn thin(points: Vec<(f64, f64)>, max: usize) -> Vec<(f64, f64)> {
+    if points.len() <= max || max < 2 {
+        return points;
+    }
+    let stride = points.len().div_ceil(max - 1);
+    let last = points[points.len() - 1];
+    let mut out: Vec<(f64, f64)> = points.into_iter().step_by(stride).collect();
+    if out.last() != Some(&last) {
+        out.push(last);
+    }
+    out
 }
 
 /// Draws a figure.
@@ -272,7 +298,7 @@ where
         .series
         .iter()
         .map(|s| {
-            let p = finite(s, l.log_x);
+            let p = finite(s, l.log_x, MAX_LINE_POINTS);
             if l.step { steps(&p) } else { p }
         })
         .collect();
@@ -329,7 +355,7 @@ where
     }
     for (i, (s, pts)) in l.series.iter().zip(&drawn).enumerate() {
         let c = colour(i);
-        let few = finite(s, l.log_x);
+        let few = finite(s, l.log_x, MAX_LINE_POINTS);
         let markers = few.len() <= 40;
         chart
             .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
@@ -417,12 +443,30 @@ where
     } else {
         (x0, x1, y0, y1)
     };
-    let mut names: Vec<&str> = s.series.iter().map(|x| x.name.as_str()).collect();
+    let pts: Vec<Vec<(f64, f64)>> = s
+        .series
+        .iter()
+        .map(|x| finite(x, false, MAX_SCATTER_POINTS))
+        .collect();
+    let labels: Vec<String> = s
+        .series
+        .iter()
+        .map(|x| match x.points.len() {
+            n if n > MAX_SCATTER_POINTS => {
+                format!(
+                    "{} (1 in {} drawn)",
+                    x.name,
+                    n.div_ceil(MAX_SCATTER_POINTS - 1)
+                )
+            }
+            _ => x.name.clone(),
+        })
+        .collect();
+    let mut names: Vec<&str> = labels.iter().map(String::as_str).collect();
     if s.diagonal {
         names.push("y = x");
     }
     let (w, h) = legend_box(&names, (820, 470));
-    let pts: Vec<Vec<(f64, f64)>> = s.series.iter().map(|x| finite(x, false)).collect();
     let mut shapes: Vec<Vec<(f64, f64)>> = pts
         .iter()
         .flat_map(|p| p.iter().map(|q| vec![*q]))
@@ -450,7 +494,7 @@ where
         let c = colour(i);
         chart
             .draw_series(p.iter().map(|&q| Circle::new(q, 3, c.mix(0.55).filled())))?
-            .label(s.series[i].name.as_str())
+            .label(labels[i].as_str())
             .legend(move |(x, y)| Circle::new((x + 10, y), 4, c.filled()));
     }
     if s.diagonal {
@@ -666,4 +710,37 @@ where
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod thin_tests {
+    use super::thin;
+
+    #[test]
+    fn short_series_are_drawn_whole() {
+        let p: Vec<(f64, f64)> = (0..10).map(|i| (f64::from(i), 0.0)).collect();
+        assert_eq!(thin(p.clone(), 10), p);
+    }
+
+    #[test]
+    fn long_series_keep_at_most_max_points_with_both_ends() {
+        for (n, max) in [
+            (1_000_001_usize, 4_000_usize),
+            (10_001, 20),
+            (101, 2),
+            (7, 3),
+        ] {
+            let p: Vec<(f64, f64)> = (0..n)
+                .map(|i| (i as f64, (i + 1) as f64 / n as f64))
+                .collect();
+            let t = thin(p.clone(), max);
+            assert!(t.len() <= max, "{n} → {} > {max}", t.len());
+            assert_eq!(t.first(), p.first());
+            assert_eq!(t.last(), p.last());
+            // A sorted CDF stays within 1/(max − 1) + 1/n of the full one between drawn points.
+            let gap = t.windows(2).map(|w| w[1].1 - w[0].1).fold(0.0, f64::max);
+            let bound = 1.0 / (max - 1) as f64 + 1.0 / n as f64;
+            assert!(gap <= bound + 1e-12, "{n}/{max}: gap {gap}");
+        }
+    }
 }
