@@ -9,8 +9,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use sy_records::{Record, Status};
-
-pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
+/// Defined with the run directory's layout (`sy_run::layout`).
+pub use sy_run::MANIFEST_SCHEMA_VERSION;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -145,9 +145,7 @@ impl Counts {
 
 impl Manifest {
     pub fn read(path: &Path) -> Result<Manifest, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        serde_json::from_str(&text).map_err(|e| format!("{}: not a manifest: {e}", path.display()))
+        sy_run::read_artifact(sy_run::Artifact::Manifest, path).map_err(|e| e.to_string())
     }
 }
 

@@ -10,14 +10,10 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
+use sy_run::Artifact;
 
 use sy_records::jsonl::{self, Appender};
 use sy_records::{ErrorClass, Record, Role, Status};
-
-pub const RECORDS_FILE: &str = "records.jsonl";
-pub const ATTEMPTS_FILE: &str = "attempts.jsonl";
-pub const PARQUET_FILE: &str = "records.parquet";
-pub const MANIFEST_FILE: &str = "manifest.json";
 
 /// Errors of the record files; each names the file.
 #[derive(Debug, thiserror::Error)]
@@ -66,7 +62,7 @@ fn complete_units(records: &[Record]) -> HashSet<(String, u32)> {
 
 /// Reads `records.jsonl` in `dir` and prepares it for appending.
 pub fn prepare_resume(dir: &Path) -> Result<ResumeState, ResultsError> {
-    let path = dir.join(RECORDS_FILE);
+    let path = dir.join(Artifact::Records.file_name());
     if !path.exists() {
         return Ok(ResumeState::default());
     }
@@ -87,7 +83,8 @@ pub fn prepare_resume(dir: &Path) -> Result<ResumeState, ResultsError> {
     }
     // Keep the superseded records (append to attempts.jsonl first, then rewrite records).
     {
-        let mut attempts = Appender::open(&dir.join(ATTEMPTS_FILE), None, usize::MAX)?;
+        let mut attempts =
+            Appender::open(&dir.join(Artifact::Attempts.file_name()), None, usize::MAX)?;
         for r in &moved {
             attempts.append(r)?;
         }
@@ -125,8 +122,12 @@ pub struct RecordSink {
 impl RecordSink {
     pub fn open(dir: &Path, truncate_to: Option<u64>) -> Result<Self, ResultsError> {
         Ok(Self {
-            records: Appender::open(&dir.join(RECORDS_FILE), truncate_to, usize::MAX)?,
-            attempts: Appender::open(&dir.join(ATTEMPTS_FILE), None, usize::MAX)?,
+            records: Appender::open(
+                &dir.join(Artifact::Records.file_name()),
+                truncate_to,
+                usize::MAX,
+            )?,
+            attempts: Appender::open(&dir.join(Artifact::Attempts.file_name()), None, usize::MAX)?,
         })
     }
 
@@ -151,7 +152,7 @@ impl RecordSink {
 
 /// Reads every record of the run (for counts and the Parquet copy).
 pub fn read_all(dir: &Path) -> Result<Vec<Record>, ResultsError> {
-    let path = dir.join(RECORDS_FILE);
+    let path = dir.join(Artifact::Records.file_name());
     if !path.exists() {
         return Ok(Vec::new());
     }
@@ -244,7 +245,7 @@ mod tests {
             sink.unit(&[rec("b", 0, Role::Efficient, None)]).unwrap();
         }
         // And a torn tail.
-        let path = dir.path().join(RECORDS_FILE);
+        let path = dir.path().join(Artifact::Records.file_name());
         let mut bytes = std::fs::read(&path).unwrap();
         bytes.extend_from_slice(b"{\"schema_version\":1,");
         std::fs::write(&path, bytes).unwrap();
@@ -257,7 +258,7 @@ mod tests {
         assert!(!st.done.contains(&("a".to_string(), 1)));
         let kept = read_all(dir.path()).unwrap();
         assert_eq!(kept.len(), 2);
-        let attempts: Vec<Record> = jsonl::read(&dir.path().join(ATTEMPTS_FILE))
+        let attempts: Vec<Record> = jsonl::read(&dir.path().join(Artifact::Attempts.file_name()))
             .unwrap()
             .records;
         assert_eq!(attempts.len(), 3);

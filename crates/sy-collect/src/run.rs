@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+use sy_run::Artifact;
 
 use sy_dynamo::{Cancel, ClientConfig, CompletionClient, SelectionClient};
 
@@ -17,7 +18,7 @@ use crate::preflight::{PreflightOptions, PreflightReport, preflight};
 use crate::probe::UnitRunner;
 use crate::progress::Progress;
 use crate::prompt::{PromptFactory, new_invocation_id};
-use crate::results::{self, MANIFEST_FILE, PARQUET_FILE, RECORDS_FILE, RecordSink};
+use crate::results::{self, RecordSink};
 use crate::schedule::Schedule;
 use crate::summary::PhaseTime;
 use crate::target::{Target, TargetKind, UrlOverrides};
@@ -195,8 +196,8 @@ fn check_run_dir(
             dir.display()
         ))
     })?;
-    let manifest_path = dir.join(MANIFEST_FILE);
-    let records_path = dir.join(RECORDS_FILE);
+    let manifest_path = dir.join(Artifact::Manifest.file_name());
+    let records_path = dir.join(Artifact::Records.file_name());
     let has_records = std::fs::metadata(&records_path).is_ok_and(|m| m.len() > 0);
     let manifest = if manifest_path.exists() {
         Some(Manifest::read(&manifest_path).map_err(CollectError::BadInput)?)
@@ -232,8 +233,21 @@ fn check_run_dir(
     }
 }
 
+/// Keeps the plan the run was collected with in the run directory (`plan.toml`), byte for byte:
+/// the manifest's `plan_sha256` is its hash, so the run directory alone says what was measured.
+fn copy_plan(plan: &LoadedPlan, dir: &Path) -> Result<(), CollectError> {
+    let copy = Artifact::Plan.path(dir);
+    let bytes = std::fs::read(&plan.path).map_err(|e| {
+        CollectError::BadInput(format!("cannot read plan {}: {e}", plan.path.display()))
+    })?;
+    if std::fs::read(&copy).is_ok_and(|existing| existing == bytes) {
+        return Ok(());
+    }
+    sy_run::atomic_write(&copy, &bytes).map_err(|e| CollectError::Runtime(e.to_string()))
+}
+
 fn write_manifest(dir: &Path, m: &Manifest) -> Result<(), CollectError> {
-    sy_cli::atomic_write_json(&dir.join(MANIFEST_FILE), m)
+    sy_cli::atomic_write_json(&dir.join(Artifact::Manifest.file_name()), m)
         .map_err(|e| CollectError::Runtime(e.to_string()))
 }
 
@@ -257,6 +271,9 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunSummary, Colle
     }
     let seed = previous.as_ref().map_or(plan.plan.seed, |m| m.seed);
     plan.plan.seed = seed;
+    if previous.is_none() {
+        copy_plan(&plan, &opts.run_dir)?;
+    }
 
     let bearer = bearer_of(&plan.plan)?;
     let target = Target::start(opts.target, &plan.plan, &opts.urls).await?;
@@ -735,7 +752,10 @@ fn finish_files(
     manifest.complete = all_done && manifest.records_files.is_some();
     if let Err(e) = write_manifest(dir, manifest) {
         failure = Some(match failure {
-            Some(first) => format!("{first}; and {} could not be updated: {e}", MANIFEST_FILE),
+            Some(first) => format!(
+                "{first}; and {} could not be updated: {e}",
+                Artifact::Manifest.file_name()
+            ),
             None => e.to_string(),
         });
     }
@@ -743,7 +763,8 @@ fn finish_files(
         Some(e) => Err(CollectError::Runtime(format!(
             "{e}; {} keeps every unit recorded before the failure and {} says the run is not \
              complete: free the space (or fix the cause) and continue with --resume",
-            RECORDS_FILE, MANIFEST_FILE
+            Artifact::Records.file_name(),
+            Artifact::Manifest.file_name()
         ))),
         None => Ok(()),
     }
@@ -754,8 +775,8 @@ fn write_parquet_copy(
     dir: &Path,
     records: &[sy_records::Record],
 ) -> Result<crate::manifest::RecordFiles, String> {
-    let jsonl = dir.join(RECORDS_FILE);
-    let parquet = dir.join(PARQUET_FILE);
+    let jsonl = dir.join(Artifact::Records.file_name());
+    let parquet = dir.join(Artifact::RecordsParquet.file_name());
     sy_records::write_parquet(records, &parquet).map_err(|e| e.to_string())?;
     let hash = |p: &Path| sy_cli::file_sha256(p).map_err(|e| e.to_string());
     Ok(crate::manifest::RecordFiles {

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
+use sha2::Digest;
 use std::collections::HashSet;
 use std::path::Path;
 use std::process::Stdio;
@@ -97,6 +98,12 @@ fn sigkill_mid_run_then_resume_gives_every_unit_once() {
     assert_eq!(sessions[1]["torn_tail_ignored"], true);
     assert_eq!(m["loads_zero_at_end"], true);
     assert_records_match_schema(&run_dir);
+    // The run directory keeps the plan it was collected with, byte for byte: its hash is the
+    // manifest's plan_sha256.
+    let copy = std::fs::read(run_dir.join("plan.toml")).unwrap();
+    assert_eq!(copy, PLAN.as_bytes());
+    let sha = sha2::Sha256::digest(&copy);
+    assert_eq!(m["plan_sha256"], hex::encode(sha));
 }
 
 #[test]

@@ -200,6 +200,13 @@ fn edit_json(name: &'static str, edit: impl Fn(&mut Value) + Send + Sync + 'stat
 }
 
 /// Sets (or adds) the value at JSON pointer `ptr` of file `name`.
+/// Puts a copy of run file `from` in place of `to` (a file of another kind where `to` belongs).
+fn copy_file(from: &'static str, to: &'static str) -> Setup {
+    Box::new(move |run| {
+        std::fs::copy(run.join(from), run.join(to)).unwrap();
+    })
+}
+
 fn set(name: &'static str, ptr: &'static str, value: Value) -> Setup {
     edit_json(name, move |v| {
         let (parent, key) = ptr.rsplit_once('/').unwrap();
@@ -857,6 +864,11 @@ fn fit_cases() -> Vec<Case> {
             set("fit.json", "/warnings", json!(["refit"])),
             "margins.json",
         ),
+        (
+            "select: the margins file given as the fit",
+            copy_file("margins.json", "fit.json"),
+            "this is a margins file (written by sy-margin), not the fit file",
+        ),
     ] {
         cases.push(case(
             format!("fit: {name}"),
@@ -873,6 +885,11 @@ fn fit_cases() -> Vec<Case> {
 fn margins_cases() -> Vec<Case> {
     let select = ["--run-dir", "run", "--no-progress", "--no-report", "-q"];
     let table: Vec<(&str, Setup, &str)> = vec![
+        (
+            "the fit file given as the margins",
+            copy_file("fit.json", "margins.json"),
+            "this is a fit file (written by sy-fit), not the margins file",
+        ),
         (
             "schema version 2",
             set("margins.json", "/schema_version", json!(2)),

@@ -2,20 +2,17 @@
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use sy_run::Artifact;
 
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 use sy_cli::{CommonArgs, RunDirError, RunError};
-use sy_records::{
-    LoadOptions, Phase, ProbeTable, RecordsError, SPLITS_FILE, Split, SplitFractions, SplitTable,
-};
+use sy_records::{LoadOptions, Phase, ProbeTable, RecordsError, Split, SplitFractions, SplitTable};
 
 use crate::fit::{
     ALPHA_RULE, FitConfig, FitError, FitResult, default_alpha_grid, fit, parse_alpha_grid,
 };
-use crate::fitfile::{
-    FIT_FILE, FIT_SCHEMA_VERSION, FitFile, FitSettings, RecordCounts, SplitInfo, ToolInfo,
-};
+use crate::fitfile::{FIT_SCHEMA_VERSION, FitFile, FitSettings, RecordCounts, SplitInfo, ToolInfo};
 
 /// Fit the no-load Q tables, standardisers and ridge load corrections from calibration records.
 ///
@@ -186,7 +183,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
 
 fn gen_synthetic(common: &CommonArgs, args: &GenArgs) -> Result<(), CliError> {
     let path = if args.out.is_dir() || args.out.extension().is_none() {
-        args.out.join("records.parquet")
+        args.out.join(Artifact::RecordsParquet.file_name())
     } else {
         args.out.clone()
     };
@@ -226,7 +223,7 @@ struct FitPaths {
 fn fit_paths(common: &CommonArgs, args: &FitArgs) -> Result<FitPaths, CliError> {
     let out = match (&args.out, &common.run_dir) {
         (Some(o), _) => o.clone(),
-        (None, Some(d)) => d.join(FIT_FILE),
+        (None, Some(d)) => d.join(Artifact::Fit.file_name()),
         (None, None) => return Err(CliError::NothingToDo),
     };
     let inputs: Vec<PathBuf> = if !args.records.is_empty() {
@@ -243,7 +240,7 @@ fn fit_paths(common: &CommonArgs, args: &FitArgs) -> Result<FitPaths, CliError> 
     let splits = args
         .splits
         .clone()
-        .unwrap_or_else(|| out_dir.join(SPLITS_FILE));
+        .unwrap_or_else(|| out_dir.join(Artifact::Splits.file_name()));
     sy_cli::check_output_path(&out, "--out")?;
     sy_cli::check_output_path(&splits, "--splits")?;
     if splits == out {

@@ -10,15 +10,12 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use sy_records::{Role, SplitCounts, SplitFractions};
+use sy_run::{Artifact, ArtifactError};
 use sy_selector::{Model, ModelEstimators};
 
 use crate::fit::ModelFits;
-
-/// Version of the `fit.json` layout.
-pub const FIT_SCHEMA_VERSION: u32 = 1;
-
-/// The file name of the fit in a run directory.
-pub const FIT_FILE: &str = "fit.json";
+/// Defined with the run directory's layout (`sy_run::layout`).
+pub use sy_run::FIT_SCHEMA_VERSION;
 
 /// The tool that wrote a file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -85,17 +82,6 @@ pub struct FitFile {
     pub warnings: Vec<String>,
 }
 
-/// Why a `fit.json` cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum FitFileError {
-    #[error("{path}: {message}")]
-    Read { path: String, message: String },
-    #[error("{path}: not a valid fit file: {message}")]
-    Invalid { path: String, message: String },
-    #[error("{path}: fit schema version {found}, expected {FIT_SCHEMA_VERSION}")]
-    Version { path: String, found: u32 },
-}
-
 impl FitFile {
     /// The estimators of one model.
     pub fn estimators(&self, model: Model) -> &ModelEstimators {
@@ -110,36 +96,8 @@ impl FitFile {
         &self.models.get(role).estimators
     }
 
-    /// Parses and checks a fit file's text.
-    pub fn from_json(text: &str, path: &str) -> Result<FitFile, FitFileError> {
-        let v: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| FitFileError::Invalid {
-                path: path.to_string(),
-                message: e.to_string(),
-            })?;
-        let found = v
-            .get("schema_version")
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0);
-        if found != u64::from(FIT_SCHEMA_VERSION) {
-            return Err(FitFileError::Version {
-                path: path.to_string(),
-                found: u32::try_from(found).unwrap_or(u32::MAX),
-            });
-        }
-        serde_json::from_value(v).map_err(|e| FitFileError::Invalid {
-            path: path.to_string(),
-            message: e.to_string(),
-        })
-    }
-
-    /// Reads and checks `fit.json`.
-    pub fn read(path: &Path) -> Result<FitFile, FitFileError> {
-        let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| FitFileError::Read {
-            path: shown.clone(),
-            message: e.to_string(),
-        })?;
-        FitFile::from_json(&text, &shown)
+    /// Reads and checks `fit.json` (kind, schema version, layout).
+    pub fn read(path: &Path) -> Result<FitFile, ArtifactError> {
+        sy_run::read_artifact(Artifact::Fit, path)
     }
 }

@@ -25,5 +25,5 @@ pub mod ridge;
 pub mod stats;
 
 pub use fit::{FitConfig, FitError, FitResult, ModelFit, ModelFits, fit};
-pub use fitfile::{FIT_FILE, FIT_SCHEMA_VERSION, FitFile, FitFileError};
+pub use fitfile::{FIT_SCHEMA_VERSION, FitFile};
 pub use ridge::{FittedRidge, Ridge, RidgeError, SuffStats};

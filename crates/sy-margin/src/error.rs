@@ -8,11 +8,9 @@
 use std::path::PathBuf;
 
 use sy_cli::RunError;
-use sy_fit::FIT_SCHEMA_VERSION;
 use sy_records::RecordsError;
+use sy_run::ArtifactError;
 use sy_selector::{InputFile, ParamsError};
-
-use crate::MARGINS_SCHEMA_VERSION;
 
 /// The files of a provenance list in a message: path and the first 12 characters of the hash.
 fn file_list(files: &[InputFile]) -> String {
@@ -44,35 +42,9 @@ pub enum InputsError {
     /// `splits.json` does not exist.
     #[error("{}: no split table (run sy-fit first, or pass --splits FILE)", .0.display())]
     NoSplits(PathBuf),
-    /// `fit.json` cannot be read.
-    #[error("cannot read {}: {source} (run sy-fit first, or pass --fit FILE)", path.display())]
-    ReadFit {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// A file cannot be read (no hint of which tool writes it).
-    #[error("cannot read {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// A JSON file does not parse.
-    #[error("{}: not valid JSON: {source}", path.display())]
-    Json {
-        path: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
-    /// `fit.json`'s `schema_version` is missing or not this build's.
-    #[error(
-        "{}: field `schema_version` is {}, this build reads fit files of schema version \
-         {FIT_SCHEMA_VERSION} (refit with this sy-fit)",
-        path.display(),
-        found.map_or("missing".to_string(), |v| v.to_string())
-    )]
-    FitSchemaVersion { path: PathBuf, found: Option<u64> },
+    /// `fit.json` cannot be read, is not JSON, is another kind of file or of another version.
+    #[error(transparent)]
+    Artifact(#[from] ArtifactError),
     /// `fit.json` holds no estimators for a model.
     #[error(
         "{}: no estimators for the {model} model (expected sy-selector's ModelEstimators: q, \
@@ -128,28 +100,10 @@ impl InputsError {
 /// Why a `margins.json` cannot be used (always the input's fault).
 #[derive(Debug, thiserror::Error)]
 pub enum MarginsFileError {
-    #[error(
-        "cannot read {}: {source} (run sy-margin first, or pass --margins FILE)",
-        path.display()
-    )]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// Not JSON, or not the layout; `detail` names the member (`field `x`: ...`).
-    #[error("{}: not a valid margins file: {detail}", path.display())]
-    Invalid {
-        path: PathBuf,
-        detail: String,
-        #[source]
-        source: serde_json::Error,
-    },
-    #[error(
-        "{}: schema_version {found} (this build reads {MARGINS_SCHEMA_VERSION})",
-        path.display()
-    )]
-    SchemaVersion { path: PathBuf, found: u32 },
+    /// Not readable, not JSON, another kind of file, another version, or not the layout (the
+    /// member is named).
+    #[error(transparent)]
+    Artifact(#[from] ArtifactError),
     #[error(
         "{}: field `{field}` = {value}, expected a finite non-negative number of ms of at most \
          {} (one hour)",

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use sy_fit::FIT_SCHEMA_VERSION;
 use sy_records::{LoadOptions, ProbeTable, SplitTable};
+use sy_run::Artifact;
 use sy_selector::{InputFile, ModelEstimators};
 
 pub use crate::error::InputsError;
@@ -22,14 +22,14 @@ pub struct FitEstimators {
 pub fn input_path(
     explicit: Option<&Path>,
     run_dir: Option<&Path>,
-    name: &str,
+    artifact: Artifact,
     flag: &str,
 ) -> Result<PathBuf, InputsError> {
     match (explicit, run_dir) {
         (Some(p), _) => Ok(p.to_path_buf()),
-        (None, Some(d)) => Ok(d.join(name)),
+        (None, Some(d)) => Ok(artifact.path(d)),
         (None, None) => Err(InputsError::NoPath {
-            name: name.to_string(),
+            name: artifact.file_name().to_string(),
             flag: flag.to_string(),
         }),
     }
@@ -106,29 +106,9 @@ fn find_estimators(root: &Value, model: &str) -> Option<ModelEstimators> {
 }
 
 /// Reads a JSON file; `read_error` builds the error of a file that cannot be read.
-fn read_json(
-    path: &Path,
-    read_error: fn(PathBuf, std::io::Error) -> InputsError,
-) -> Result<Value, InputsError> {
-    let text = std::fs::read_to_string(path).map_err(|e| read_error(path.to_path_buf(), e))?;
-    serde_json::from_str(&text).map_err(|source| InputsError::Json {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
 /// Reads both models' estimators from `fit.json`.
 pub fn read_fit(path: &Path) -> Result<FitEstimators, InputsError> {
-    let value = read_json(path, |path, source| InputsError::ReadFit { path, source })?;
-    match value.get("schema_version").and_then(Value::as_u64) {
-        Some(v) if v == u64::from(FIT_SCHEMA_VERSION) => {}
-        found => {
-            return Err(InputsError::FitSchemaVersion {
-                path: path.to_path_buf(),
-                found,
-            });
-        }
-    }
+    let (_, value) = sy_run::read_document(Artifact::Fit, path)?;
     let get = |model: &'static str| {
         let est = find_estimators(&value, model).ok_or_else(|| InputsError::NoEstimators {
             path: path.to_path_buf(),
@@ -150,7 +130,7 @@ pub fn read_fit(path: &Path) -> Result<FitEstimators, InputsError> {
 /// The record files `fit.json` was fitted on, with their SHA-256 (its `input_files`; empty for
 /// fit files written before it existed).
 pub fn fit_record_inputs(path: &Path) -> Result<Vec<InputFile>, InputsError> {
-    let value = read_json(path, |path, source| InputsError::Read { path, source })?;
+    let (_, value) = sy_run::read_document(Artifact::Fit, path)?;
     match value.get("input_files") {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(v) => {

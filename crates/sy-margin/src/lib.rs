@@ -33,16 +33,14 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sy_records::{ProbePair, Split, condition_key};
+use sy_run::Artifact;
 use sy_selector::{Estimator, InputFile, ModelEstimators, PredictError};
 
 pub use error::{InputsError, MarginError, MarginsFileError};
 pub use inputs::FitEstimators;
 pub use stats::{AdvantageError, ConditionScore, MarginEstimate, RepeatSummary, margin_from_pairs};
-
-/// Version of the `margins.json` layout.
-pub const MARGINS_SCHEMA_VERSION: u32 = 1;
-/// File name in the run directory.
-pub const MARGINS_FILE: &str = "margins.json";
+/// Defined with the run directory's layout (`sy_run::layout`).
+pub use sy_run::MARGINS_SCHEMA_VERSION;
 /// The proposal's percentile level.
 pub const DEFAULT_LEVEL: f64 = 0.9;
 /// Fewer conditions than this and the margin is unreliable: warn.
@@ -87,22 +85,7 @@ pub struct MarginsFile {
 impl MarginsFile {
     /// Reads and checks a `margins.json`.
     pub fn read(path: &Path) -> Result<MarginsFile, MarginsFileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| MarginsFileError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let m: MarginsFile =
-            serde_json::from_str(&text).map_err(|source| MarginsFileError::Invalid {
-                path: path.to_path_buf(),
-                detail: sy_cli::json_error_with_field(&text, &source),
-                source,
-            })?;
-        if m.schema_version != MARGINS_SCHEMA_VERSION {
-            return Err(MarginsFileError::SchemaVersion {
-                path: path.to_path_buf(),
-                found: m.schema_version,
-            });
-        }
+        let m: MarginsFile = sy_run::read_artifact(Artifact::Margins, path)?;
         for (field, value) in [
             ("delta_blind_ms", m.delta_blind_ms),
             ("delta_cache_ms", m.delta_cache_ms),

@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use sy_run::Artifact;
 
 use clap::{CommandFactory, Parser};
 use sy_cli::{CommonArgs, ToolError};
-use sy_margin::{DEFAULT_LEVEL, MARGINS_FILE, MarginOptions, inputs};
+use sy_margin::{DEFAULT_LEVEL, MarginOptions, inputs};
 
 /// Computes delta_blind and delta_cache on the uncertainty split and writes margins.json.
 #[derive(Debug, Parser)]
@@ -54,9 +55,9 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
     let run_dir = cli.common.run_dir.as_deref();
     let opts = MarginOptions {
         records: inputs::record_paths(&cli.records, run_dir)?,
-        fit: inputs::input_path(cli.fit.as_deref(), run_dir, "fit.json", "--fit")?,
-        splits: inputs::input_path(cli.splits.as_deref(), run_dir, "splits.json", "--splits")?,
-        out: inputs::input_path(cli.out.as_deref(), run_dir, MARGINS_FILE, "--out")?,
+        fit: inputs::input_path(cli.fit.as_deref(), run_dir, Artifact::Fit, "--fit")?,
+        splits: inputs::input_path(cli.splits.as_deref(), run_dir, Artifact::Splits, "--splits")?,
+        out: inputs::input_path(cli.out.as_deref(), run_dir, Artifact::Margins, "--out")?,
         level: cli.level,
         skip_invalid: cli.skip_invalid,
         show_progress: cli.common.show_progress(),

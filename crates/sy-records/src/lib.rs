@@ -46,8 +46,8 @@ pub use load::{
 pub use pairing::pair_indices;
 pub use record::{Background, ErrorClass, Phase, RECORD_SCHEMA_VERSION, Record, Role, Status};
 pub use splits::{
-    LoadConditions, SPLITS_FILE, SPLITS_SCHEMA_VERSION, Split, SplitCounts, SplitFractions,
-    SplitTable, assign_split, split_point,
+    LoadConditions, SPLITS_SCHEMA_VERSION, Split, SplitCounts, SplitFractions, SplitTable,
+    assign_split, split_point,
 };
 pub use table::{ProbePair, ProbeTable, Row};
 pub use write::{

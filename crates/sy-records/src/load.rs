@@ -39,7 +39,11 @@ const MIN_ROWS_PER_THREAD: usize = 16_384;
 const PARQUET_SLICE_ROWS: usize = 131_072;
 
 /// Record file names looked for in a run directory, in order of preference.
-pub const RUN_DIR_RECORD_FILES: &[&str] = &["records.parquet", "records.jsonl", "records.csv"];
+pub const RUN_DIR_RECORD_FILES: &[&str] = &[
+    sy_run::Artifact::RecordsParquet.file_name(),
+    sy_run::Artifact::Records.file_name(),
+    "records.csv",
+];
 
 /// How to treat invalid rows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,9 +1,8 @@
 //! The per-probe record.
 
 use serde::{Deserialize, Serialize};
-
-/// Version of the record layout; bumped on any incompatible change.
-pub const RECORD_SCHEMA_VERSION: u32 = 1;
+/// Defined with the run directory's layout (`sy_run::layout`).
+pub use sy_run::RECORD_SCHEMA_VERSION;
 
 /// Which phase of a plan produced a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

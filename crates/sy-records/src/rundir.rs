@@ -15,14 +15,12 @@
 //!    `records.parquet` and `records.jsonl` (by modification time) wins, then `records.csv`.
 
 use std::path::{Path, PathBuf};
+use sy_run::Artifact;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::error::RecordsError;
-
-/// The run manifest's file name.
-pub const MANIFEST_FILE: &str = "manifest.json";
 
 fn format_err(path: &Path, message: String) -> RecordsError {
     RecordsError::Format {
@@ -41,9 +39,9 @@ fn sha256_of(path: &Path) -> Result<String, RecordsError> {
 
 /// The record file to read from run directory `dir` (see the module docs).
 pub fn record_file_of_run_dir(dir: &Path) -> Result<PathBuf, RecordsError> {
-    let parquet = dir.join("records.parquet");
-    let jsonl = dir.join("records.jsonl");
-    let manifest_path = dir.join(MANIFEST_FILE);
+    let parquet = Artifact::RecordsParquet.path(dir);
+    let jsonl = Artifact::Records.path(dir);
+    let manifest_path = dir.join(Artifact::Manifest.file_name());
     if manifest_path.is_file() {
         let manifest = read_manifest(&manifest_path)?;
         check_complete(&manifest_path, &manifest)?;

@@ -24,12 +24,8 @@ use sha2::{Digest, Sha256};
 
 use crate::error::RecordsError;
 use crate::record::{Phase, Record};
-
-/// Version of the `splits.json` layout.
-pub const SPLITS_SCHEMA_VERSION: u32 = 1;
-
-/// The file name of the split table in a run directory.
-pub const SPLITS_FILE: &str = "splits.json";
+/// Defined with the run directory's layout (`sy_run::layout`).
+pub use sy_run::SPLITS_SCHEMA_VERSION;
 
 /// Which use a condition's measurements are reserved for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -327,24 +323,8 @@ impl SplitTable {
 
     /// Reads and checks `splits.json`.
     pub fn read(path: &Path) -> Result<SplitTable, RecordsError> {
-        let text = std::fs::read_to_string(path).map_err(|e| RecordsError::Read {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
-        let t: SplitTable = serde_json::from_str(&text).map_err(|e| {
-            RecordsError::Splits(format!(
-                "{}: not a valid split table: {}",
-                path.display(),
-                sy_run::json_error_with_field(&text, &e)
-            ))
-        })?;
-        if t.schema_version != SPLITS_SCHEMA_VERSION {
-            return Err(RecordsError::Splits(format!(
-                "{}: split table schema version {} (expected {SPLITS_SCHEMA_VERSION})",
-                path.display(),
-                t.schema_version
-            )));
-        }
+        let t: SplitTable = sy_run::read_artifact(sy_run::Artifact::Splits, path)
+            .map_err(|e| RecordsError::Splits(e.to_string()))?;
         let f = t.fractions;
         SplitFractions::new(f.fit, f.uncertainty, f.selection)
             .map_err(|e| RecordsError::Splits(format!("{}: {e}", path.display())))?;
@@ -510,7 +490,7 @@ mod tests {
             );
         }
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(SPLITS_FILE);
+        let path = dir.path().join(sy_run::Artifact::Splits.file_name());
         t.write(&path).unwrap();
         let back = SplitTable::read(&path).unwrap();
         assert_eq!(back, t);

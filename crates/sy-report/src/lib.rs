@@ -19,6 +19,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use sy_run::Artifact;
 
 use plotters::prelude::*;
 
@@ -29,10 +30,6 @@ pub use font::font;
 
 /// Size of every figure in pixels.
 pub const FIGURE_SIZE: (u32, u32) = (960, 600);
-/// Directory of the figures inside the run directory.
-pub const PLOTS_DIR: &str = "plots";
-/// The report file name.
-pub const REPORT_FILE: &str = "report.md";
 
 /// Errors while drawing or writing.
 #[derive(Debug, thiserror::Error)]
@@ -217,10 +214,11 @@ impl Report {
 
     /// Draws a figure into `plots/` and references it from the report.
     pub fn figure(&mut self, name: &str, caption: &str, plot: &Plot) -> Result<(), ReportError> {
-        render(plot, &self.dir.join(PLOTS_DIR), name)?;
+        render(plot, &self.dir.join(Artifact::Plots.file_name()), name)?;
         let _ = write!(
             self.md,
-            "![{caption}]({PLOTS_DIR}/{name}.svg)\n\n*{caption}* ([PNG]({PLOTS_DIR}/{name}.png))\n\n"
+            "![{caption}]({plots}/{name}.svg)\n\n*{caption}* ([PNG]({plots}/{name}.png))\n\n",
+            plots = Artifact::Plots.file_name()
         );
         self.figures.push(name.to_string());
         Ok(())
@@ -238,7 +236,7 @@ impl Report {
 
     /// Writes `report.md` atomically; returns its path.
     pub fn write(self) -> Result<PathBuf, ReportError> {
-        let path = self.dir.join(REPORT_FILE);
+        let path = self.dir.join(Artifact::Report.file_name());
         sy_run::atomic_write(&path, self.md.as_bytes()).map_err(|e| ReportError::Write {
             path: path.clone(),
             message: e.to_string(),

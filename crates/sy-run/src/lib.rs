@@ -5,12 +5,18 @@
 //! [`RunError`]; [`RunError::is_bad_input`] tells a bad path (exit code 2) from a failed write
 //! (exit code 1).
 //!
-//! This crate will own the run directory's layout; for now it holds the file operations every
-//! crate needs without depending on the command-line crate.
+//! [`layout`] owns the run directory: every artifact's file name, writer, schema version and
+//! the checked read ([`read_artifact`]) that refuses a file of another kind or version.
 
 pub mod atomic;
+pub mod layout;
 
 pub use atomic::{
     RunError, atomic_write, atomic_write_all, atomic_write_json, check_output_path, file_sha256,
     json_bytes, json_error_with_field,
+};
+pub use layout::{
+    Artifact, ArtifactError, FIT_SCHEMA_VERSION, MANIFEST_SCHEMA_VERSION, MARGINS_SCHEMA_VERSION,
+    RECORD_SCHEMA_VERSION, SELECTION_SCHEMA_VERSION, SPLITS_SCHEMA_VERSION, check_document,
+    read_artifact, read_document,
 };

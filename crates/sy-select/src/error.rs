@@ -15,7 +15,6 @@ use sy_records::{RecordsError, Split};
 use sy_selector::{BundleError, ParamsError, Variant};
 
 use crate::search::SearchError;
-use crate::select::SELECTION_SCHEMA_VERSION;
 
 /// Why the r/p search and the choice of rule and estimator failed.
 #[derive(Debug, thiserror::Error)]
@@ -241,23 +240,9 @@ impl ObservationsError {
 /// Why a `selection.json` cannot be used (always the input's fault).
 #[derive(Debug, thiserror::Error)]
 pub enum SelectionFileError {
-    #[error("cannot read {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{}: not a valid selection file: {source}", path.display())]
-    Invalid {
-        path: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
-    #[error(
-        "{}: schema_version {found} (this build reads {SELECTION_SCHEMA_VERSION})",
-        path.display()
-    )]
-    SchemaVersion { path: PathBuf, found: u32 },
+    /// Not readable, not JSON, another kind of file, another version, or not the layout.
+    #[error(transparent)]
+    Artifact(#[from] sy_run::ArtifactError),
 }
 
 impl SelectionFileError {

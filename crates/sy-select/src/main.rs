@@ -3,12 +3,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use sy_run::Artifact;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use sy_cli::{CommonArgs, ToolError};
 use sy_margin::inputs;
 use sy_records::Split;
-use sy_select::select::{DEFAULT_LIMITS, SELECTION_FILE, SelectOptions};
+use sy_select::select::{DEFAULT_LIMITS, SelectOptions};
 use sy_selector::{GuardLimits, Variant};
 
 /// Searches r/p, evaluates the five variants, chooses one threshold rule and one estimator,
@@ -144,7 +145,7 @@ fn main() -> ExitCode {
 
 fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
     let run_dir = common.run_dir.as_deref();
-    let out = inputs::input_path(a.out.as_deref(), run_dir, SELECTION_FILE, "--out")?;
+    let out = inputs::input_path(a.out.as_deref(), run_dir, Artifact::Selection, "--out")?;
     let out_dir = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -156,9 +157,14 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
     };
     let opts = SelectOptions {
         records: inputs::record_paths(&a.records, run_dir)?,
-        fit: inputs::input_path(a.fit.as_deref(), run_dir, "fit.json", "--fit")?,
-        margins: inputs::input_path(a.margins.as_deref(), run_dir, "margins.json", "--margins")?,
-        splits: inputs::input_path(a.splits.as_deref(), run_dir, "splits.json", "--splits")?,
+        fit: inputs::input_path(a.fit.as_deref(), run_dir, Artifact::Fit, "--fit")?,
+        margins: inputs::input_path(
+            a.margins.as_deref(),
+            run_dir,
+            Artifact::Margins,
+            "--margins",
+        )?,
+        splits: inputs::input_path(a.splits.as_deref(), run_dir, Artifact::Splits, "--splits")?,
         out: out.clone(),
         out_dir: out_dir.clone(),
         limits,
@@ -189,7 +195,7 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
     if common.json {
         return print_json(&serde_json::json!({
             "selection": out.display().to_string(),
-            "bundle": out_dir.join(sy_select::select::BUNDLE_FILE).display().to_string(),
+            "bundle": out_dir.join(Artifact::Bundle.file_name()).display().to_string(),
             "bundle_variant": s.bundle_variant,
             "content_hash": result.bundle.content_hash,
             "threshold_rule": s.threshold_rule.variant,
@@ -223,7 +229,7 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
         println!(
             "wrote {} and {}",
             out.display(),
-            out_dir.join("bundle.json").display()
+            Artifact::Bundle.path(&out_dir).display()
         );
         if let Some(p) = report {
             println!("report: {}", p.display());
@@ -295,8 +301,12 @@ fn subcommand(common: &CommonArgs, cmd: &Cmd) -> Result<(), ToolError> {
             let split = match split {
                 None => None,
                 Some(s) => {
-                    let path =
-                        inputs::input_path(splits.as_deref(), run_dir, "splits.json", "--splits")?;
+                    let path = inputs::input_path(
+                        splits.as_deref(),
+                        run_dir,
+                        Artifact::Splits,
+                        "--splits",
+                    )?;
                     let s = match s {
                         SplitArg::Fit => Split::Fit,
                         SplitArg::Uncertainty => Split::Uncertainty,

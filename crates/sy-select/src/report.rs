@@ -11,10 +11,11 @@
 //! exactly what `sy-select replay --split selection` recomputes.
 
 use std::path::{Path, PathBuf};
+use sy_run::Artifact;
 
 use sy_report::{Bar, Bars, Heatmap, Lines, Plot, Report, ReportError, Scatter, Series, VLine};
 use sy_selector::{Estimator, ModelEstimators, Variant};
-use sy_stats::{Interval, bootstrap_paired, mean};
+use sy_stats::{Interval, bootstrap_mean_difference, mean};
 
 use crate::evaluate::{DecodeLength, EvalPair, VariantStats};
 use crate::select::{SelectError, SelectOutput, SelectionFile};
@@ -263,10 +264,8 @@ fn subgroup_row(out: &SelectOutput, label: &str, pairs: &[EvalPair]) -> String {
     let mut conds = ids.clone();
     conds.sort_unstable();
     conds.dedup();
-    let change = bootstrap_paired(&chosen, &stage, &ids, &s.uncertainty.bootstrap, |a, b| {
-        mean(a) - mean(b)
-    })
-    .ok();
+    let change =
+        bootstrap_mean_difference(&chosen, Some(&stage), &ids, &s.uncertainty.bootstrap).ok();
     let changed = chosen
         .iter()
         .zip(&stage)
@@ -811,7 +810,7 @@ pub fn reproduce_commands(out: &SelectOutput) -> Vec<String> {
     let o = &out.options;
     let records: Vec<String> = o.records.iter().map(|p| sh(p)).collect();
     let records = records.join(" ");
-    let bundle = sh(&o.out_dir.join(crate::select::BUNDLE_FILE));
+    let bundle = sh(&o.out_dir.join(Artifact::Bundle.file_name()));
     vec![
         format!(
             "sy-select replay --bundle {bundle} --records {records} --splits {} --split selection",

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use sy_run::Artifact;
 
 use serde::{Deserialize, Serialize};
 use sy_margin::{FitEstimators, MarginsFile, inputs};
@@ -18,15 +19,9 @@ use crate::evaluate::{EvalPair, Replay, eval_pairs, replay_all};
 use crate::search::{Landscape, SearchOutcome};
 use crate::stability::{Stability, StabilitySettings, stability};
 use crate::uncertainty::{Headline, Uncertainty, headline, uncertainty};
+/// Defined with the run directory's layout (`sy_run::layout`).
+pub use sy_run::SELECTION_SCHEMA_VERSION;
 use sy_stats::BootstrapConfig;
-
-/// Version of the `selection.json` layout.
-pub const SELECTION_SCHEMA_VERSION: u32 = 1;
-/// File names in the run directory.
-pub const SELECTION_FILE: &str = "selection.json";
-pub const BUNDLE_FILE: &str = "bundle.json";
-/// Per-variant bundles (same parameters, one variant each) for the coding-task runs.
-pub const BUNDLES_DIR: &str = "bundles";
 
 /// Default guard limits (the same for every variant; override with flags).
 pub const DEFAULT_LIMITS: GuardLimits = GuardLimits {
@@ -82,22 +77,7 @@ pub struct SelectionFile {
 impl SelectionFile {
     /// Reads a `selection.json`.
     pub fn read(path: &Path) -> Result<SelectionFile, SelectionFileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SelectionFileError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let s: SelectionFile =
-            serde_json::from_str(&text).map_err(|source| SelectionFileError::Invalid {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        if s.schema_version != SELECTION_SCHEMA_VERSION {
-            return Err(SelectionFileError::SchemaVersion {
-                path: path.to_path_buf(),
-                found: s.schema_version,
-            });
-        }
-        Ok(s)
+        Ok(sy_run::read_artifact(Artifact::Selection, path)?)
     }
 }
 
@@ -238,11 +218,11 @@ fn check_chain(
 /// Refuses, before anything is read, an output path that cannot be written.
 fn check_outputs(opts: &SelectOptions) -> Result<(), SelectError> {
     sy_cli::check_output_path(&opts.out, "--out")?;
-    for name in [BUNDLE_FILE, "report.md"] {
+    for name in [Artifact::Bundle.file_name(), Artifact::Report.file_name()] {
         sy_cli::check_output_path(&opts.out_dir.join(name), "--out (directory)")?;
     }
     for v in Variant::ALL {
-        let rel = format!("{BUNDLES_DIR}/{}.json", v.as_str());
+        let rel = format!("{}/{}.json", Artifact::Bundles.file_name(), v.as_str());
         sy_cli::check_output_path(&opts.out_dir.join(rel), "--out (directory)")?;
     }
     Ok(())
@@ -407,12 +387,18 @@ fn freeze_bundles(
     let mut hashes = BTreeMap::new();
     for v in Variant::ALL {
         let b = freeze(v)?;
-        let rel = format!("{BUNDLES_DIR}/{}.json", v.as_str());
+        let rel = format!("{}/{}.json", Artifact::Bundles.file_name(), v.as_str());
         outputs.push((opts.out_dir.join(&rel), bundle_bytes(&b)?));
         hashes.insert(rel, b.content_hash.clone());
     }
-    outputs.push((opts.out_dir.join(BUNDLE_FILE), bundle_bytes(&bundle)?));
-    hashes.insert(BUNDLE_FILE.to_string(), bundle.content_hash.clone());
+    outputs.push((
+        opts.out_dir.join(Artifact::Bundle.file_name()),
+        bundle_bytes(&bundle)?,
+    ));
+    hashes.insert(
+        Artifact::Bundle.file_name().to_string(),
+        bundle.content_hash.clone(),
+    );
     Ok(Frozen {
         bundle,
         outputs,

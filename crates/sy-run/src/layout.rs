@@ -1,0 +1,378 @@
+//! The run directory's layout: every artifact a calibration run holds, with its file name, the
+//! tool that writes it, its schema version and the checked read that refuses a file of another
+//! kind or version.
+//!
+//! ```text
+//! runs/demo/
+//!   plan.toml          the plan as collected (sy-collect)
+//!   records.jsonl      paired probe records, appended per unit (sy-collect)
+//!   attempts.jsonl     retried and incomplete attempts, never dropped (sy-collect)
+//!   records.parquet    the records, columnar (sy-collect, at the end of a run)
+//!   manifest.json      what was collected, against what, and whether it is complete (sy-collect)
+//!   splits.json        the grouped fit / uncertainty / selection split (sy-fit)
+//!   fit.json           Q tables, standardisers, ridge corrections (sy-fit)
+//!   margins.json       90th-percentile margins per estimator (sy-margin)
+//!   selection.json     threshold search, evaluation, choice, intervals (sy-select)
+//!   bundle.json        the frozen rule (sy-select; read by sy-selector at run time)
+//!   bundles/           one bundle per variant, same parameters (sy-select)
+//!   report.md, plots/  the report and its figures (sy-select)
+//! ```
+//!
+//! Every name above is defined here once; the tools take paths from [`Artifact::file_name`].
+
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::atomic::json_error_with_field;
+
+/// Version of the `manifest.json` layout.
+pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
+/// Version of a record's layout (each line of `records.jsonl`, each row of `records.parquet`).
+pub const RECORD_SCHEMA_VERSION: u32 = 1;
+/// Version of the `splits.json` layout.
+pub const SPLITS_SCHEMA_VERSION: u32 = 1;
+/// Version of the `fit.json` layout.
+pub const FIT_SCHEMA_VERSION: u32 = 1;
+/// Version of the `margins.json` layout.
+pub const MARGINS_SCHEMA_VERSION: u32 = 1;
+/// Version of the `selection.json` layout.
+pub const SELECTION_SCHEMA_VERSION: u32 = 1;
+
+/// One file or directory of a calibration run directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Artifact {
+    Plan,
+    Records,
+    Attempts,
+    RecordsParquet,
+    Manifest,
+    Splits,
+    Fit,
+    Margins,
+    Selection,
+    Bundle,
+    Bundles,
+    Report,
+    Plots,
+}
+
+impl Artifact {
+    /// Every artifact, in the order a run produces them.
+    pub const ALL: [Artifact; 13] = [
+        Artifact::Plan,
+        Artifact::Records,
+        Artifact::Attempts,
+        Artifact::RecordsParquet,
+        Artifact::Manifest,
+        Artifact::Splits,
+        Artifact::Fit,
+        Artifact::Margins,
+        Artifact::Selection,
+        Artifact::Bundle,
+        Artifact::Bundles,
+        Artifact::Report,
+        Artifact::Plots,
+    ];
+
+    /// The JSON documents that carry a `schema_version` and have a checked read.
+    pub const DOCUMENTS: [Artifact; 6] = [
+        Artifact::Manifest,
+        Artifact::Splits,
+        Artifact::Fit,
+        Artifact::Margins,
+        Artifact::Selection,
+        Artifact::Bundle,
+    ];
+
+    /// The file (or directory) name in the run directory.
+    pub const fn file_name(self) -> &'static str {
+        match self {
+            Artifact::Plan => "plan.toml",
+            Artifact::Records => "records.jsonl",
+            Artifact::Attempts => "attempts.jsonl",
+            Artifact::RecordsParquet => "records.parquet",
+            Artifact::Manifest => "manifest.json",
+            Artifact::Splits => "splits.json",
+            Artifact::Fit => "fit.json",
+            Artifact::Margins => "margins.json",
+            Artifact::Selection => "selection.json",
+            Artifact::Bundle => "bundle.json",
+            Artifact::Bundles => "bundles",
+            Artifact::Report => "report.md",
+            Artifact::Plots => "plots",
+        }
+    }
+
+    /// What the artifact is, in words (for messages).
+    pub const fn kind(self) -> &'static str {
+        match self {
+            Artifact::Plan => "plan",
+            Artifact::Records | Artifact::RecordsParquet => "records",
+            Artifact::Attempts => "attempts",
+            Artifact::Manifest => "run manifest",
+            Artifact::Splits => "split table",
+            Artifact::Fit => "fit",
+            Artifact::Margins => "margins",
+            Artifact::Selection => "selection",
+            Artifact::Bundle | Artifact::Bundles => "bundle",
+            Artifact::Report => "report",
+            Artifact::Plots => "plots",
+        }
+    }
+
+    /// The tool that writes it.
+    pub const fn written_by(self) -> &'static str {
+        match self {
+            Artifact::Plan
+            | Artifact::Records
+            | Artifact::Attempts
+            | Artifact::RecordsParquet
+            | Artifact::Manifest => "sy-collect",
+            Artifact::Splits | Artifact::Fit => "sy-fit",
+            Artifact::Margins => "sy-margin",
+            Artifact::Selection
+            | Artifact::Bundle
+            | Artifact::Bundles
+            | Artifact::Report
+            | Artifact::Plots => "sy-select",
+        }
+    }
+
+    /// The schema version this build reads and writes (`None` for files without one).
+    pub const fn schema_version(self) -> Option<u32> {
+        match self {
+            Artifact::Manifest => Some(MANIFEST_SCHEMA_VERSION),
+            Artifact::Records | Artifact::Attempts | Artifact::RecordsParquet => {
+                Some(RECORD_SCHEMA_VERSION)
+            }
+            Artifact::Splits => Some(SPLITS_SCHEMA_VERSION),
+            Artifact::Fit => Some(FIT_SCHEMA_VERSION),
+            Artifact::Margins => Some(MARGINS_SCHEMA_VERSION),
+            Artifact::Selection => Some(SELECTION_SCHEMA_VERSION),
+            Artifact::Bundle | Artifact::Bundles => Some(sy_selector::BUNDLE_SCHEMA_VERSION),
+            Artifact::Plan | Artifact::Report | Artifact::Plots => None,
+        }
+    }
+
+    /// A top-level member only this kind of JSON document has: how a document of another kind,
+    /// given in its place, is recognised.
+    const fn marker(self) -> Option<&'static str> {
+        match self {
+            Artifact::Manifest => Some("units_total"),
+            Artifact::Splits => Some("fractions"),
+            Artifact::Fit => Some("models"),
+            Artifact::Margins => Some("delta_blind_ms"),
+            Artifact::Selection => Some("threshold_rule"),
+            Artifact::Bundle => Some("content_hash"),
+            _ => None,
+        }
+    }
+
+    /// Its path in run directory `dir`.
+    pub fn path(self, dir: &Path) -> PathBuf {
+        dir.join(self.file_name())
+    }
+
+    /// The document kind whose marker `value` carries, if any.
+    fn recognise(value: &Value) -> Option<Artifact> {
+        Artifact::DOCUMENTS
+            .into_iter()
+            .find(|a| a.marker().is_some_and(|m| value.get(m).is_some()))
+    }
+}
+
+/// Why an artifact cannot be read; every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ArtifactError {
+    #[error(
+        "cannot read {}: {source} (the {} file is written by {}: run it first, or pass the \
+         file's path)",
+        path.display(), artifact.kind(), artifact.written_by()
+    )]
+    Read {
+        path: PathBuf,
+        artifact: Artifact,
+        source: std::io::Error,
+    },
+    #[error("{}: not valid JSON: {message}", path.display())]
+    NotJson { path: PathBuf, message: String },
+    #[error(
+        "{}: this is a {} file (written by {}), not the {} file (written by {}) expected here",
+        path.display(), found.kind(), found.written_by(), expected.kind(), expected.written_by()
+    )]
+    WrongKind {
+        path: PathBuf,
+        expected: Artifact,
+        found: Artifact,
+    },
+    #[error(
+        "{}: {} schema_version {}, this build reads only schema_version {expected}",
+        path.display(), artifact.kind(), found.as_ref().map_or("missing or not an integer".to_string(), u64::to_string)
+    )]
+    Version {
+        path: PathBuf,
+        artifact: Artifact,
+        found: Option<u64>,
+        expected: u32,
+    },
+    #[error("{}: not a valid {} file: {message}", path.display(), artifact.kind())]
+    Invalid {
+        path: PathBuf,
+        artifact: Artifact,
+        message: String,
+    },
+}
+
+impl ArtifactError {
+    /// Every artifact error is bad input (exit code 2): the file given is not what the tool
+    /// reads.
+    pub fn is_bad_input(&self) -> bool {
+        true
+    }
+}
+
+/// Reads `path` as JSON and checks that it is `artifact` in the version this build reads:
+/// a document of another kind is named as such, a missing or other `schema_version` refused.
+pub fn read_document(artifact: Artifact, path: &Path) -> Result<(String, Value), ArtifactError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ArtifactError::Read {
+        path: path.to_path_buf(),
+        artifact,
+        source,
+    })?;
+    let value: Value = serde_json::from_str(&text).map_err(|e| ArtifactError::NotJson {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    check_document(artifact, path, &value)?;
+    Ok((text, value))
+}
+
+/// The kind and version checks of [`read_document`] on a parsed document.
+pub fn check_document(artifact: Artifact, path: &Path, value: &Value) -> Result<(), ArtifactError> {
+    let ours = artifact.marker().is_some_and(|m| value.get(m).is_some());
+    if let Some(found) = Artifact::recognise(value).filter(|f| !ours && *f != artifact) {
+        return Err(ArtifactError::WrongKind {
+            path: path.to_path_buf(),
+            expected: artifact,
+            found,
+        });
+    }
+    let Some(expected) = artifact.schema_version() else {
+        return Ok(());
+    };
+    let found = value.get("schema_version").and_then(Value::as_u64);
+    if found != Some(u64::from(expected)) {
+        return Err(ArtifactError::Version {
+            path: path.to_path_buf(),
+            artifact,
+            found,
+            expected,
+        });
+    }
+    Ok(())
+}
+
+/// Reads, checks ([`read_document`]) and deserialises a JSON artifact; a member that does not
+/// fit is named (`field `key`: …`).
+pub fn read_artifact<T: DeserializeOwned>(
+    artifact: Artifact,
+    path: &Path,
+) -> Result<T, ArtifactError> {
+    let (text, value) = read_document(artifact, path)?;
+    serde_json::from_value(value).map_err(|e| ArtifactError::Invalid {
+        path: path.to_path_buf(),
+        artifact,
+        message: match serde_json::from_str::<T>(&text) {
+            Err(located) => json_error_with_field(&text, &located),
+            Ok(_) => e.to_string(),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_documents_have_versions_and_markers() {
+        let mut names: Vec<&str> = Artifact::ALL.iter().map(|a| a.file_name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Artifact::ALL.len());
+        for a in Artifact::DOCUMENTS {
+            assert!(a.schema_version().is_some(), "{a:?}");
+            assert!(a.marker().is_some(), "{a:?}");
+            assert!(a.file_name().ends_with(".json"), "{a:?}");
+        }
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap_or_else(|e| panic!("{e}"));
+        p
+    }
+
+    #[test]
+    fn a_document_of_another_kind_is_named() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let p = write(
+            dir.path(),
+            "fit.json",
+            r#"{"schema_version": 1, "delta_blind_ms": 3.0}"#,
+        );
+        let e = read_document(Artifact::Fit, &p)
+            .err()
+            .map(|e| e.to_string());
+        let e = e.unwrap_or_default();
+        assert!(
+            e.contains("this is a margins file (written by sy-margin)"),
+            "{e}"
+        );
+        assert!(e.contains("not the fit file"), "{e}");
+    }
+
+    #[test]
+    fn versions_are_checked_and_named() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        for (text, found) in [
+            (r#"{"schema_version": 2, "models": {}}"#, "schema_version 2"),
+            (r#"{"models": {}}"#, "schema_version missing"),
+            ("[]", "schema_version missing"),
+        ] {
+            let p = write(dir.path(), "fit.json", text);
+            let e = read_document(Artifact::Fit, &p)
+                .err()
+                .map(|e| e.to_string());
+            let e = e.unwrap_or_default();
+            assert!(e.contains(found) && e.contains("fit.json"), "{text}: {e}");
+        }
+        let p = write(dir.path(), "fit.json", r#"{"schema_version": 1,"#);
+        let e = read_document(Artifact::Fit, &p)
+            .err()
+            .map(|e| e.to_string());
+        assert!(e.unwrap_or_default().contains("not valid JSON"));
+    }
+
+    #[test]
+    fn a_member_that_does_not_fit_is_named() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Fit {
+            schema_version: u32,
+            models: Vec<u32>,
+        }
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let p = write(
+            dir.path(),
+            "fit.json",
+            "{\"schema_version\": 1,\n \"models\": \"x\"}",
+        );
+        let e = read_artifact::<Fit>(Artifact::Fit, &p)
+            .err()
+            .map(|e| e.to_string());
+        let e = e.unwrap_or_default();
+        assert!(e.contains("not a valid fit file: field `models`"), "{e}");
+    }
+}
