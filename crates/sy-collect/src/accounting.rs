@@ -238,7 +238,7 @@ impl Driver {
     /// restarted Dynamo 1.6.1 frontend answers so for a moment while it re-registers its models
     /// (seen on the local stack, with `/health` already listing the instances).
     pub async fn classify_pinned_4xx(&self, worker: u64, model: &str, error: &mut CallError) {
-        if error.kind != sy_dynamo::FailureKind::Http4xx {
+        if error.kind != sy_dynamo::ErrorClass::Http4xx {
             return;
         }
         if let Some(reason) = model_rediscovery(error, model) {
@@ -462,8 +462,8 @@ impl Driver {
 }
 
 /// Failures that point at the worker rather than at the request.
-pub fn worker_fault(kind: sy_dynamo::FailureKind) -> bool {
-    use sy_dynamo::FailureKind as K;
+pub fn worker_fault(kind: sy_dynamo::ErrorClass) -> bool {
+    use sy_dynamo::ErrorClass as K;
     matches!(
         kind,
         K::Http5xx | K::StreamError | K::StreamDropped | K::Connect

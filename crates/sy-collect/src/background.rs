@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use sy_dynamo::{Cancel, FailureKind};
+use sy_dynamo::{Cancel, ErrorClass};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
@@ -162,12 +162,12 @@ impl BackgroundLoad {
                         let first = a.stream.as_ref().is_some_and(|s| s.ttft_ms.is_some());
                         if !a
                             .failure()
-                            .is_some_and(|(_, e)| e.kind == FailureKind::Cancelled)
+                            .is_some_and(|(_, e)| e.kind == ErrorClass::Cancelled)
                         {
                             driver.stats.record_background(&spec.model, &a);
                         }
                         match a.failure() {
-                            Some((_, e)) if e.kind == FailureKind::Cancelled => {}
+                            Some((_, e)) if e.kind == ErrorClass::Cancelled => {}
                             Some((reserve, e)) => {
                                 let kind = if reserve {
                                     "reservation".to_string()

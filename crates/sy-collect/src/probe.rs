@@ -8,10 +8,11 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use sy_records::Model;
 
 use sy_dynamo::observe::{Candidate, CandidateObservation, ObservedFields, observe_candidates};
-use sy_dynamo::{CallError, FailureKind, StreamOutcome};
-use sy_records::{ErrorClass, RECORD_SCHEMA_VERSION, Record, Role, Status};
+use sy_dynamo::{CallError, ErrorClass, StreamOutcome};
+use sy_records::{RECORD_SCHEMA_VERSION, Record, Status};
 
 use crate::accounting::{Booking, Driver};
 use crate::background::{BackgroundLoad, slots_for};
@@ -50,27 +51,12 @@ struct Failure {
     transient: bool,
 }
 
-fn class_of(kind: FailureKind) -> ErrorClass {
-    match kind {
-        FailureKind::Connect => ErrorClass::Connect,
-        FailureKind::Timeout => ErrorClass::Timeout,
-        FailureKind::Http4xx => ErrorClass::Http4xx,
-        FailureKind::Http5xx => ErrorClass::Http5xx,
-        FailureKind::StreamError => ErrorClass::StreamError,
-        FailureKind::StreamDropped => ErrorClass::StreamDropped,
-        FailureKind::NoContent => ErrorClass::NoContent,
-        FailureKind::Protocol => ErrorClass::Protocol,
-        FailureKind::Cancelled => ErrorClass::Cancelled,
-        FailureKind::Configuration => ErrorClass::Configuration,
-    }
-}
-
 impl Failure {
     fn from_call(e: &CallError, what: Option<ErrorClass>, prefix: &str) -> Self {
-        let class = if e.kind == FailureKind::Cancelled {
+        let class = if e.kind == ErrorClass::Cancelled {
             ErrorClass::Cancelled
         } else {
-            what.unwrap_or_else(|| class_of(e.kind))
+            what.unwrap_or(e.kind)
         };
         Failure {
             class,
@@ -98,10 +84,10 @@ struct PairState {
 }
 
 impl UnitRunner {
-    fn models(&self) -> [(Role, &str); 2] {
+    fn models(&self) -> [(Model, &str); 2] {
         [
-            (Role::Efficient, self.plan.models.efficient.as_str()),
-            (Role::Capable, self.plan.models.capable.as_str()),
+            (Model::Efficient, self.plan.models.efficient.as_str()),
+            (Model::Capable, self.plan.models.capable.as_str()),
         ]
     }
 
@@ -402,7 +388,7 @@ impl UnitRunner {
         cond: &Condition,
         repeat: u32,
         probe_id: &str,
-        role: Role,
+        role: Model,
         obs: &CandidateObservation,
         booking: Option<&Booking>,
         outcome: Option<&StreamOutcome>,

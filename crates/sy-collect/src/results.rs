@@ -10,10 +10,11 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
+use sy_records::Model;
 use sy_run::Artifact;
 
 use sy_records::jsonl::{self, Appender};
-use sy_records::{ErrorClass, Record, Role, Status};
+use sy_records::{ErrorClass, Record, Status};
 
 /// Errors of the record files; each names the file.
 #[derive(Debug, thiserror::Error)]
@@ -46,8 +47,8 @@ fn complete_units(records: &[Record]) -> HashSet<(String, u32)> {
             .entry((r.condition_id.clone(), r.repeat))
             .or_insert((false, false, false));
         match r.role {
-            Role::Efficient => e.0 = true,
-            Role::Capable => e.1 = true,
+            Model::Efficient => e.0 = true,
+            Model::Capable => e.1 = true,
         }
         if r.status == Status::Error && r.error_class == Some(ErrorClass::Cancelled) {
             e.2 = true;
@@ -164,7 +165,7 @@ mod tests {
     use super::*;
     use sy_records::{Background, Phase, RECORD_SCHEMA_VERSION};
 
-    pub(crate) fn rec(cond: &str, repeat: u32, role: Role, class: Option<ErrorClass>) -> Record {
+    pub(crate) fn rec(cond: &str, repeat: u32, role: Model, class: Option<ErrorClass>) -> Record {
         Record {
             schema_version: RECORD_SCHEMA_VERSION,
             run_id: "run".into(),
@@ -232,17 +233,17 @@ mod tests {
         {
             let mut sink = RecordSink::open(dir.path(), None).unwrap();
             sink.unit(&[
-                rec("a", 0, Role::Efficient, None),
-                rec("a", 0, Role::Capable, Some(ErrorClass::Http5xx)),
+                rec("a", 0, Model::Efficient, None),
+                rec("a", 0, Model::Capable, Some(ErrorClass::Http5xx)),
             ])
             .unwrap();
             sink.unit(&[
-                rec("a", 1, Role::Efficient, Some(ErrorClass::Cancelled)),
-                rec("a", 1, Role::Capable, Some(ErrorClass::Cancelled)),
+                rec("a", 1, Model::Efficient, Some(ErrorClass::Cancelled)),
+                rec("a", 1, Model::Capable, Some(ErrorClass::Cancelled)),
             ])
             .unwrap();
             // One side only (crash between the two lines).
-            sink.unit(&[rec("b", 0, Role::Efficient, None)]).unwrap();
+            sink.unit(&[rec("b", 0, Model::Efficient, None)]).unwrap();
         }
         // And a torn tail.
         let path = dir.path().join(Artifact::Records.file_name());

@@ -7,7 +7,8 @@ mod common;
 #[path = "e2e_sim/estimate.rs"]
 mod estimate;
 use common::*;
-use sy_records::{Phase, Role, Status};
+use sy_records::Model;
+use sy_records::{Phase, Status};
 
 const PLAN: &str = r#"
 name = "e2e"
@@ -76,7 +77,7 @@ fn small_plan_completes_with_consistent_records() {
     assert!(run_dir.join("records.parquet").is_file());
 
     // Q grid: TTFT rises with uncached tokens, per model.
-    for role in [Role::Efficient, Role::Capable] {
+    for role in [Model::Efficient, Model::Capable] {
         let q = |n: u64, f: f64| {
             median(
                 recs.iter()
@@ -119,7 +120,7 @@ fn small_plan_completes_with_consistent_records() {
     // Load: R and P track the background load on the efficient candidate.
     let eff_load = |pred: &dyn Fn(&sy_records::Record) -> bool| -> Vec<&sy_records::Record> {
         recs.iter()
-            .filter(|r| r.phase == Phase::Load && r.role == Role::Efficient && pred(r))
+            .filter(|r| r.phase == Phase::Load && r.role == Model::Efficient && pred(r))
             .collect()
     };
     let idle =
@@ -149,7 +150,7 @@ fn small_plan_completes_with_consistent_records() {
     // A busy capable destination shows on the capable candidate.
     let busy_cap: Vec<_> = recs
         .iter()
-        .filter(|r| r.phase == Phase::Load && r.role == Role::Capable && r.background.busy_capable)
+        .filter(|r| r.phase == Phase::Load && r.role == Model::Capable && r.background.busy_capable)
         .collect();
     assert!(
         mean(&busy_cap, &|r| r.r.unwrap() as f64) > 0.5,
@@ -157,7 +158,9 @@ fn small_plan_completes_with_consistent_records() {
     );
     let idle_cap: Vec<_> = recs
         .iter()
-        .filter(|r| r.phase == Phase::Load && r.role == Role::Capable && !r.background.busy_capable)
+        .filter(|r| {
+            r.phase == Phase::Load && r.role == Model::Capable && !r.background.busy_capable
+        })
         .collect();
     assert!(idle_cap.iter().all(|r| r.r == Some(0)), "{idle_cap:?}");
 }

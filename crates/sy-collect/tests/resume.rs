@@ -8,9 +8,10 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
+use sy_records::Model;
 
 use common::*;
-use sy_records::{Role, Status};
+use sy_records::Status;
 
 const PLAN: &str = "name = \"resume\"\nseed = 9\n[probe]\nmax_tokens = 2\nsettle_ms = 5\n[qgrid]\nn = [64, 512, 1024]\nf = [0.0, 0.5, 0.75]\nrepeats = 6\n";
 const UNITS: usize = 3 * 3 * 6;
@@ -61,7 +62,7 @@ fn assert_every_unit_once(run_dir: &Path) {
         assert_eq!(r.status, Status::Ok, "{r:?}");
     }
     assert_eq!(seen.len(), UNITS * 2, "missing units");
-    for role in [Role::Efficient, Role::Capable] {
+    for role in [Model::Efficient, Model::Capable] {
         assert_eq!(seen.iter().filter(|u| u.2 == role).count(), UNITS);
     }
 }

@@ -9,7 +9,7 @@
 //! kept beside it; [`StreamOutcome::client_server_gap_ms`] is their difference, the judge of the
 //! client's overhead (it must stay within about a millisecond at no load).
 //!
-//! Every outcome is returned — failures carry a [`FailureKind`] instead of being dropped.
+//! Every outcome is returned — failures carry a [`ErrorClass`] instead of being dropped.
 
 use std::borrow::Cow;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -23,7 +23,7 @@ use sy_wire::{
 
 use crate::cancel::Cancel;
 use crate::config::ClientConfig;
-use crate::error::{CallError, FailureKind};
+use crate::error::{CallError, ErrorClass};
 use crate::sse::{SseEvent, SseParser};
 use crate::transport::{TimedHttp, timed_http};
 
@@ -172,7 +172,7 @@ impl CompletionClient {
             .map_err(|e| CallError::from_reqwest("frontend /health", &e))?;
         let health: sy_wire::HealthResponse = serde_json::from_str(&text).map_err(|e| {
             let mut err = CallError::new(
-                FailureKind::Protocol,
+                ErrorClass::Protocol,
                 format!("frontend /health (HTTP {status}): not a health answer: {e}"),
             );
             err.status = Some(status);
@@ -228,7 +228,7 @@ impl CompletionClient {
         let request = Self::body(req)
             .map_err(|e| {
                 CallError::new(
-                    FailureKind::Protocol,
+                    ErrorClass::Protocol,
                     format!("cannot serialise the request: {e}"),
                 )
             })
@@ -260,7 +260,7 @@ impl CompletionClient {
         }
         if out.error.is_none() && out.ttft_ms.is_none() {
             out.error = Some(CallError::new(
-                FailureKind::NoContent,
+                ErrorClass::NoContent,
                 "the stream finished without a non-empty token",
             ));
         }
@@ -301,10 +301,10 @@ impl CompletionClient {
         let resp = tokio::select! {
             biased;
             _ = cancel.cancelled() => {
-                return Err((CallError::new(FailureKind::Cancelled, "cancelled before the answer"), None));
+                return Err((CallError::new(ErrorClass::Cancelled, "cancelled before the answer"), None));
             }
             _ = tokio::time::sleep_until(first_deadline) => {
-                return Err((CallError::new(FailureKind::Timeout, format!(
+                return Err((CallError::new(ErrorClass::Timeout, format!(
                     "no answer within {} ms", self.first_token_timeout.as_millis())), None));
             }
             r = self.timed.request(request) => r,
@@ -351,11 +351,11 @@ impl CompletionClient {
             let chunk = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => {
-                    out.error = Some(CallError::new(FailureKind::Cancelled, "cancelled mid-stream"));
+                    out.error = Some(CallError::new(ErrorClass::Cancelled, "cancelled mid-stream"));
                     break;
                 }
                 _ = tokio::time::sleep_until(deadline) => {
-                    out.error = Some(CallError::new(FailureKind::Timeout, self.deadline_message(out)));
+                    out.error = Some(CallError::new(ErrorClass::Timeout, self.deadline_message(out)));
                     break;
                 }
                 c = next_data(&mut body) => c,
@@ -381,7 +381,7 @@ impl CompletionClient {
                     }
                     if !st.done && out.error.is_none() {
                         out.error = Some(CallError::new(
-                            FailureKind::StreamDropped,
+                            ErrorClass::StreamDropped,
                             "stream ended without [DONE]",
                         ));
                     }
@@ -389,7 +389,7 @@ impl CompletionClient {
                 }
                 Err(e) => {
                     out.error = Some(CallError::new(
-                        FailureKind::StreamDropped,
+                        ErrorClass::StreamDropped,
                         format!("frontend stream: {e}"),
                     ));
                     break;
@@ -447,7 +447,7 @@ impl CompletionClient {
             Ok(c) => c,
             Err(e) => {
                 out.error = Some(CallError::new(
-                    FailureKind::Protocol,
+                    ErrorClass::Protocol,
                     format!("unparsable stream event: {e}: {}", truncate(data, 200)),
                 ));
                 return;
@@ -463,7 +463,7 @@ impl CompletionClient {
             let code = body.status_code();
             let msg = body.message_text().unwrap_or("error event").to_string();
             out.error = Some(CallError {
-                kind: FailureKind::StreamError,
+                kind: ErrorClass::StreamError,
                 status: code,
                 message: format!(
                     "error event in the stream{}: {}",
@@ -516,7 +516,7 @@ impl CompletionClient {
     fn http_request(&self, body: Vec<u8>) -> Result<hyper::Request<Full<Bytes>>, CallError> {
         let uri = self.parsed_url.clone().ok_or_else(|| {
             CallError::new(
-                FailureKind::Connect,
+                ErrorClass::Connect,
                 format!("frontend URL {} is not a valid URL", self.url),
             )
         })?;
@@ -528,7 +528,7 @@ impl CompletionClient {
         }
         builder.body(Full::new(Bytes::from(body))).map_err(|e| {
             CallError::new(
-                FailureKind::Protocol,
+                ErrorClass::Protocol,
                 format!("cannot build the request: {e}"),
             )
         })

@@ -1,59 +1,12 @@
 //! Failure classification: every failed call says what kind of failure it was.
 
-/// What went wrong with a call. `sy-collect` maps these onto `sy_records::ErrorClass`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FailureKind {
-    /// TCP connect refused or reset before an HTTP answer.
-    Connect,
-    /// No answer, or no first token, in time.
-    Timeout,
-    /// HTTP 4xx.
-    Http4xx,
-    /// HTTP 5xx.
-    Http5xx,
-    /// An `error` event inside a started stream.
-    StreamError,
-    /// The stream ended without `[DONE]`.
-    StreamDropped,
-    /// The stream finished without a non-empty token.
-    NoContent,
-    /// An answer that could not be parsed.
-    Protocol,
-    /// Cancelled by the caller (Ctrl-C).
-    Cancelled,
-    /// The deployment refused the request as misconfigured — e.g. a pin to a worker with several
-    /// data-parallel ranks that names no rank. Retrying cannot help.
-    Configuration,
-}
-
-impl FailureKind {
-    /// Whether a retry may succeed (a new worker, a restarted server, a passing stall).
-    pub fn is_transient(self) -> bool {
-        matches!(
-            self,
-            FailureKind::Connect
-                | FailureKind::Timeout
-                | FailureKind::Http5xx
-                | FailureKind::StreamError
-                | FailureKind::StreamDropped
-        )
-    }
-
-    /// From an HTTP status that is not a success.
-    pub fn from_status(status: u16) -> Self {
-        if (400..500).contains(&status) {
-            FailureKind::Http4xx
-        } else {
-            FailureKind::Http5xx
-        }
-    }
-}
+pub use sy_wire::ErrorClass;
 
 /// A failed call: its kind, the HTTP status if there was one, and a message for the record.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]
 pub struct CallError {
-    pub kind: FailureKind,
+    pub kind: ErrorClass,
     pub status: Option<u16>,
     pub message: String,
     /// Overrides the kind's transience when a caller knows more than the status: e.g. an HTTP
@@ -63,7 +16,7 @@ pub struct CallError {
 }
 
 impl CallError {
-    pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+    pub fn new(kind: ErrorClass, message: impl Into<String>) -> Self {
         Self {
             kind,
             status: None,
@@ -73,13 +26,13 @@ impl CallError {
     }
 
     /// A failed HTTP answer. A 5xx whose message says a pin lacks its data-parallel rank is a
-    /// [`FailureKind::Configuration`] error, not a transient one.
+    /// [`ErrorClass::Configuration`] error, not a transient one.
     pub fn status(status: u16, message: impl Into<String>) -> Self {
         let message = message.into();
         let kind = if status >= 500 && says_pin_incomplete(&message) {
-            FailureKind::Configuration
+            ErrorClass::Configuration
         } else {
-            FailureKind::from_status(status)
+            ErrorClass::from_status(status)
         };
         Self {
             kind,
@@ -92,15 +45,15 @@ impl CallError {
     /// Classifies a transport error from reqwest.
     pub fn from_reqwest(what: &str, e: &reqwest::Error) -> Self {
         let kind = if e.is_timeout() {
-            FailureKind::Timeout
+            ErrorClass::Timeout
         } else if e.is_connect() {
-            FailureKind::Connect
+            ErrorClass::Connect
         } else if e.is_decode() {
-            FailureKind::Protocol
+            ErrorClass::Protocol
         } else if e.is_body() {
-            FailureKind::StreamDropped
+            ErrorClass::StreamDropped
         } else {
-            FailureKind::Connect
+            ErrorClass::Connect
         };
         // reqwest's Display does not include the bearer token; the URL has no credentials.
         Self::new(kind, with_sources(what, e))
@@ -109,10 +62,10 @@ impl CallError {
     /// Classifies a transport error of the timed client ([`crate::transport`]).
     pub fn from_transport(what: &str, e: &hyper_util::client::legacy::Error) -> Self {
         let kind = if e.is_connect() {
-            FailureKind::Connect
+            ErrorClass::Connect
         } else {
             // The request was sent (or the pooled connection died under it): no answer came.
-            FailureKind::StreamDropped
+            ErrorClass::StreamDropped
         };
         Self::new(kind, with_sources(what, e))
     }
@@ -170,7 +123,7 @@ mod tests {
     #[test]
     fn retryable_overrides_the_kind() {
         let mut e = CallError::status(400, "frontend HTTP 400: Invalid request");
-        assert_eq!(e.kind, FailureKind::Http4xx);
+        assert_eq!(e.kind, ErrorClass::Http4xx);
         assert!(!e.is_transient());
         e.retryable = Some(true);
         assert!(e.is_transient());
@@ -186,11 +139,11 @@ mod tests {
             500,
             "frontend HTTP 500: Pinned worker 7 requires an explicit dp_rank because it has multiple or unknown DP ranks",
         );
-        assert_eq!(e.kind, FailureKind::Configuration);
+        assert_eq!(e.kind, ErrorClass::Configuration);
         assert!(!e.is_transient(), "never silently retried");
         assert_eq!(
             CallError::status(500, "Failed to generate completions").kind,
-            FailureKind::Http5xx
+            ErrorClass::Http5xx
         );
     }
 

@@ -9,7 +9,7 @@
 //! - [`completions`]: [`CompletionClient`] streams `/v1/completions` (token-exact prompts,
 //!   `nvext.backend_instance_id` pinning) and measures TTFT on the monotonic clock from the
 //!   moment the request is handed to the connection until the first SSE event with non-empty
-//!   text arrives. Failures are classified ([`FailureKind`]) instead of being dropped.
+//!   text arrives. Failures are classified ([`ErrorClass`]) instead of being dropped.
 //! - [`selection`]: [`SelectionClient`] for the selection service: advisory `/select`,
 //!   `/select_and_reserve`, `prefill_complete`, `DELETE /reservations/{id}`, `/loads`,
 //!   `/workers`. The [`ReservationLedger`] remembers every booking until it is deleted, so a run
@@ -33,6 +33,6 @@ pub mod transport;
 pub use cancel::Cancel;
 pub use completions::{CompletionClient, ProbeRequest, StreamOutcome};
 pub use config::ClientConfig;
-pub use error::{CallError, FailureKind};
+pub use error::{CallError, ErrorClass};
 pub use observe::{CandidateObservation, observe_candidate};
 pub use selection::{ReservationLedger, SelectionClient};

@@ -18,7 +18,7 @@ use sy_wire::{
 };
 
 use crate::config::ClientConfig;
-use crate::error::{CallError, FailureKind};
+use crate::error::{CallError, ErrorClass};
 
 /// Bookings made and not yet deleted.
 #[derive(Debug, Clone, Default)]
@@ -115,7 +115,7 @@ impl SelectionClient {
         }
         serde_json::from_slice(&bytes).map_err(|e| {
             CallError::new(
-                FailureKind::Protocol,
+                ErrorClass::Protocol,
                 format!("{what}: unexpected answer: {e}"),
             )
         })
@@ -220,7 +220,7 @@ impl SelectionClient {
                 self.ledger.remove(selection_id);
                 Ok(())
             }
-            Err(e) if e.kind == FailureKind::Protocol => {
+            Err(e) if e.kind == ErrorClass::Protocol => {
                 // The delete succeeded; only its body was odd.
                 self.ledger.remove(selection_id);
                 Ok(())
@@ -245,7 +245,7 @@ impl SelectionClient {
                 Err(e) => return Err(e),
             }
         }
-        Err(last.unwrap_or_else(|| CallError::new(FailureKind::Connect, "release failed")))
+        Err(last.unwrap_or_else(|| CallError::new(ErrorClass::Connect, "release failed")))
     }
 
     /// Deletes every outstanding reservation; returns the ids that could not be deleted.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use sy_dynamo::observe::observe_candidate;
 use sy_dynamo::selection::total_booked;
 use sy_dynamo::{
-    Cancel, ClientConfig, CompletionClient, FailureKind, ProbeRequest, SelectionClient,
+    Cancel, ClientConfig, CompletionClient, ErrorClass, ProbeRequest, SelectionClient,
 };
 
 fn tokens(seed: u32, n: u32) -> Vec<u32> {
@@ -77,11 +77,7 @@ async fn failures_are_classified() {
         ignore_eos: false,
     };
     let o = c.stream(&req, &Cancel::new(), || {}).await;
-    assert_eq!(
-        o.error.as_ref().unwrap().kind,
-        FailureKind::Http5xx,
-        "{o:?}"
-    );
+    assert_eq!(o.error.as_ref().unwrap().kind, ErrorClass::Http5xx, "{o:?}");
 
     let mut f = sim.faults();
     f.error_rate = 0.0;
@@ -101,7 +97,7 @@ async fn failures_are_classified() {
         .await;
     assert_eq!(
         o.error.as_ref().unwrap().kind,
-        FailureKind::StreamError,
+        ErrorClass::StreamError,
         "{o:?}"
     );
     assert!(o.ttft_ms.is_some(), "the first token came before the error");
@@ -120,7 +116,7 @@ async fn failures_are_classified() {
         .await;
     assert_eq!(
         o.error.as_ref().unwrap().kind,
-        FailureKind::StreamDropped,
+        ErrorClass::StreamDropped,
         "{o:?}"
     );
 
@@ -129,11 +125,7 @@ async fn failures_are_classified() {
     f.stall_ms = 5_000.0;
     sim.set_faults(f).unwrap();
     let o = c.stream(&req, &Cancel::new(), || {}).await;
-    assert_eq!(
-        o.error.as_ref().unwrap().kind,
-        FailureKind::Timeout,
-        "{o:?}"
-    );
+    assert_eq!(o.error.as_ref().unwrap().kind, ErrorClass::Timeout, "{o:?}");
 
     // Cancellation ends a stalled stream at once.
     let cancel = Cancel::new();
@@ -145,7 +137,7 @@ async fn failures_are_classified() {
     let o = c.stream(&req, &cancel, || {}).await;
     assert_eq!(
         o.error.as_ref().unwrap().kind,
-        FailureKind::Cancelled,
+        ErrorClass::Cancelled,
         "{o:?}"
     );
 
@@ -159,11 +151,7 @@ async fn failures_are_classified() {
     let cfg = ClientConfig::new("http://127.0.0.1:9", "http://127.0.0.1:9");
     let c = CompletionClient::new(&cfg, cfg.http_client().unwrap());
     let o = c.stream(&req, &Cancel::new(), || {}).await;
-    assert_eq!(
-        o.error.as_ref().unwrap().kind,
-        FailureKind::Connect,
-        "{o:?}"
-    );
+    assert_eq!(o.error.as_ref().unwrap().kind, ErrorClass::Connect, "{o:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

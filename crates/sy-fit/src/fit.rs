@@ -17,11 +17,12 @@
 //! reported.
 
 use std::collections::{BTreeMap, HashMap};
+use sy_selector::Model;
 
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
-use sy_records::{Phase, ProbeTable, Role, Split, SplitTable, Status};
+use sy_records::{Phase, ProbeTable, Split, SplitTable, Status};
 use sy_selector::{
     Estimator, InvalidInput, LoadCorrection, ModelEstimators, PredictError, QTable, Standardiser,
     raw_features, regression_target,
@@ -226,10 +227,11 @@ pub struct ModelFits {
 }
 
 impl ModelFits {
-    pub fn get(&self, role: Role) -> &ModelFit {
-        match role {
-            Role::Efficient => &self.efficient,
-            Role::Capable => &self.capable,
+    /// The fit of one model.
+    pub fn get(&self, model: Model) -> &ModelFit {
+        match model {
+            Model::Efficient => &self.efficient,
+            Model::Capable => &self.capable,
         }
     }
 }
@@ -330,7 +332,7 @@ pub fn fit(
         splits,
         &folds_of,
         k,
-        Role::Efficient,
+        Model::Efficient,
         config,
         &mut warnings,
     )?;
@@ -339,7 +341,7 @@ pub fn fit(
         splits,
         &folds_of,
         k,
-        Role::Capable,
+        Model::Capable,
         config,
         &mut warnings,
     )?;
@@ -383,7 +385,7 @@ fn fit_rows(
     records: &ProbeTable,
     splits: &SplitTable,
     folds_of: &FoldMap,
-    role: Role,
+    role: Model,
     q: &QTable,
 ) -> FitRows {
     let mut served: Vec<String> = Vec::new();
@@ -502,7 +504,7 @@ fn fit_model(
     splits: &SplitTable,
     folds_of: &FoldMap,
     k: usize,
-    role: Role,
+    role: Model,
     config: &FitConfig,
     warnings: &mut Vec<String>,
 ) -> Result<ModelFit, FitError> {

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use sy_records::{Role, SplitCounts, SplitFractions};
+use sy_records::{SplitCounts, SplitFractions};
 use sy_run::{Artifact, ArtifactError};
 use sy_selector::{Model, ModelEstimators};
 
@@ -85,15 +85,7 @@ pub struct FitFile {
 impl FitFile {
     /// The estimators of one model.
     pub fn estimators(&self, model: Model) -> &ModelEstimators {
-        match model {
-            Model::Efficient => &self.models.efficient.estimators,
-            Model::Capable => &self.models.capable.estimators,
-        }
-    }
-
-    /// The estimators of one record role.
-    pub fn estimators_for_role(&self, role: Role) -> &ModelEstimators {
-        &self.models.get(role).estimators
+        &self.models.get(model).estimators
     }
 
     /// Reads and checks `fit.json` (kind, schema version, layout).

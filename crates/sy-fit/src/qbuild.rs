@@ -13,9 +13,10 @@
 //! uncached prompt tokens N·(1 − f).
 
 use std::collections::BTreeMap;
+use sy_selector::Model;
 
 use serde::{Deserialize, Serialize};
-use sy_records::{Phase, ProbeTable, Role, Status};
+use sy_records::{Phase, ProbeTable, Status};
 use sy_selector::QTable;
 
 use crate::stats::{median, quantile_sorted};
@@ -93,7 +94,7 @@ type CellSamples = BTreeMap<(u64, u64), (Vec<f64>, Vec<f64>)>;
 /// Builds the Q table of `role` from the Q-grid records among `records`.
 pub fn build_q_table(
     table: &ProbeTable,
-    role: Role,
+    role: Model,
 ) -> Result<(QTable, QTableReport), QBuildError> {
     let name = role.as_str();
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
@@ -290,7 +291,7 @@ mod tests {
         ProbeTable::from_records(rs).unwrap()
     }
 
-    fn q(n: u64, f: f64, ttft: f64, role: Role) -> Record {
+    fn q(n: u64, f: f64, ttft: f64, role: Model) -> Record {
         let mut r = template_record();
         r.phase = Phase::Qgrid;
         r.role = role;
@@ -305,18 +306,18 @@ mod tests {
     #[test]
     fn medians_per_cell_empty_cells_and_monotonicity() {
         let mut rs = vec![
-            q(100, 0.0, 10.0, Role::Efficient),
-            q(100, 0.0, 12.0, Role::Efficient),
-            q(100, 0.0, 30.0, Role::Efficient),
-            q(100, 0.5, 8.0, Role::Efficient),
-            q(200, 0.0, 20.0, Role::Efficient),
+            q(100, 0.0, 10.0, Model::Efficient),
+            q(100, 0.0, 12.0, Model::Efficient),
+            q(100, 0.0, 30.0, Model::Efficient),
+            q(100, 0.5, 8.0, Model::Efficient),
+            q(200, 0.0, 20.0, Model::Efficient),
             // (200, 0.5) empty
-            q(100, 0.0, 999.0, Role::Capable),
+            q(100, 0.0, 999.0, Model::Capable),
         ];
-        let mut failed = q(200, 0.5, 1.0, Role::Efficient);
+        let mut failed = q(200, 0.5, 1.0, Model::Efficient);
         failed.status = Status::Error;
         rs.push(failed);
-        let (t, rep) = build_q_table(&table(&rs), Role::Efficient).unwrap();
+        let (t, rep) = build_q_table(&table(&rs), Model::Efficient).unwrap();
         assert_eq!(t.n_axis(), &[100.0, 200.0]);
         assert_eq!(t.f_axis(), &[0.0, 0.5]);
         assert_eq!(t.lookup(100.0, 0.0), Ok(12.0));
@@ -329,8 +330,8 @@ mod tests {
         assert_eq!(rep.monotone_violation_count, 0);
 
         // A cell with more uncached tokens but a clearly smaller median is flagged.
-        rs.push(q(200, 0.5, 50.0, Role::Efficient)); // u = 100, median 50 > Q(200,0)=20 (u=200)
-        let (_, rep) = build_q_table(&table(&rs), Role::Efficient).unwrap();
+        rs.push(q(200, 0.5, 50.0, Model::Efficient)); // u = 100, median 50 > Q(200,0)=20 (u=200)
+        let (_, rep) = build_q_table(&table(&rs), Model::Efficient).unwrap();
         assert!(rep.monotone_violation_count >= 1);
         assert_eq!(rep.monotone_violations[0].lower[2], 50.0);
     }
@@ -338,12 +339,12 @@ mod tests {
     #[test]
     fn needs_records_and_a_zero_column() {
         assert!(matches!(
-            build_q_table(&table(&[]), Role::Capable),
+            build_q_table(&table(&[]), Model::Capable),
             Err(QBuildError::NoRecords("capable"))
         ));
-        let rs = vec![q(100, 0.5, 8.0, Role::Capable)];
+        let rs = vec![q(100, 0.5, 8.0, Model::Capable)];
         assert!(matches!(
-            build_q_table(&table(&rs), Role::Capable),
+            build_q_table(&table(&rs), Model::Capable),
             Err(QBuildError::NoZeroF(_))
         ));
     }

@@ -3,6 +3,7 @@
 //! against linfa-linear's OLS and explicit refits.
 
 use std::collections::{BTreeMap, BTreeSet};
+use sy_selector::Model;
 
 use linfa::DatasetBase;
 use linfa::traits::Fit;
@@ -11,7 +12,7 @@ use proptest::prelude::*;
 use sy_fit::fit::{FitConfig, assign_folds, fit};
 use sy_fit::ridge::{Ridge, SuffStats, solve};
 use sy_records::synth::{SynthSpec, generate};
-use sy_records::{Phase, Role, Split, SplitFractions, SplitTable};
+use sy_records::{Phase, Split, SplitFractions, SplitTable};
 
 fn spec() -> SynthSpec {
     SynthSpec {
@@ -34,7 +35,7 @@ fn fit_recovers_known_coefficients() {
         &FitConfig::default(),
     )
     .unwrap();
-    for role in [Role::Efficient, Role::Capable] {
+    for role in [Model::Efficient, Model::Capable] {
         let truth = spec.model(role);
         let m = result.models.get(role);
         let s = &m.estimators.standardiser;

@@ -3,14 +3,15 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use sy_selector::Model;
 
-use sy_records::{Record, Role, synth::SynthSpec, synth::template_record};
+use sy_records::{Record, synth::SynthSpec, synth::template_record};
 use sy_selector::{LoadCorrection, ModelEstimators, QTable, Standardiser};
 
 /// One paired probe: the efficient and the capable record of `condition`/`repeat` with the given
 /// measured TTFTs (ms); everything else from `sy_records::synth::template_record`.
 pub fn pair(condition: &str, repeat: u32, ttft_eff: f64, ttft_cap: f64) -> [Record; 2] {
-    let mk = |role: Role, ttft: f64| {
+    let mk = |role: Model, ttft: f64| {
         let mut r = template_record();
         r.condition_id = condition.to_string();
         r.repeat = repeat;
@@ -20,7 +21,7 @@ pub fn pair(condition: &str, repeat: u32, ttft_eff: f64, ttft_cap: f64) -> [Reco
         r.ttft_ms = Some(ttft);
         r
     };
-    [mk(Role::Efficient, ttft_eff), mk(Role::Capable, ttft_cap)]
+    [mk(Model::Efficient, ttft_eff), mk(Model::Capable, ttft_cap)]
 }
 
 /// Estimators predicting a constant `ttft` (ms) for any valid observation with N in
@@ -44,7 +45,7 @@ pub fn constant_estimators(ttft: f64) -> Option<ModelEstimators> {
 /// The true estimators of a synthetic model: the Q table on the spec's grid holds `Q_true`
 /// (bilinear, so interpolation is exact), the standardiser is the identity on `log1p`
 /// features and the load correction is the generator's `(a0, aN, aR, aP)`, for both estimators.
-pub fn true_estimators(spec: &SynthSpec, role: Role) -> Option<ModelEstimators> {
+pub fn true_estimators(spec: &SynthSpec, role: Model) -> Option<ModelEstimators> {
     let m = spec.model(role);
     let n_axis: Vec<f64> = spec.q_n_axis.iter().map(|&n| n as f64).collect();
     let f_axis = spec.q_f_axis.clone();

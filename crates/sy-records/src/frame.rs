@@ -10,13 +10,14 @@
 //! column, a negative or fractional count, an unknown role) is a [`RowIssue`] naming the row and
 //! the field.
 
+use crate::record::Model;
 use std::borrow::Cow;
 use std::path::Path;
 
 use polars::prelude::*;
 
 use crate::error::{RecordsError, RowIssue};
-use crate::record::{Background, ErrorClass, Phase, RECORD_SCHEMA_VERSION, Record, Role, Status};
+use crate::record::{Background, ErrorClass, Phase, RECORD_SCHEMA_VERSION, Record, Status};
 
 /// Columns that every record file must have: the identity of a probe, the rule's inputs and the
 /// measurement. Every other column is optional and takes its default (`None`, 0, `false`) when
@@ -299,10 +300,10 @@ fn parse_phase(s: &str) -> Result<Phase, String> {
     }
 }
 
-fn parse_role(s: &str) -> Result<Role, String> {
+fn parse_role(s: &str) -> Result<Model, String> {
     match s {
-        "efficient" => Ok(Role::Efficient),
-        "capable" => Ok(Role::Capable),
+        "efficient" => Ok(Model::Efficient),
+        "capable" => Ok(Model::Capable),
         _ => Err(format!(
             "unknown role {s:?}, expected \"efficient\" or \"capable\""
         )),
@@ -487,7 +488,7 @@ struct RowIdentity {
     phase: Phase,
     repeat: u32,
     probe_id: String,
-    role: Role,
+    role: Model,
     model: String,
     planned_n: u64,
     planned_f: f64,
@@ -528,7 +529,7 @@ fn read_identity(r: &mut RowReader, c: &Cols<'_>, i: usize) -> RowIdentity {
         phase: phase.unwrap_or(Phase::Load),
         repeat,
         probe_id,
-        role: role.unwrap_or(Role::Efficient),
+        role: role.unwrap_or(Model::Efficient),
         model: r.req("model", c.model.str(i)),
         planned_n: r.or("planned_n", c.planned_n.u64(i), 0),
         planned_f: r.or("planned_f", c.planned_f.f64(i), 0.0),
@@ -883,7 +884,7 @@ pub(crate) struct ProbeColumns<'a> {
     pub phase: Vec<Option<Phase>>,
     pub repeat: Vec<u32>,
     pub probe_id: Vec<Option<Cow<'a, str>>>,
-    pub role: Vec<Option<Role>>,
+    pub role: Vec<Option<Model>>,
     pub model: Vec<Option<Cow<'a, str>>>,
     pub planned_n: Vec<u64>,
     pub planned_f: Vec<f64>,

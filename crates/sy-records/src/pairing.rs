@@ -5,16 +5,17 @@
 //! paired). It works on anything that exposes those keys by row ([`PairKeys`]): a slice of
 //! [`Record`]s or the columnar [`crate::ProbeTable`].
 
+use crate::record::Model;
 use rustc_hash::FxHashMap;
 
 use crate::error::RecordsError;
-use crate::record::{Phase, Record, Role};
+use crate::record::{Phase, Record};
 
 /// The keys of rows that pairing reads.
 pub(crate) trait PairKeys {
     fn rows(&self) -> usize;
     fn phase(&self, i: usize) -> Phase;
-    fn role(&self, i: usize) -> Role;
+    fn role(&self, i: usize) -> Model;
     fn run_id(&self, i: usize) -> &str;
     fn probe_id(&self, i: usize) -> &str;
     fn condition_id(&self, i: usize) -> &str;
@@ -28,7 +29,7 @@ impl PairKeys for [Record] {
     fn phase(&self, i: usize) -> Phase {
         self[i].phase
     }
-    fn role(&self, i: usize) -> Role {
+    fn role(&self, i: usize) -> Model {
         self[i].role
     }
     fn run_id(&self, i: usize) -> &str {
@@ -79,8 +80,8 @@ pub(crate) fn check_pairing<K: PairKeys + ?Sized>(
             });
         let role = keys.role(i);
         let (mine, other) = match role {
-            Role::Efficient => (0, 1),
-            Role::Capable => (1, 0),
+            Model::Efficient => (0, 1),
+            Model::Capable => (1, 0),
         };
         if let Some(prev) = slots[s][mine] {
             let msg = format!(
@@ -106,8 +107,8 @@ pub(crate) fn check_pairing<K: PairKeys + ?Sized>(
             [Some(e), Some(c)] => pairs.push((e, c)),
             [Some(i), None] | [None, Some(i)] => {
                 let missing = match keys.role(i) {
-                    Role::Efficient => "capable",
-                    Role::Capable => "efficient",
+                    Model::Efficient => "capable",
+                    Model::Capable => "efficient",
                 };
                 let msg = format!(
                     "load-phase probe {:?} of condition {:?} has no {missing} record: efficient and capable probes do not pair up{}",
@@ -177,7 +178,7 @@ mod tests {
     use super::*;
     use crate::synth::template_record;
 
-    fn rec(probe: &str, role: Role, cond: &str) -> Record {
+    fn rec(probe: &str, role: Model, cond: &str) -> Record {
         let mut r = template_record();
         r.probe_id = probe.to_string();
         r.role = role;
@@ -187,30 +188,33 @@ mod tests {
 
     #[test]
     fn pairs_in_order_and_drops_qgrid() {
-        let mut q = rec("q1", Role::Efficient, "q");
+        let mut q = rec("q1", Model::Efficient, "q");
         q.phase = Phase::Qgrid;
         let records = vec![
-            rec("b", Role::Capable, "c1"),
+            rec("b", Model::Capable, "c1"),
             q,
-            rec("a", Role::Efficient, "c2"),
-            rec("b", Role::Efficient, "c1"),
-            rec("a", Role::Capable, "c2"),
+            rec("a", Model::Efficient, "c2"),
+            rec("b", Model::Efficient, "c1"),
+            rec("a", Model::Capable, "c2"),
         ];
         assert_eq!(pair_indices(&records).unwrap(), vec![(3, 0), (2, 4)]);
     }
 
     #[test]
     fn unpaired_duplicate_and_mismatched_are_errors() {
-        let err = pair_indices(&[rec("a", Role::Efficient, "c")]).unwrap_err();
+        let err = pair_indices(&[rec("a", Model::Efficient, "c")]).unwrap_err();
         assert!(err.to_string().contains("has no capable record"), "{err}");
         let err = pair_indices(&[
-            rec("a", Role::Efficient, "c"),
-            rec("a", Role::Efficient, "c"),
+            rec("a", Model::Efficient, "c"),
+            rec("a", Model::Efficient, "c"),
         ])
         .unwrap_err();
         assert!(err.to_string().contains("two efficient"), "{err}");
-        let err = pair_indices(&[rec("a", Role::Efficient, "c"), rec("a", Role::Capable, "d")])
-            .unwrap_err();
+        let err = pair_indices(&[
+            rec("a", Model::Efficient, "c"),
+            rec("a", Model::Capable, "d"),
+        ])
+        .unwrap_err();
         assert!(err.to_string().contains("has condition"), "{err}");
     }
 }

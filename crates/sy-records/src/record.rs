@@ -24,23 +24,9 @@ impl Phase {
     }
 }
 
-/// Which candidate of the pair a record measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    Efficient,
-    Capable,
-}
-
-impl Role {
-    /// The name used in files.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Efficient => "efficient",
-            Role::Capable => "capable",
-        }
-    }
-}
+/// Which candidate of the pair a record measures: the runtime's own [`Model`] (one enum for
+/// both; files spell it `efficient` / `capable`).
+pub use sy_selector::Model;
 
 /// Whether the probe produced a TTFT.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -50,39 +36,9 @@ pub enum Status {
     Error,
 }
 
-/// Why a probe failed. Failures are recorded, never dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorClass {
-    /// TCP connect refused or reset before an HTTP answer.
-    Connect,
-    /// No answer (or no first token) within the plan's timeout.
-    Timeout,
-    /// HTTP 4xx from the frontend.
-    Http4xx,
-    /// HTTP 5xx from the frontend (503 from a dead or unknown worker among them).
-    Http5xx,
-    /// An `error` event inside a started (HTTP 200) stream.
-    StreamError,
-    /// The stream ended without `[DONE]` (connection dropped mid-way).
-    StreamDropped,
-    /// The stream finished without a single non-empty token.
-    NoContent,
-    /// The selection service refused or failed `select_and_reserve`.
-    Reservation,
-    /// The observation (advisory select, loads, workers) could not be taken.
-    Observation,
-    /// The run was interrupted (Ctrl-C) while the probe was in flight.
-    Cancelled,
-    /// An answer that could not be parsed.
-    Protocol,
-    /// The deployment refused the request as misconfigured (e.g. a pin to a worker with several
-    /// data-parallel ranks without the rank): not retried, the run stops.
-    Configuration,
-    /// The frontend reported a worker or rank other than the reserved one: the measured TTFT
-    /// does not belong to the recorded observation.
-    ServedElsewhere,
-}
+/// Why a probe failed: one classification from the HTTP call to the record
+/// (`sy_wire::failure`).
+pub use sy_wire::ErrorClass;
 
 /// The background load held steady while a probe runs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -119,7 +75,7 @@ pub struct Record {
     pub repeat: u32,
     /// Shared by the efficient and the capable record of one paired probe.
     pub probe_id: String,
-    pub role: Role,
+    pub role: Model,
     /// The served model name.
     pub model: String,
 

@@ -462,7 +462,7 @@ mod tests {
         let mut records = Vec::new();
         for c in 0..50 {
             for rep in 0..3 {
-                for role in [crate::Role::Efficient, crate::Role::Capable] {
+                for role in [crate::Model::Efficient, crate::Model::Capable] {
                     let mut r = template_record();
                     r.condition_id = format!("c{c}");
                     r.repeat = rep;

@@ -16,10 +16,11 @@
 //! conditions draw N, f and a background load at random, and every repeat of a condition varies R
 //! and P a little, as real repeats do.
 
+use crate::record::Model;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::record::{Background, Phase, RECORD_SCHEMA_VERSION, Record, Role, Status};
+use crate::record::{Background, Phase, RECORD_SCHEMA_VERSION, Record, Status};
 
 /// The truth of one model.
 #[derive(Debug, Clone, PartialEq)]
@@ -110,10 +111,10 @@ impl Default for SynthSpec {
 
 impl SynthSpec {
     /// The truth of one role.
-    pub fn model(&self, role: Role) -> &SynthModel {
+    pub fn model(&self, role: Model) -> &SynthModel {
         match role {
-            Role::Efficient => &self.efficient,
-            Role::Capable => &self.capable,
+            Model::Efficient => &self.efficient,
+            Model::Capable => &self.capable,
         }
     }
 
@@ -134,7 +135,7 @@ pub fn template_record() -> Record {
         phase: Phase::Load,
         repeat: 0,
         probe_id: "p".to_string(),
-        role: Role::Efficient,
+        role: Model::Efficient,
         model: "m".to_string(),
         planned_n: 1000,
         planned_f: 0.0,
@@ -206,7 +207,7 @@ fn make_record(
     condition_id: &str,
     repeat: u32,
     probe_id: &str,
-    role: Role,
+    role: Model,
     planned_n: u64,
     planned_f: f64,
     background: &Background,
@@ -250,8 +251,8 @@ fn make_record(
         pool_pending_tokens: Some(0),
         schedulable: Some(true),
         worker_id: Some(match role {
-            Role::Efficient => 0xE000_0000_0000_0001,
-            Role::Capable => 0xC000_0000_0000_0001,
+            Model::Efficient => 0xE000_0000_0000_0001,
+            Model::Capable => 0xC000_0000_0000_0001,
         }),
         dp_rank: Some(0),
         endpoint: None,
@@ -301,7 +302,7 @@ pub fn generate(spec: &SynthSpec) -> Vec<Record> {
                 probe += 1;
                 let probe_id = format!("q{probe}");
                 clock += 100.0;
-                for role in [Role::Efficient, Role::Capable] {
+                for role in [Model::Efficient, Model::Capable] {
                     let obs = Obs {
                         n,
                         k,
@@ -349,8 +350,8 @@ pub fn generate(spec: &SynthSpec) -> Vec<Record> {
             probe += 1;
             let probe_id = format!("p{probe}");
             clock += 250.0;
-            for role in [Role::Efficient, Role::Capable] {
-                let busy = u64::from(role == Role::Capable && background.busy_capable) * 6;
+            for role in [Model::Efficient, Model::Capable] {
+                let busy = u64::from(role == Model::Capable && background.busy_capable) * 6;
                 let r = u64::from(background.prefill_requests)
                     + u64::from(background.decode_requests)
                     + busy

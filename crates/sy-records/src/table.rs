@@ -12,6 +12,7 @@
 //! Memory: about 190 bytes per record (the columns, the probe id text and the row origin), e.g.
 //! ~190 MB for a million records, plus one Parquet slice being decoded.
 
+use crate::record::Model;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -27,7 +28,7 @@ use crate::load::{
     read_csv_frame, read_jsonl_into, resolve_inputs, sort_by_origin, torn_note, validate_fields,
 };
 use crate::pairing::{PairKeys, check_pairing};
-use crate::record::{Phase, Record, Role, Status};
+use crate::record::{Phase, Record, Status};
 use crate::splits::{Split, SplitTable};
 
 /// Rows read from a Parquet file per slice.
@@ -74,7 +75,7 @@ pub struct ProbeTable {
     probe_end: Vec<usize>,
     condition: Vec<u32>,
     phase: Vec<Phase>,
-    role: Vec<Role>,
+    role: Vec<Model>,
     status: Vec<Status>,
     repeat: Vec<u32>,
     model: Vec<u32>,
@@ -134,7 +135,7 @@ impl<'a> Row<'a> {
     pub fn phase(&self) -> Phase {
         self.table.phase[self.i]
     }
-    pub fn role(&self) -> Role {
+    pub fn role(&self) -> Model {
         self.table.role[self.i]
     }
     pub fn status(&self) -> Status {
@@ -214,10 +215,10 @@ impl<'a> ProbePair<'a> {
         self.efficient.repeat()
     }
     /// The row of one role.
-    pub fn get(&self, role: Role) -> Row<'a> {
+    pub fn get(&self, role: Model) -> Row<'a> {
         match role {
-            Role::Efficient => self.efficient,
-            Role::Capable => self.capable,
+            Model::Efficient => self.efficient,
+            Model::Capable => self.capable,
         }
     }
 }
@@ -229,7 +230,7 @@ impl PairKeys for ProbeTable {
     fn phase(&self, i: usize) -> Phase {
         self.phase[i]
     }
-    fn role(&self, i: usize) -> Role {
+    fn role(&self, i: usize) -> Model {
         self.role[i]
     }
     fn run_id(&self, i: usize) -> &str {
@@ -746,7 +747,7 @@ struct RowValues<'a> {
     phase: Phase,
     repeat: u32,
     probe_id: &'a str,
-    role: Role,
+    role: Model,
     model: &'a str,
     planned_n: u64,
     planned_f: f64,

@@ -2,10 +2,11 @@
 //! Loading and validation on real files of every format.
 
 use std::path::{Path, PathBuf};
+use sy_selector::Model;
 
 use sy_records::synth::{SynthSpec, generate, template_record};
 use sy_records::{
-    LoadOptions, Phase, Record, RecordsError, Role, Status, load_records, write_csv, write_jsonl,
+    LoadOptions, Phase, Record, RecordsError, Status, load_records, write_csv, write_jsonl,
     write_parquet, write_records,
 };
 
@@ -186,7 +187,7 @@ fn unpaired_probe_is_an_error_naming_the_row_or_a_counted_skip() {
     // Drop the capable record of the first load-phase probe.
     let i = records
         .iter()
-        .position(|r| r.phase == Phase::Load && r.role == Role::Capable)
+        .position(|r| r.phase == Phase::Load && r.role == Model::Capable)
         .unwrap();
     let lone_probe = records[i].probe_id.clone();
     records.remove(i);
@@ -239,7 +240,7 @@ fn jsonl_wrong_type_names_the_field_and_torn_tail_is_ignored() {
     let mut r = template_record();
     r.probe_id = "a".into();
     let mut c = r.clone();
-    c.role = Role::Capable;
+    c.role = Model::Capable;
     write_jsonl(&[r.clone(), c.clone()], &path).unwrap();
     let mut text = std::fs::read_to_string(&path).unwrap();
     text.push_str("{\"schema_version\":1,\"run_id\""); // torn

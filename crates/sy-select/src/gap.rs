@@ -94,7 +94,8 @@ pub fn gap_markdown(rows: &[GapRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sy_records::{Phase, Record, Role};
+    use sy_records::{Phase, Record};
+    use sy_selector::Model;
 
     fn rec(phase: Phase, model: &str, gap: Option<f64>, ok: bool) -> Record {
         let mut r = sy_records::synth::template_record();
@@ -115,7 +116,7 @@ mod tests {
         records.push(rec(Phase::Qgrid, "efficient", None, true));
         records.push(rec(Phase::Qgrid, "efficient", Some(99.0), false)); // failed: not counted
         let mut capable = rec(Phase::Load, "capable", None, true);
-        capable.role = Role::Capable;
+        capable.role = Model::Capable;
         records.push(capable);
         records.push(rec(Phase::Load, "efficient", None, false)); // its failed partner
         let rows = gap_rows(&ProbeTable::from_records(&records).unwrap());

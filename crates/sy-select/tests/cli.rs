@@ -8,7 +8,7 @@ use serde_json::Value;
 use sy_margin::MarginOptions;
 use sy_margin::testkit::{true_estimators, write_fit};
 use sy_records::synth::{SynthSpec, generate};
-use sy_records::{Role, SplitFractions, SplitTable, write_jsonl};
+use sy_records::{SplitFractions, SplitTable, write_jsonl};
 use sy_selector::{Bundle, DecisionInput, Model, Variant};
 
 fn sy_select(args: &[&str]) -> std::process::Output {
@@ -44,8 +44,8 @@ fn prepare_with(dir: &Path, edit: impl Fn(&mut [sy_records::Record])) -> Vec<sy_
         .unwrap();
     write_fit(
         &dir.join("fit.json"),
-        &true_estimators(&spec, Role::Efficient).unwrap(),
-        &true_estimators(&spec, Role::Capable).unwrap(),
+        &true_estimators(&spec, Model::Efficient).unwrap(),
+        &true_estimators(&spec, Model::Capable).unwrap(),
     )
     .unwrap();
     sy_margin::run(&MarginOptions {
@@ -207,11 +207,11 @@ fn selects_freezes_reports_and_replays_to_the_same_numbers() {
     // decide: one turn from an observation document.
     let e = records
         .iter()
-        .find(|r| r.phase == sy_records::Phase::Load && r.role == Role::Efficient)
+        .find(|r| r.phase == sy_records::Phase::Load && r.role == Model::Efficient)
         .unwrap();
     let c = records
         .iter()
-        .find(|r| r.probe_id == e.probe_id && r.role == Role::Capable)
+        .find(|r| r.probe_id == e.probe_id && r.role == Model::Capable)
         .unwrap();
     let input = DecisionInput {
         proposal: Model::Efficient,

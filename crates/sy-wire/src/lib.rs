@@ -16,9 +16,11 @@
 //!   Dynamo adding fields does not break the clients.
 //! - Optional fields are `Option` and skipped when `None`.
 
+pub mod failure;
 pub mod frontend;
 pub mod selection;
 
+pub use failure::ErrorClass;
 pub use frontend::*;
 pub use selection::*;
 
