@@ -36,6 +36,55 @@ pub struct SlotSpec {
     pub ignore_eos: bool,
 }
 
+/// The contention loops run on each target model: `prefill` = (requests, prompt tokens) of large
+/// uncached prompts with one output token; `decode` = (requests, prompt tokens, output tokens)
+/// of long generations.
+#[derive(Debug, Clone, Copy)]
+pub struct Loops {
+    pub prefill: (u32, u64),
+    pub decode: (u32, u64, u64),
+}
+
+impl Loops {
+    /// Every loop on every target, prefill loops first per target.
+    pub fn slots(&self, targets: &[&str]) -> Vec<SlotSpec> {
+        let (prefills, prefill_tokens) = self.prefill;
+        let (decodes, decode_prompt, decode_output) = self.decode;
+        let mut slots = Vec::new();
+        for model in targets {
+            let slot = |kind, prompt_tokens, max_tokens| SlotSpec {
+                kind,
+                model: model.to_string(),
+                prompt_tokens,
+                max_tokens,
+                ignore_eos: true,
+            };
+            let decode = slot("decode", decode_prompt, saturate(decode_output));
+            slots.extend(std::iter::repeat_n(
+                slot("prefill", prefill_tokens, 1),
+                prefills as usize,
+            ));
+            slots.extend(std::iter::repeat_n(decode, decodes as usize));
+        }
+        slots
+    }
+}
+
+/// One loop keeping the capable destination busy with generations.
+pub fn busy_slot(capable: &str, prompt_tokens: u64, output_tokens: u64) -> SlotSpec {
+    SlotSpec {
+        kind: "busy",
+        model: capable.to_string(),
+        prompt_tokens: prompt_tokens.max(1),
+        max_tokens: saturate(output_tokens),
+        ignore_eos: true,
+    }
+}
+
+fn saturate(tokens: u64) -> u32 {
+    u32::try_from(tokens).unwrap_or(u32::MAX)
+}
+
 /// The slots a condition needs.
 pub fn slots_for(condition: &Condition, efficient: &str, capable: &str) -> Vec<SlotSpec> {
     let bg = &condition.background;
@@ -47,37 +96,25 @@ pub fn slots_for(condition: &Condition, efficient: &str, capable: &str) -> Vec<S
         "none" => vec![],
         _ => vec![efficient],
     };
-    let mut slots = Vec::new();
-    for model in &targets {
-        for _ in 0..bg.prefill_requests {
-            slots.push(SlotSpec {
-                kind: "prefill",
-                model: model.to_string(),
-                prompt_tokens: bg.prefill_prompt_tokens,
-                max_tokens: 1,
-                ignore_eos: true,
-            });
-        }
-        for _ in 0..bg.decode_requests {
-            slots.push(SlotSpec {
-                kind: "decode",
-                model: model.to_string(),
-                prompt_tokens: condition.decode_prompt_tokens,
-                max_tokens: u32::try_from(bg.decode_output_tokens).unwrap_or(u32::MAX),
-                ignore_eos: true,
-            });
-        }
-    }
+    let loops = Loops {
+        prefill: (bg.prefill_requests, bg.prefill_prompt_tokens),
+        decode: (
+            bg.decode_requests,
+            condition.decode_prompt_tokens,
+            bg.decode_output_tokens,
+        ),
+    };
+    let mut slots = loops.slots(&targets);
     if bg.busy_capable {
-        for _ in 0..condition.busy_capable_requests {
-            slots.push(SlotSpec {
-                kind: "busy",
-                model: capable.to_string(),
-                prompt_tokens: condition.decode_prompt_tokens.max(1),
-                max_tokens: u32::try_from(condition.busy_capable_output_tokens).unwrap_or(u32::MAX),
-                ignore_eos: true,
-            });
-        }
+        let busy = busy_slot(
+            capable,
+            condition.decode_prompt_tokens,
+            condition.busy_capable_output_tokens,
+        );
+        slots.extend(std::iter::repeat_n(
+            busy,
+            condition.busy_capable_requests as usize,
+        ));
     }
     slots
 }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use sy_collect::accounting::Driver;
-use sy_collect::background::{BackgroundLoad, SlotSpec};
+use sy_collect::background::{BackgroundLoad, Loops, SlotSpec, busy_slot};
 use sy_collect::prompt::PromptFactory;
 use sy_dynamo::{Cancel, ClientConfig, CompletionClient, SelectionClient};
 use sy_selector::{Bundle, LiveRule, Model, Variant};
@@ -61,36 +61,21 @@ pub fn background_slots(bg: &BackgroundSpec, models: &Models) -> Vec<SlotSpec> {
         "both" => vec![&models.efficient, &models.capable],
         _ => vec![&models.efficient],
     };
-    let mut slots = Vec::new();
-    for model in targets {
-        for _ in 0..bg.prefill_requests {
-            slots.push(SlotSpec {
-                kind: "prefill",
-                model: model.to_string(),
-                prompt_tokens: bg.prefill_prompt_tokens,
-                max_tokens: 1,
-                ignore_eos: true,
-            });
-        }
-        for _ in 0..bg.decode_requests {
-            slots.push(SlotSpec {
-                kind: "decode",
-                model: model.to_string(),
-                prompt_tokens: bg.decode_prompt_tokens.max(1),
-                max_tokens: u32::try_from(bg.decode_output_tokens).unwrap_or(u32::MAX),
-                ignore_eos: true,
-            });
-        }
-    }
-    for _ in 0..bg.busy_capable_requests {
-        slots.push(SlotSpec {
-            kind: "busy",
-            model: models.capable.clone(),
-            prompt_tokens: bg.decode_prompt_tokens.max(1),
-            max_tokens: u32::try_from(bg.busy_capable_output_tokens).unwrap_or(u32::MAX),
-            ignore_eos: true,
-        });
-    }
+    let loops = Loops {
+        prefill: (bg.prefill_requests, bg.prefill_prompt_tokens),
+        decode: (
+            bg.decode_requests,
+            bg.decode_prompt_tokens.max(1),
+            bg.decode_output_tokens,
+        ),
+    };
+    let mut slots = loops.slots(&targets);
+    let busy = busy_slot(
+        &models.capable,
+        bg.decode_prompt_tokens,
+        bg.busy_capable_output_tokens,
+    );
+    slots.extend(std::iter::repeat_n(busy, bg.busy_capable_requests as usize));
     slots
 }
 
@@ -431,6 +416,50 @@ async fn execute(
         rec.error = Some(format!("{:?}: {}", e.kind, e.message));
         if sy_collect::accounting::worker_fault(e.kind) {
             driver.suspect(booking.answer.worker_id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn background_slots_follow_the_plan() {
+        let bg = BackgroundSpec {
+            target: "both".into(),
+            prefill_requests: 2,
+            decode_requests: 1,
+            decode_prompt_tokens: 0,
+            decode_output_tokens: 300,
+            busy_capable_requests: 3,
+            ..BackgroundSpec::default()
+        };
+        let models = Models::default();
+        let slots = background_slots(&bg, &models);
+        let count = |kind: &str, model: &str| {
+            slots
+                .iter()
+                .filter(|s| s.kind == kind && s.model == model)
+                .count()
+        };
+        assert_eq!(
+            (count("prefill", "efficient"), count("prefill", "capable")),
+            (2, 2)
+        );
+        assert_eq!(
+            (count("decode", "efficient"), count("decode", "capable")),
+            (1, 1)
+        );
+        assert_eq!(count("busy", "capable"), 3);
+        assert_eq!(slots.len(), 9);
+        for s in &slots {
+            assert!(s.prompt_tokens >= 1 && s.ignore_eos, "{s:?}");
+            match s.kind {
+                "prefill" => assert_eq!((s.prompt_tokens, s.max_tokens), (2048, 1)),
+                "decode" => assert_eq!(s.max_tokens, 300),
+                _ => assert_eq!(s.max_tokens, 256),
+            }
         }
     }
 }

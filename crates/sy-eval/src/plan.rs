@@ -96,39 +96,9 @@ fn default_concurrency() -> usize {
     4
 }
 
-/// The served names of the two candidate models.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Models {
-    pub efficient: String,
-    pub capable: String,
-}
-
-impl Default for Models {
-    fn default() -> Self {
-        Self {
-            efficient: "efficient".into(),
-            capable: "capable".into(),
-        }
-    }
-}
-
-/// Token ids of generated prompts are drawn from `[vocab_min, vocab_max)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PromptSpec {
-    pub vocab_min: u32,
-    pub vocab_max: u32,
-}
-
-impl Default for PromptSpec {
-    fn default() -> Self {
-        Self {
-            vocab_min: 1_000,
-            vocab_max: 2_000,
-        }
-    }
-}
+/// The served names of the two candidate models, and how prompt token ids are drawn: the same
+/// tables as in a calibration plan.
+pub use sy_collect::plan::{Models, PromptSpec};
 
 /// Sessions: from a generator (the ranges below) or from a trace file of recorded sessions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
