@@ -18,7 +18,7 @@ pub use crate::error::{SelectError, SelectionFileError};
 use crate::evaluate::{EvalPair, Replay, eval_pairs, replay_all};
 use crate::search::{Landscape, SearchOutcome};
 use crate::stability::{Stability, StabilitySettings, stability};
-use crate::uncertainty::{Headline, Uncertainty, headline, uncertainty};
+use crate::uncertainty::{Headline, Uncertainty, coefficient_intervals, headline, uncertainty};
 /// Defined with the run directory's layout (`sy_run::layout`).
 pub use sy_run::SELECTION_SCHEMA_VERSION;
 use sy_stats::BootstrapConfig;
@@ -158,6 +158,7 @@ fn bundle_evidence(h: &Headline, u: &Uncertainty, s: Option<&Stability>) -> serd
         "p90_change_vs_stage_ms": h.p90_change_vs_stage_ms,
         "distinguishable_from_stage": h.distinguishable_from_stage,
         "margins_ms": u.margins,
+        "coefficients": u.coefficients,
         "stability": s.map(|s| serde_json::json!({
             "seeds": s.seeds,
             "bundle_variant_counts": s.bundle_variant_counts,
@@ -414,12 +415,13 @@ fn how_sure(
     params: &RuleParams,
     choices: (Variant, Variant, Variant),
 ) -> (Uncertainty, Option<Stability>, Headline) {
-    let uncertainty = uncertainty(
+    let mut uncertainty = uncertainty(
         params,
         &pairs.selection,
         &inputs.margins_file,
         &opts.bootstrap,
     );
+    uncertainty.coefficients = coefficient_intervals(inputs.fit_file.as_ref());
     let stability = stability_check(
         opts,
         inputs.fit_file.as_ref(),

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use sy_margin::MarginsFile;
-use sy_selector::{RuleParams, Variant, decide};
+use sy_selector::{Model, RuleParams, Variant, decide};
 use sy_stats::{
     BootstrapConfig, Interval, bootstrap_mean, bootstrap_mean_difference, bootstrap_quantile,
     bootstrap_quantile_difference,
@@ -40,6 +40,29 @@ pub struct Uncertainty {
     pub variants: Vec<VariantUncertainty>,
     /// The margins (delta per estimator): conditions of the uncertainty split resampled.
     pub margins: BTreeMap<String, Option<Interval>>,
+    /// The load corrections' coefficients (intercept, bN, bR, bP) per `<model>.<estimator>`:
+    /// fit-split conditions resampled, as `sy-fit` measured them (`fit.json`'s
+    /// `coefficient_intervals`). Empty when the fit file holds none.
+    #[serde(default)]
+    pub coefficients: BTreeMap<String, Vec<Interval>>,
+}
+
+/// The coefficient intervals of `fit.json` by `<model>.<estimator>` (see
+/// [`Uncertainty::coefficients`]).
+pub fn coefficient_intervals(fit: Option<&sy_fit::FitFile>) -> BTreeMap<String, Vec<Interval>> {
+    let Some(fit) = fit else {
+        return BTreeMap::new();
+    };
+    let mut out = BTreeMap::new();
+    for model in [Model::Efficient, Model::Capable] {
+        let m = fit.models.get(model);
+        for (estimator, correction) in [("blind", &m.blind), ("cache", &m.cache)] {
+            if let Some(iv) = &correction.coefficient_intervals {
+                out.insert(format!("{}.{estimator}", model.as_str()), iv.clone());
+            }
+        }
+    }
+    out
 }
 
 impl Uncertainty {
@@ -116,6 +139,7 @@ pub fn uncertainty(
             margin("blind", &margins.blind),
             margin("cache", &margins.cache),
         ]),
+        coefficients: BTreeMap::new(),
     }
 }
 
