@@ -186,16 +186,17 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 }
 
 /// Bounds on |client − server| TTFT over the Q grid (ms): per-cell median, overall median,
-/// overall p99. The issue asks for per-cell median ≤ 1 and p99 ≤ 3. On an idle machine the
-/// measured figures meet that (docs/dynamo.md: per-cell medians 0.35–0.90 ms, p99 1.17 ms), but
-/// with other builds on the two cores (load average 9–10) the efficient model's cells measured
-/// medians of 1.1–2.1 ms: its first token is forwarded while the frontend serves the capable probe
-/// sent at the same instant (sy-collect sends both candidates of a pair together), and an
-/// independent client shows the same rise with concurrent pairs. Until CI confirms the idle
-/// figures on its machine, the test keeps these bounds (unchanged) and prints the per-cell p99.
+/// overall p99. The issue asks for per-cell medians ≤ 1 and p99 ≤ 3. Measured on an idle 2-core
+/// machine (load average 0.6, 1 Dec 2026, this test with `--no-capture`): per-cell medians
+/// 0.69–1.95 ms (efficient 0.69–1.29, capable 0.86–1.95), overall median 1.00 ms, p99 2.12 ms,
+/// max 2.30 ms. The p99 and the overall median meet the issue; six cells, mostly the capable
+/// model's, do not: sy-collect sends both candidates of a pair at the same instant, so the
+/// frontend forwards one first token while it is serving the other stream (an independent client
+/// shows the same rise with concurrent pairs). Under other load on the cores (load average 9–10)
+/// the efficient model's cells measured medians of 1.1–2.1 ms, hence the per-cell bound of 3.
 const CELL_MEDIAN_MS: f64 = 3.0;
 const MEDIAN_MS: f64 = 1.5;
-const P99_MS: f64 = 10.0;
+const P99_MS: f64 = 5.0;
 
 /// Client TTFT minus the server's own TTFT on every Q-grid cell: no delayed-ACK stall (it was
 /// ~35 ms at no load); see the bounds above.
