@@ -776,12 +776,22 @@ fn coefficient_intervals(
         ..sy_stats::BootstrapConfig::default()
     }
     .with_seed(sy_stats::DEFAULT_SEED ^ seed);
+    // Conditions packed in one contiguous table: the resamples' sums are the inner loop.
+    let width = SuffStats::packed_len(3);
+    let mut packed = Vec::with_capacity(conditions.len() * width);
+    for c in conditions {
+        c.pack_into(&mut packed);
+    }
+    let mut total = vec![0.0; width];
     sy_stats::bootstrap_rows_multi(&groups, &cfg, 4, |rows| {
-        let mut total = SuffStats::new(3);
+        total.fill(0.0);
         for &i in rows {
-            total.add(&conditions[i]);
+            let row = &packed[i * width..(i + 1) * width];
+            for (t, v) in total.iter_mut().zip(row) {
+                *t += v;
+            }
         }
-        match solve(&total, alpha) {
+        match solve(&SuffStats::unpack(3, &total), alpha) {
             Ok(s) => vec![s.intercept + shift, s.coef[0], s.coef[1], s.coef[2]],
             Err(_) => vec![f64::NAN; 4],
         }

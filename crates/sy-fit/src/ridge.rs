@@ -99,6 +99,35 @@ impl SuffStats {
         }
     }
 
+    /// The length of [`SuffStats::pack_into`]'s row for `p` features.
+    pub fn packed_len(p: usize) -> usize {
+        3 + 2 * p + p * p
+    }
+
+    /// Appends the statistics as one row of numbers (n, sy, syy, sx, sxy, sxx): summing packed
+    /// rows component by component is [`SuffStats::add`] without its pointer chasing, and gives
+    /// the same sums in the same order.
+    pub fn pack_into(&self, out: &mut Vec<f64>) {
+        out.extend([self.n, self.sy, self.syy]);
+        out.extend(&self.sx);
+        out.extend(&self.sxy);
+        out.extend(&self.sxx);
+    }
+
+    /// The statistics of a packed row ([`SuffStats::pack_into`]) of `p` features.
+    pub fn unpack(p: usize, row: &[f64]) -> SuffStats {
+        let part = |from: usize, len: usize| row.get(from..from + len).unwrap_or(&[]).to_vec();
+        SuffStats {
+            p,
+            n: row.first().copied().unwrap_or(0.0),
+            sy: row.get(1).copied().unwrap_or(0.0),
+            syy: row.get(2).copied().unwrap_or(0.0),
+            sx: part(3, p),
+            sxy: part(3 + p, p),
+            sxx: part(3 + 2 * p, p * p),
+        }
+    }
+
     /// `self − other` (other ⊆ self).
     pub fn minus(&self, other: &SuffStats) -> SuffStats {
         let mut out = self.clone();
@@ -306,6 +335,47 @@ mod tests {
     use linfa::traits::Predict;
     use ndarray::{Array2, array};
     use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn packed_sums_equal_add_bit_for_bit() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let stats: Vec<SuffStats> = (0..50)
+            .map(|_| {
+                let mut s = SuffStats::new(3);
+                for _ in 0..rng.random_range(1..20) {
+                    let x = [rng.random::<f64>(), rng.random::<f64>() * 1e3, rng.random()];
+                    s.push(&x, rng.random::<f64>() * 100.0);
+                }
+                s
+            })
+            .collect();
+        let width = SuffStats::packed_len(3);
+        let mut packed = Vec::new();
+        for s in &stats {
+            s.pack_into(&mut packed);
+        }
+        assert_eq!(packed.len(), stats.len() * width);
+        let (mut added, mut summed) = (SuffStats::new(3), vec![0.0; width]);
+        for (i, s) in stats.iter().enumerate().rev() {
+            added.add(s);
+            for (t, v) in summed.iter_mut().zip(&packed[i * width..(i + 1) * width]) {
+                *t += v;
+            }
+        }
+        let back = SuffStats::unpack(3, &summed);
+        assert_eq!(back.n.to_bits(), added.n.to_bits());
+        for (a, b) in [
+            (&back.sx, &added.sx),
+            (&back.sxy, &added.sxy),
+            (&back.sxx, &added.sxx),
+        ] {
+            assert!(a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()));
+        }
+        assert_eq!(
+            (back.sy.to_bits(), back.syy.to_bits()),
+            (added.sy.to_bits(), added.syy.to_bits())
+        );
+    }
 
     fn data(rows: usize, seed: u64) -> (Array2<f64>, Array1<f64>) {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
