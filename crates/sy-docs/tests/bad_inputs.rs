@@ -15,34 +15,11 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{bin, repo};
+
 use serde_json::{Value, json};
 use sy_selector::Bundle;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-/// The tool binaries: beside the test's target directory, or in `SY_TEST_BIN_DIR` when set (a
-/// copy of them that a concurrent build in a shared target directory cannot replace).
-fn bin(name: &str) -> PathBuf {
-    let dir = match std::env::var_os("SY_TEST_BIN_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => {
-            let exe = std::env::current_exe().unwrap();
-            exe.parent().unwrap().parent().unwrap().to_path_buf()
-        }
-    };
-    let path = dir.join(name);
-    assert!(
-        path.is_file(),
-        "{} not built: build the workspace's binaries first",
-        path.display()
-    );
-    path
-}
 
 /// Runs `tool` with `args` in `cwd`, killed after 60 s (a hang is a failure).
 fn run_tool(tool: &str, args: &[String], cwd: &Path) -> (Option<i32>, String, bool) {

@@ -4,20 +4,11 @@
 //! covers it).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-fn bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().join(name)
-}
+mod common;
+use common::{bin, repo};
 
 /// Runs the three tools in `work/run` (same relative path both times, so recorded paths agree).
 fn pipeline(work: &Path) -> serde_json::Value {

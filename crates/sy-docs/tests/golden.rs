@@ -6,25 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+use common::{bin, repo};
+
 use serde_json::Value;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-fn bin(name: &str) -> PathBuf {
-    let dir = match std::env::var_os("SY_TEST_BIN_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => {
-            let exe = std::env::current_exe().unwrap();
-            exe.parent().unwrap().parent().unwrap().to_path_buf()
-        }
-    };
-    dir.join(name)
-}
 
 fn run(tool: &str, args: &[&str]) {
     let out = Command::new(bin(tool)).args(args).output().unwrap();

@@ -3,23 +3,14 @@
 //! to the same numbers that `selection.json` and `report.md` show.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
+
+mod common;
+use common::{bin, repo};
 
 use serde_json::Value;
 use sy_selector::Bundle;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-fn bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().join(name)
-}
 
 fn run(work: &Path, tool: &str, args: &[&str]) -> std::process::Output {
     let out = Command::new(bin(tool))
