@@ -23,6 +23,7 @@
 //! Errors are typed ([`error`]): the binary turns them into `sy_cli::ToolError` (and its exit
 //! code) at the edge.
 
+pub mod cli;
 pub mod error;
 pub mod inputs;
 pub mod stats;

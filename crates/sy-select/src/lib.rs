@@ -25,6 +25,7 @@
 //! `sy-selector`, so what this tool measures is what production does.
 
 pub mod choice;
+pub mod cli;
 pub mod error;
 pub mod evaluate;
 pub mod gap;

@@ -1,0 +1,105 @@
+//! `sy-margin`: the 90th-percentile error margins of the predicted TTFT advantage.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use sy_run::Artifact;
+
+use crate::{DEFAULT_LEVEL, MarginOptions, inputs};
+use clap::{CommandFactory, Parser};
+use sy_cli::{CommonArgs, ToolError};
+
+/// Computes delta_blind and delta_cache on the uncertainty split and writes margins.json.
+#[derive(Debug, Parser)]
+#[command(
+    name = "sy-margin",
+    version,
+    about,
+    long_about = None,
+    after_help = "Examples:\n  sy-margin --run-dir runs/demo\n  sy-margin --run-dir runs/t1 --records data/demo/records.parquet --json"
+)]
+struct Cli {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Record files or run directories (default: the run directory).
+    #[arg(long, value_name = "PATH", num_args = 1..)]
+    records: Vec<PathBuf>,
+    /// fit.json (default: RUN_DIR/fit.json).
+    #[arg(long, value_name = "FILE")]
+    fit: Option<PathBuf>,
+    /// splits.json (default: RUN_DIR/splits.json).
+    #[arg(long, value_name = "FILE")]
+    splits: Option<PathBuf>,
+    /// Output file (default: RUN_DIR/margins.json).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Percentile level of the margin.
+    #[arg(long, default_value_t = DEFAULT_LEVEL)]
+    level: f64,
+    /// Skip (count and report) invalid record rows instead of failing.
+    #[arg(long)]
+    skip_invalid: bool,
+}
+
+/// The tool's entry point: parses the command line, runs, maps the result to the exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(shell) = cli.common.completions {
+        sy_cli::print_completions(shell, &mut Cli::command());
+        return ExitCode::SUCCESS;
+    }
+    sy_cli::init_tracing(&cli.common);
+    sy_cli::run_main(|| run(&cli))
+}
+
+fn run(cli: &Cli) -> Result<(), ToolError> {
+    cli.common.check_run_dir()?;
+    let run_dir = cli.common.run_dir.as_deref();
+    let opts = MarginOptions {
+        records: inputs::record_paths(&cli.records, run_dir)?,
+        fit: inputs::input_path(cli.fit.as_deref(), run_dir, Artifact::Fit, "--fit")?,
+        splits: inputs::input_path(cli.splits.as_deref(), run_dir, Artifact::Splits, "--splits")?,
+        out: inputs::input_path(cli.out.as_deref(), run_dir, Artifact::Margins, "--out")?,
+        level: cli.level,
+        skip_invalid: cli.skip_invalid,
+        show_progress: cli.common.show_progress(),
+    };
+    let m = crate::run(&opts)?;
+    if cli.common.json {
+        let summary = serde_json::json!({
+            "out": opts.out.display().to_string(),
+            "delta_blind_ms": m.delta_blind_ms,
+            "delta_cache_ms": m.delta_cache_ms,
+            "conditions": {"blind": m.blind.estimate.conditions, "cache": m.cache.estimate.conditions},
+            "conformal_ms": {"blind": m.blind.estimate.conformal_ms, "cache": m.cache.estimate.conformal_ms},
+            "per_probe_delta_ms": {"blind": m.blind.estimate.per_probe_delta_ms, "cache": m.cache.estimate.per_probe_delta_ms},
+            "repeats": m.blind.estimate.repeats,
+            "pairs_in_split": m.pairs_in_split,
+            "pairs_unmeasured": m.pairs_unmeasured,
+            "warnings": m.warnings,
+        });
+        println!("{summary}");
+    } else if !cli.common.quiet {
+        for (name, e) in [("blind", &m.blind.estimate), ("cache", &m.cache.estimate)] {
+            println!(
+                "delta_{name} = {:.3} ms  (G = {} conditions, conformal {} (rank {}), per-probe p90 {}, pairs {} used / {} excluded)",
+                e.delta_ms.unwrap_or(f64::NAN),
+                e.conditions,
+                e.conformal_ms
+                    .map_or("inf".to_string(), |v| format!("{v:.3} ms")),
+                e.conformal_rank,
+                e.per_probe_delta_ms
+                    .map_or("-".to_string(), |v| format!("{v:.3} ms")),
+                e.pairs_used,
+                e.pairs_excluded
+            );
+        }
+        if let Some(r) = &m.blind.estimate.repeats {
+            println!(
+                "repeats per condition: min {}, median {}, mean {:.2}, max {}",
+                r.min, r.median, r.mean, r.max
+            );
+        }
+        println!("wrote {}", opts.out.display());
+    }
+    Ok(())
+}
