@@ -77,8 +77,26 @@ pub fn init_tracing(common: &CommonArgs) {
         .try_init();
 }
 
+impl CommonArgs {
+    /// What a tool does first: `--completions SHELL` writes the completion script of `C` and
+    /// ends the run (`Some(success)`); otherwise logging is set up and the tool runs (`None`).
+    pub fn start<C: clap::CommandFactory>(&self) -> Option<std::process::ExitCode> {
+        if let Some(shell) = self.completions {
+            print_completions(shell, &mut C::command());
+            return Some(std::process::ExitCode::SUCCESS);
+        }
+        init_tracing(self);
+        None
+    }
+}
+
 /// Writes the completion script of `cmd` for `shell` on stdout.
 pub fn print_completions(shell: Shell, cmd: &mut Command) {
     let name = cmd.get_name().to_string();
-    clap_complete::generate(shell, cmd, name, &mut std::io::stdout());
+    // Generated into memory first: clap_complete panics when its writer fails, and a closed
+    // pipe (`| head`) is not an error of the tool.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, cmd, name, &mut script);
+    use std::io::Write as _;
+    let _ = std::io::stdout().write_all(&script);
 }

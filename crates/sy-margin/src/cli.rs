@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use sy_run::Artifact;
 
 use crate::{DEFAULT_LEVEL, MarginOptions, inputs};
-use clap::{CommandFactory, Parser};
+use clap::Parser;
 use sy_cli::{CommonArgs, ToolError};
 
 /// Computes delta_blind and delta_cache on the uncertainty split and writes margins.json.
@@ -43,11 +43,9 @@ struct Cli {
 /// The tool's entry point: parses the command line, runs, maps the result to the exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(shell) = cli.common.completions {
-        sy_cli::print_completions(shell, &mut Cli::command());
-        return ExitCode::SUCCESS;
+    if let Some(done) = cli.common.start::<Cli>() {
+        return done;
     }
-    sy_cli::init_tracing(&cli.common);
     sy_cli::run_main(|| run(&cli))
 }
 

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use sy_run::Artifact;
 
 use crate::select::{DEFAULT_LIMITS, SelectOptions};
-use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use sy_cli::{CommonArgs, ToolError};
 use sy_margin::inputs;
 use sy_records::Split;
@@ -130,11 +130,9 @@ enum Cmd {
 /// The tool's entry point: parses the command line, runs, maps the result to the exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(shell) = cli.common.completions {
-        sy_cli::print_completions(shell, &mut Cli::command());
-        return ExitCode::SUCCESS;
+    if let Some(done) = cli.common.start::<Cli>() {
+        return done;
     }
-    sy_cli::init_tracing(&cli.common);
     sy_cli::run_main(|| {
         cli.common.check_run_dir()?;
         match &cli.cmd {
