@@ -271,6 +271,8 @@ pub struct LoadedPlan {
     pub path: PathBuf,
     /// SHA-256 of the plan file's bytes (recorded in the manifest; `--resume` checks it).
     pub sha256: String,
+    /// The plan file's text: the bytes hashed, copied into the run directory.
+    pub text: String,
 }
 
 impl Plan {
@@ -298,6 +300,7 @@ impl Plan {
             plan,
             path: path.to_path_buf(),
             sha256: hex::encode(Sha256::digest(&bytes)),
+            text,
         })
     }
 

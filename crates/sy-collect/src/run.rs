@@ -234,16 +234,15 @@ fn check_run_dir(
 }
 
 /// Keeps the plan the run was collected with in the run directory (`plan.toml`), byte for byte:
-/// the manifest's `plan_sha256` is its hash, so the run directory alone says what was measured.
+/// the bytes that were read and hashed (the manifest's `plan_sha256`), not a second read of a
+/// file that may have changed since.
 fn copy_plan(plan: &LoadedPlan, dir: &Path) -> Result<(), CollectError> {
     let copy = Artifact::Plan.path(dir);
-    let bytes = std::fs::read(&plan.path).map_err(|e| {
-        CollectError::BadInput(format!("cannot read plan {}: {e}", plan.path.display()))
-    })?;
+    let bytes = plan.text.as_bytes();
     if std::fs::read(&copy).is_ok_and(|existing| existing == bytes) {
         return Ok(());
     }
-    sy_run::atomic_write(&copy, &bytes).map_err(|e| CollectError::Runtime(e.to_string()))
+    sy_run::atomic_write(&copy, bytes).map_err(|e| CollectError::Runtime(e.to_string()))
 }
 
 fn write_manifest(dir: &Path, m: &Manifest) -> Result<(), CollectError> {
