@@ -495,7 +495,7 @@ fn print_summary(
         println!(
             "{name}: Q table {}×{} ({} empty), standardiser on {} rows",
             m.estimators.q.n_axis().len(),
-            m.estimators.q.f_axis().len(),
+            m.estimators.q.f_len(),
             q.empty_cells.len(),
             m.standardiser.rows
         );

@@ -3,10 +3,10 @@
 //! Axes: the prompt-length axis is the observed N of each planned prompt length (the median over
 //! that plan point's records, so a chat template adding a few tokens moves the grid point to
 //! where the runtime will look it up); the cached-fraction axis is, likewise, the observed K / N of
-//! each planned fraction (the median over that column's records: the router reports K after block
-//! rounding, so a planned 0.9 is observed as 0.875–0.898), with the f = 0 column kept at exactly
-//! 0 for the cache-blind estimator. A rectilinear grid holds one f per column; each cell's own
-//! median K / N is reported beside it (`observed_f_median`). A cell is the
+//! each cell (the median over the cell's records: the router reports K after block rounding, so a
+//! planned 0.9 is observed as 0.875 at N = 128 and 0.898 at N = 2048), so each row (prompt length)
+//! has its own f axis ([`QTable::with_f_rows`]); the f = 0 column is kept at exactly 0 for the
+//! cache-blind estimator, and a cell without an observed K / N takes its column's median. A cell is the
 //! median TTFT of its ok records; its count, quartiles, range and median observed K / N are
 //! reported. An empty cell stays missing (a lookup in a cell with a missing corner is invalid,
 //! never extrapolated) and is warned about, as is a table whose medians are not monotone in the
@@ -27,7 +27,8 @@ use crate::stats::{median, quantile_sorted};
 pub struct QCell {
     /// The N axis value (median observed N of the planned prompt length).
     pub n: f64,
-    /// The f axis value (the column's median observed K / N; 0 for the f = 0 column).
+    /// The f axis value: the cell's median observed K / N (its row's f axis; 0 for the f = 0
+    /// column).
     pub f: f64,
     pub planned_n: u64,
     /// Ok records in the cell.
@@ -146,55 +147,35 @@ pub fn build_q_table(
     if fs.first().copied() != Some(0.0) {
         return Err(QBuildError::NoZeroF(name));
     }
-    let f_axis = observed_f_axis(&fs, &cells);
+    let column_f = observed_f_axis(&fs, &cells);
     // N axis: median observed N per planned N, in planned order.
     let planned: Vec<u64> = ns.keys().copied().collect();
     let n_axis: Vec<f64> = ns
         .values_mut()
         .map(|v| median(v).unwrap_or(f64::NAN))
         .collect();
-    let mut values = vec![f64::NAN; n_axis.len() * fs.len()];
-    let mut report_cells = Vec::with_capacity(values.len());
-    let mut empty = Vec::new();
-    for (i, (&pn, &n)) in planned.iter().zip(&n_axis).enumerate() {
-        for (j, (&planned_f, &f)) in fs.iter().zip(&f_axis).enumerate() {
-            let cell = cells.get_mut(&(pn, planned_f.to_bits()));
-            let (count, med, p25, p75, min, max, of) = match cell {
-                Some((ttfts, ofs)) if !ttfts.is_empty() => {
-                    ttfts.sort_by(f64::total_cmp);
-                    let med = quantile_sorted(ttfts, 0.5);
-                    (
-                        ttfts.len(),
-                        Some(med),
-                        Some(quantile_sorted(ttfts, 0.25)),
-                        Some(quantile_sorted(ttfts, 0.75)),
-                        ttfts.first().copied(),
-                        ttfts.last().copied(),
-                        median(ofs),
-                    )
-                }
-                _ => (0, None, None, None, None, None, None),
-            };
-            if let Some(m) = med {
-                values[i * fs.len() + j] = m;
-            } else {
-                empty.push([n, f]);
-            }
-            report_cells.push(QCell {
-                n,
-                f,
-                planned_n: pn,
-                count,
-                median_ms: med,
-                p25_ms: p25,
-                p75_ms: p75,
-                min_ms: min,
-                max_ms: max,
-                observed_f_median: of,
-            });
+    let mut values = Vec::with_capacity(n_axis.len() * fs.len());
+    let mut report_cells = Vec::with_capacity(n_axis.len() * fs.len());
+    let mut f_rows = Vec::with_capacity(n_axis.len());
+    for (&pn, &n) in planned.iter().zip(&n_axis) {
+        let row: Vec<QCell> = fs
+            .iter()
+            .zip(&column_f)
+            .map(|(&pf, &cf)| measured_cell(&mut cells, pn, n, pf, cf))
+            .collect();
+        let f_row = row_f_axis(&row, &fs, &column_f);
+        for (cell, &f) in row.into_iter().zip(&f_row) {
+            values.push(cell.median_ms.unwrap_or(f64::NAN));
+            report_cells.push(QCell { f, ..cell });
         }
+        f_rows.push(f_row);
     }
-    let table = QTable::new(n_axis, f_axis, values).map_err(|e| QBuildError::Table {
+    let empty = report_cells
+        .iter()
+        .filter(|c| c.median_ms.is_none())
+        .map(|c| [c.n, c.f])
+        .collect();
+    let table = QTable::with_f_rows(n_axis, f_rows, values).map_err(|e| QBuildError::Table {
         model: name,
         message: e.to_string(),
     })?;
@@ -212,11 +193,70 @@ pub fn build_q_table(
     ))
 }
 
-/// The cached-fraction axis: per planned fraction, the median observed K / N of its records over
-/// every prompt length (the fraction the router will report, after block rounding: e.g. 0.875–0.898
-/// where 0.9 was planned), as the N axis is the observed N. The f = 0 column stays exactly 0 (the
-/// cache-blind estimator reads it). When a column has no observed K / N, or the medians would not
-/// increase strictly, the planned fractions are used (the axis must stay strictly increasing).
+/// One cell as measured: the median TTFT of its records, their spread and their median observed
+/// K / N. `f` is the column's value here; [`row_f_axis`] sets the cell's own.
+fn measured_cell(
+    cells: &mut CellSamples,
+    planned_n: u64,
+    n: f64,
+    planned_f: f64,
+    column_f: f64,
+) -> QCell {
+    let mut cell = QCell {
+        n,
+        f: column_f,
+        planned_n,
+        count: 0,
+        median_ms: None,
+        p25_ms: None,
+        p75_ms: None,
+        min_ms: None,
+        max_ms: None,
+        observed_f_median: None,
+    };
+    if let Some((ttfts, ofs)) = cells.get_mut(&(planned_n, planned_f.to_bits()))
+        && !ttfts.is_empty()
+    {
+        ttfts.sort_by(f64::total_cmp);
+        cell.count = ttfts.len();
+        cell.median_ms = Some(quantile_sorted(ttfts, 0.5));
+        cell.p25_ms = Some(quantile_sorted(ttfts, 0.25));
+        cell.p75_ms = Some(quantile_sorted(ttfts, 0.75));
+        cell.min_ms = ttfts.first().copied();
+        cell.max_ms = ttfts.last().copied();
+        cell.observed_f_median = median(ofs);
+    }
+    cell
+}
+
+/// One row's cached-fraction axis: each cell's own median observed K / N (what the router reports
+/// for that prompt length after block rounding: 0.875 at N = 128 where 0.9 was planned, 0.898 at
+/// N = 2048), 0 for the f = 0 column, the column's value for a cell with no observed K / N. When
+/// those would not increase strictly along the row, the row takes the column values.
+fn row_f_axis(row: &[QCell], planned: &[f64], column_f: &[f64]) -> Vec<f64> {
+    let own: Vec<f64> = row
+        .iter()
+        .zip(planned.iter().zip(column_f))
+        .map(|(c, (&pf, &cf))| {
+            if pf == 0.0 {
+                0.0
+            } else {
+                c.observed_f_median.unwrap_or(cf)
+            }
+        })
+        .collect();
+    if own.windows(2).all(|w| w[0] < w[1]) {
+        own
+    } else {
+        column_f.to_vec()
+    }
+}
+
+/// The column values: per planned fraction, the median observed K / N of its records over every
+/// prompt length (e.g. 0.890625 where 0.9 was planned). A cell without its own observed K / N, or a
+/// row whose own values would not increase, uses them. The f = 0 column stays exactly 0. When a
+/// column has no observed K / N, or the medians would not increase strictly, the planned fractions
+/// are used (an axis must stay strictly increasing).
 fn observed_f_axis(planned: &[f64], cells: &CellSamples) -> Vec<f64> {
     let observed: Option<Vec<f64>> = planned
         .iter()
@@ -319,7 +359,7 @@ mod tests {
         rs.push(failed);
         let (t, rep) = build_q_table(&table(&rs), Model::Efficient).unwrap();
         assert_eq!(t.n_axis(), &[100.0, 200.0]);
-        assert_eq!(t.f_axis(), &[0.0, 0.5]);
+        assert_eq!(t.shared_f_axis(), Some(&[0.0, 0.5][..]));
         assert_eq!(t.lookup(100.0, 0.0), Ok(12.0));
         assert_eq!(t.lookup(150.0, 0.0), Ok(16.0));
         assert!(t.lookup(150.0, 0.25).is_err()); // missing corner
@@ -334,6 +374,34 @@ mod tests {
         let (_, rep) = build_q_table(&table(&rs), Model::Efficient).unwrap();
         assert!(rep.monotone_violation_count >= 1);
         assert_eq!(rep.monotone_violations[0].lower[2], 50.0);
+    }
+
+    /// Block rounding gives each prompt length its own observed fraction: each row's f axis is
+    /// its cells' own K / N, and a measured cell reads back exactly where it was measured.
+    #[test]
+    fn each_row_takes_its_cells_observed_fraction() {
+        let block = |n: u64, f: f64| {
+            let mut r = q(n, f, 0.0, Model::Efficient);
+            r.k = Some(((f * n as f64) as u64 / 16) * 16);
+            r
+        };
+        let mut rs = Vec::new();
+        for (n, ttft0, ttft9) in [(128, 6.0, 2.0), (2048, 60.0, 8.0)] {
+            let mut a = block(n, 0.0);
+            a.ttft_ms = Some(ttft0);
+            let mut b = block(n, 0.9);
+            b.ttft_ms = Some(ttft9);
+            rs.extend([a, b]);
+        }
+        let (t, rep) = build_q_table(&table(&rs), Model::Efficient).unwrap();
+        assert_eq!(t.f_row(0), &[0.0, 112.0 / 128.0]); // 0.875
+        assert_eq!(t.f_row(1), &[0.0, 1840.0 / 2048.0]); // 0.8984375
+        assert_eq!(t.lookup(128.0, 0.875), Ok(2.0));
+        assert_eq!(t.lookup(2048.0, 0.8984375), Ok(8.0));
+        assert_eq!(rep.cells[1].f, 0.875);
+        assert_eq!(rep.cells[3].f, 0.8984375);
+        // Between the rows, above the lower row's measured top: out of the grid, not clamped.
+        assert!(t.lookup(1000.0, 0.88).is_err());
     }
 
     #[test]

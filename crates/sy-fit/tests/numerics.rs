@@ -50,8 +50,8 @@ fn fit_recovers_known_coefficients() {
         assert!((a0 - truth.load[0]).abs() < 10.0, "{msg}");
         // The Q table reproduces the bilinear truth at its grid points up to the cell noise.
         let q = &m.estimators.q;
-        for &n in q.n_axis() {
-            for &f in q.f_axis() {
+        for (i, &n) in q.n_axis().iter().enumerate() {
+            for &f in q.f_row(i) {
                 let got = q.lookup(n, f).unwrap();
                 let want = truth.q_true(n, (f * n).round() / n);
                 assert!(

@@ -75,7 +75,7 @@ pub fn write_fit(
     capable: &ModelEstimators,
 ) -> std::io::Result<()> {
     let v = serde_json::json!({
-        "schema_version": 1,
+        "schema_version": sy_run::layout::FIT_SCHEMA_VERSION,
         "models": {
             "efficient": {"estimators": efficient},
             "capable": {"estimators": capable},
@@ -102,7 +102,7 @@ pub fn write_splits(
         conditions.insert(c.to_string(), s.to_string());
     }
     let v = serde_json::json!({
-        "schema_version": 1,
+        "schema_version": sy_run::layout::SPLITS_SCHEMA_VERSION,
         "seed": seed,
         "fractions": {"fit": 0.6, "uncertainty": 0.2, "selection": 0.2},
         "method": "test",

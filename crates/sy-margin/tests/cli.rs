@@ -142,7 +142,7 @@ fn bad_inputs_exit_2_and_name_the_file() {
     assert!(!dir.path().join("margins.json").exists());
 
     // A fit file without estimators.
-    std::fs::write(dir.path().join("fit.json"), "{\"schema_version\": 1}").unwrap();
+    std::fs::write(dir.path().join("fit.json"), "{\"schema_version\": 2}").unwrap();
     let out = sy_margin(&["--run-dir", d]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no estimators for the efficient model"));

@@ -33,8 +33,9 @@ pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
 pub const RECORD_SCHEMA_VERSION: u32 = 1;
 /// Version of the `splits.json` layout.
 pub const SPLITS_SCHEMA_VERSION: u32 = 1;
-/// Version of the `fit.json` layout.
-pub const FIT_SCHEMA_VERSION: u32 = 1;
+/// Version of the `fit.json` layout. 2: each Q table row has its own cached-fraction axis (the
+/// fractions observed at that prompt length).
+pub const FIT_SCHEMA_VERSION: u32 = 2;
 /// Version of the `margins.json` layout.
 pub const MARGINS_SCHEMA_VERSION: u32 = 1;
 /// Version of the `selection.json` layout.
@@ -337,7 +338,10 @@ mod tests {
     fn versions_are_checked_and_named() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         for (text, found) in [
-            (r#"{"schema_version": 2, "models": {}}"#, "schema_version 2"),
+            (
+                r#"{"schema_version": 99, "models": {}}"#,
+                "schema_version 99",
+            ),
             (r#"{"models": {}}"#, "schema_version missing"),
             ("[]", "schema_version missing"),
         ] {
@@ -367,7 +371,7 @@ mod tests {
         let p = write(
             dir.path(),
             "fit.json",
-            "{\"schema_version\": 1,\n \"models\": \"x\"}",
+            "{\"schema_version\": 2,\n \"models\": \"x\"}",
         );
         let e = read_artifact::<Fit>(Artifact::Fit, &p)
             .err()

@@ -513,29 +513,48 @@ fn margins(r: &mut Report, out: &SelectOutput) -> R {
     )
 }
 
+/// Column `j` of a Q table by its cached fraction: the value when every row has the same, else the
+/// range over the rows (each row's f axis is the fraction observed at its prompt length).
+fn f_column_label(q: &sy_selector::QTable, j: usize) -> String {
+    let fs: Vec<f64> = (0..q.n_axis().len())
+        .filter_map(|i| q.f_row(i).get(j).copied())
+        .collect();
+    let (lo, hi) = fs
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &f| {
+            (lo.min(f), hi.max(f))
+        });
+    if format!("{lo:.3}") == format!("{hi:.3}") {
+        format!("{lo:.3}")
+    } else {
+        format!("{lo:.3}–{hi:.3}")
+    }
+}
+
 fn q_plots(
     name: &str,
     est: &ModelEstimators,
     report: Option<&sy_fit::qbuild::QTableReport>,
 ) -> (Plot, Plot) {
     let q = &est.q;
-    let (n_axis, f_axis) = (q.n_axis(), q.f_axis());
+    let n_axis = q.n_axis();
+    let f_labels: Vec<String> = (0..q.f_len()).map(|j| f_column_label(q, j)).collect();
     let cell = |i: usize, j: usize| {
         report?
             .cells
             .iter()
-            .find(|c| c.n == n_axis[i] && c.f == f_axis[j])
+            .find(|c| c.n == n_axis[i] && Some(&c.f) == q.f_row(i).get(j))
     };
     let values: Vec<Vec<f64>> = (0..n_axis.len())
         .map(|i| {
-            (0..f_axis.len())
+            (0..q.f_len())
                 .map(|j| q.value(i, j).unwrap_or(f64::NAN))
                 .collect()
         })
         .collect();
     let counts: Vec<Vec<u64>> = (0..n_axis.len())
         .map(|i| {
-            (0..f_axis.len())
+            (0..q.f_len())
                 .map(|j| cell(i, j).map_or(0, |c| c.count as u64))
                 .collect()
         })
@@ -545,7 +564,7 @@ fn q_plots(
         x_label: "cached fraction f (observed K/N)".into(),
         y_label: "prompt tokens N (observed)".into(),
         value_label: "TTFT (ms)".into(),
-        x_ticks: f_axis.iter().map(|f| format!("{f:.3}")).collect(),
+        x_ticks: f_labels.clone(),
         y_ticks: n_axis.iter().map(|n| format!("{n:.0}")).collect(),
         values: values.clone(),
         decimals: 1,
@@ -554,9 +573,9 @@ fn q_plots(
     });
     let mut series = Vec::new();
     let mut bands = Vec::new();
-    for (j, f) in f_axis.iter().enumerate() {
+    for (j, f) in f_labels.iter().enumerate() {
         series.push(Series {
-            name: format!("f = {f:.3}"),
+            name: format!("f = {f}"),
             points: n_axis
                 .iter()
                 .zip(&values)

@@ -19,8 +19,13 @@ use sha2::{Digest, Sha256};
 use crate::model::Variant;
 use crate::rule::RuleParams;
 
-/// The bundle layout version this crate reads and writes.
-pub const BUNDLE_SCHEMA_VERSION: u32 = 1;
+/// The bundle layout version this crate writes. Version 2 allows a Q table with one cached-fraction
+/// axis per prompt length ([`crate::QTable::with_f_rows`]); version 1 (one shared axis) is a
+/// subset of it and is still read ([`BUNDLE_READABLE_VERSIONS`]).
+pub const BUNDLE_SCHEMA_VERSION: u32 = 2;
+
+/// Every bundle layout version this crate reads.
+pub const BUNDLE_READABLE_VERSIONS: [u32; 2] = [1, 2];
 
 /// Where a bundle came from.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,7 +92,9 @@ pub enum BundleError {
     NotAnObject,
     #[error("bundle has no `schema_version` field (expected {expected})")]
     MissingSchemaVersion { expected: u32 },
-    #[error("bundle schema_version is {found}, this build reads only schema_version {expected}")]
+    #[error(
+        "bundle schema_version is {found}, this build reads schema_version 1 to {expected} (a newer bundle needs a newer sy-selector)"
+    )]
     WrongSchemaVersion { found: String, expected: u32 },
     /// A missing field, an unknown field or a value of the wrong type; serde's message names it.
     #[error("bundle does not match schema version {BUNDLE_SCHEMA_VERSION}: {0}")]
@@ -320,7 +327,10 @@ impl Bundle {
                     expected: BUNDLE_SCHEMA_VERSION,
                 });
             }
-            Some(v) if v.as_u64() == Some(u64::from(BUNDLE_SCHEMA_VERSION)) => {}
+            Some(v)
+                if BUNDLE_READABLE_VERSIONS
+                    .iter()
+                    .any(|&r| v.as_u64() == Some(u64::from(r))) => {}
             Some(v) => {
                 return Err(BundleError::WrongSchemaVersion {
                     found: v.to_string(),

@@ -57,8 +57,8 @@ mod quantile;
 mod rule;
 
 pub use bundle::{
-    BUNDLE_SCHEMA_VERSION, Bundle, BundleError, InputFile, MAX_PLAUSIBLE_FEATURE, MAX_PLAUSIBLE_MS,
-    ParamsError, Provenance,
+    BUNDLE_READABLE_VERSIONS, BUNDLE_SCHEMA_VERSION, Bundle, BundleError, InputFile,
+    MAX_PLAUSIBLE_FEATURE, MAX_PLAUSIBLE_MS, ParamsError, Provenance,
 };
 pub use estimator::{
     EstimatorInputs, LoadCorrection, ModelEstimators, PredictError, Standardiser,

@@ -93,7 +93,7 @@ fn tampered_coefficient_is_refused() {
 #[test]
 fn wrong_schema_version_is_refused() {
     let mut v = bundle_value();
-    v["schema_version"] = Value::from(2);
+    v["schema_version"] = Value::from(3);
     let err = load_value(&v).unwrap_err();
     assert!(
         matches!(err, BundleError::WrongSchemaVersion { .. }),
@@ -101,7 +101,7 @@ fn wrong_schema_version_is_refused() {
     );
     let msg = err.to_string();
     assert!(
-        msg.contains("schema_version is 2") && msg.contains("only schema_version 1"),
+        msg.contains("schema_version is 3") && msg.contains("schema_version 1 to 2"),
         "{msg}"
     );
     v["schema_version"] = Value::from("1");
@@ -263,4 +263,17 @@ fn documented_examples_are_current() {
     let d = loaded.decide(&input);
     assert_eq!(d.variant, Variant::Cache);
     assert!(d.predicted_efficient_ms.is_some() && d.predicted_capable_ms.is_some());
+}
+
+/// A version-1 bundle (one shared f axis in its Q tables) is still read: version 2 only adds the
+/// per-row form. sy-eval's committed bundle was frozen as version 1.
+#[test]
+fn version_1_bundles_are_still_read() {
+    let text = std::fs::read_to_string(workspace_file("data/eval/bundle.json")).unwrap();
+    let b = Bundle::load(&text).unwrap();
+    assert_eq!(b.schema_version, 1);
+    assert!(b.params.efficient.q.shared_f_axis().is_some());
+    let mut v = bundle_value();
+    v["schema_version"] = Value::from(2);
+    assert!(load_value(&v).is_ok());
 }
