@@ -10,8 +10,9 @@
 //!   booked through it, so every request — probe, prime and background — goes
 //!   `select_and_reserve` → pinned frontend request → `prefill_complete` → `DELETE`
 //!   ([`accounting`]). A run ends by checking that `/loads` is back to zero.
-//! - **Paired probes.** Both candidates are observed, then sent the same token-exact prompt at
-//!   the same instant ([`probe`]), so their records differ only by model.
+//! - **Paired probes.** Both candidates are observed, then sent the same token-exact prompt
+//!   ([`probe`]): at the same instant under load, so their records differ only by model; one
+//!   after the other in the no-load grid, where a sibling in flight would be load.
 //! - **No unplanned cache hits.** Prompts are drawn from a seeded generator keyed by a random
 //!   per-invocation id, condition, repeat and attempt ([`prompt`]), so neither a second run of
 //!   the same plan on a warm deployment nor a resumed run reuses a cached prompt; the primed

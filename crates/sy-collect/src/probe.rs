@@ -1,5 +1,6 @@
 //! One unit: prime the prefix, hold the background load, observe both candidates, send the
-//! same prompt to both at the same instant, release everything, and build two records.
+//! same prompt to both (at the same instant under load, one after the other in the no-load
+//! grid: [`Sending`]), release everything, and build two records.
 //!
 //! A unit attempt that fails transiently (connect, timeout, 5xx, a stream error or drop, a
 //! reservation or observation refused by an unavailable worker) is retried by the caller with a
@@ -12,7 +13,7 @@ use sy_records::Model;
 
 use sy_dynamo::observe::{Candidate, CandidateObservation, ObservedFields, observe_candidates};
 use sy_dynamo::{CallError, ErrorClass, StreamOutcome};
-use sy_records::{RECORD_SCHEMA_VERSION, Record, Status};
+use sy_records::{Phase, RECORD_SCHEMA_VERSION, Record, Status};
 
 use crate::accounting::{Booking, Driver};
 use crate::background::{BackgroundLoad, slots_for};
@@ -83,6 +84,31 @@ struct PairState {
     failures: [Option<Failure>; 2],
 }
 
+/// How the two probes of a pair leave.
+///
+/// In the load phase both leave at the same instant (their futures start in the same poll), so
+/// both candidates meet the same background load and the pair is a fair comparison. In the
+/// qgrid phase, which measures the no-load table Q_m(N, f), the capable probe leaves after the
+/// efficient one has finished: a sibling in flight is a competing request at the shared
+/// frontend (measured: with both sent together the first token of one waits up to ~1 ms while
+/// the frontend forwards the other's; see docs/dynamo.md, "client TTFT against the server's").
+/// No load means none, so the qgrid cells are measured one request at a time. The observations
+/// and bookings of both are still taken before either is sent; at no load nothing changes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sending {
+    SameInstant,
+    OneAfterTheOther,
+}
+
+impl Sending {
+    fn of(phase: Phase) -> Self {
+        match phase {
+            Phase::Qgrid => Sending::OneAfterTheOther,
+            Phase::Load => Sending::SameInstant,
+        }
+    }
+}
+
 impl UnitRunner {
     fn models(&self) -> [(Model, &str); 2] {
         [
@@ -100,7 +126,8 @@ impl UnitRunner {
         let mut pair = PairState::default();
         if self.prime(cond, &tokens, &mut pair.failures).await {
             let background = self.start_background(cond, &probe_id).await;
-            self.probe_pair(&tokens, &mut pair).await;
+            self.probe_pair(&tokens, Sending::of(cond.phase), &mut pair)
+                .await;
             if let Some(bg) = background {
                 bg.stop().await;
             }
@@ -232,8 +259,8 @@ impl UnitRunner {
         }
     }
 
-    /// 3. Observe both, reserve both, send both at the same instant, release both.
-    async fn probe_pair(&self, tokens: &[u32], pair: &mut PairState) {
+    /// 3. Observe both, reserve both, send both (see [`Sending`]), release both.
+    async fn probe_pair(&self, tokens: &[u32], sending: Sending, pair: &mut PairState) {
         if self.driver.cancel.is_cancelled() {
             pair.failures = [
                 Some(Failure::cancelled("before the probe")),
@@ -245,7 +272,7 @@ impl UnitRunner {
             return;
         }
         self.reserve(tokens, pair).await;
-        let sent = self.send_both(tokens, &pair.bookings).await;
+        let sent = self.send_both(tokens, &pair.bookings, sending).await;
         self.settle(sent, pair);
     }
 
@@ -307,12 +334,12 @@ impl UnitRunner {
         }
     }
 
-    /// Sends both reserved probes at the same instant (the futures start in the same poll),
-    /// then releases both bookings.
+    /// Sends both reserved probes as `sending` says, then releases both bookings.
     async fn send_both(
         &self,
         tokens: &[u32],
         bookings: &[Option<Booking>; 2],
+        sending: Sending,
     ) -> [Option<StreamOutcome>; 2] {
         let cancel = self.driver.cancel.clone();
         let max_tokens = self.plan.probe.max_tokens;
@@ -334,7 +361,10 @@ impl UnitRunner {
                 }
             }
         };
-        let (oa, ob) = tokio::join!(send(0), send(1));
+        let (oa, ob) = match sending {
+            Sending::SameInstant => tokio::join!(send(0), send(1)),
+            Sending::OneAfterTheOther => (send(0).await, send(1).await),
+        };
         let release = |i: usize| async move {
             if let Some(b) = &bookings[i] {
                 self.driver.release(b).await;

@@ -803,11 +803,12 @@ async fn real_dynamo_sy_collect_survives_frontend_restart() {
     );
 }
 
-/// Bounds of the per-cell sim/real ratio of the median *client* TTFT. The server side is held to
-/// 0.9–1.1; the client side also carries the real transport gap, about 0.6 ms on an idle machine
-/// but 1.2–1.8 ms on the efficient model's ~7 ms cells with other builds on the two cores (load
-/// average 9–10; see CELL_MEDIAN_MS in real_dynamo_dp.rs), where the ratio fell to 0.82.
-const CLIENT_RATIO: (f64, f64) = (0.75, 1.25);
+/// Bounds of the per-cell sim/real ratio of the median *client* TTFT: the 0.9–1.1. Measured
+/// after the qgrid phase began sending a pair's candidates one after the other (idle 2-core
+/// machine, 1 Dec 2026): 0.967–1.040 over the 18 cells. Before, with both sent at once, the real
+/// frontend's serialisation of the two first tokens put the efficient model's ~7 ms cells as low
+/// as 0.82 under other load, and the bound was 0.75–1.25.
+const CLIENT_RATIO: (f64, f64) = (0.9, 1.1);
 
 /// A server-side cell also passes when sim and real medians differ by at most this much (ms):
 /// the real mocker's own cell medians carry about that much noise on the ~6 ms efficient cells.
