@@ -63,5 +63,5 @@ fn same_seed_same_splits_fit_margins_and_rule() {
     assert_eq!(first["margins"], second["margins"], "margins.json differs");
     assert_eq!(first["bundle"], second["bundle"], "bundle.json differs");
     // The chosen rule on the committed dataset (docs/worked-example.md explains it).
-    assert_eq!(first["bundle"]["variant"], "count_prefill");
+    assert_eq!(first["bundle"]["variant"], "cache");
 }

@@ -616,7 +616,7 @@ fn q_plots(
 }
 
 fn q_tables(r: &mut Report, out: &SelectOutput) -> R {
-    r.markdown("## Q tables (no-load TTFT)\n\nEach cell is the median TTFT of its Q-grid records (n = records in the cell); the cached-fraction axis is the observed K/N of each column (block-rounded), the N axis the observed prompt length.");
+    r.markdown("## Q tables (no-load TTFT)\n\nEach cell is the median TTFT of its Q-grid records (n = records in the cell); the cached-fraction axis is the observed K/N of each cell (block-rounded, so it differs by prompt length: a column spanning several values is labelled with their range), the N axis the observed prompt length.");
     for (name, est, rep) in [
         (
             "efficient",
