@@ -12,7 +12,7 @@ mod progress;
 
 pub use common::{CommonArgs, init_tracing, print_completions};
 pub use error::{ExitStatus, RunDirError, ToolError, run_main};
-pub use progress::{progress_bar, spinner};
+pub use progress::{Phases, progress_bar, spinner};
 pub use sy_run::{
     RunError, atomic_write, atomic_write_all, atomic_write_json, check_output_path, file_sha256,
     json_bytes, json_error_with_field,

@@ -385,15 +385,15 @@ fn fit_file(
 fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), CliError> {
     let started = Instant::now();
     let paths = fit_paths(common, args)?;
-    let spinner = sy_cli::spinner(common.show_progress());
-    spinner.set_message("loading records");
+    let mut phases = sy_cli::Phases::new(common.show_progress());
+    phases.start("loading records");
     let loaded = load_records(&paths.inputs, args.skip_invalid, started)?;
 
-    spinner.set_message("splitting");
+    phases.start("splitting");
     let (splits, reused) =
         SplitTable::load_or_build(&paths.splits, &loaded, common.seed, args.split_fractions)?;
 
-    spinner.set_message("fitting");
+    phases.start("fitting");
     let config = FitConfig {
         folds: args.folds,
         alpha_grid: args.alpha_grid.clone().unwrap_or_else(default_alpha_grid),
@@ -409,7 +409,7 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), CliError> {
     );
     let file = fit_file(&loaded, &splits, &paths.splits, &config, result)?;
 
-    spinner.set_message("writing");
+    phases.start("writing");
     // Both files or neither.
     sy_cli::atomic_write_all(&[
         (
@@ -418,7 +418,7 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), CliError> {
         ),
         (paths.out.clone(), sy_cli::json_bytes(&paths.out, &file)?),
     ])?;
-    spinner.finish_and_clear();
+    phases.finish();
 
     for w in &file.warnings {
         tracing::warn!("{w}");

@@ -30,7 +30,7 @@ use sy_selector::{
 
 use crate::qbuild::{QBuildError, QTableReport, build_q_table};
 use crate::ridge::{RidgeError, SuffStats, solve};
-use crate::stats::quantile_sorted;
+use crate::stats::quantile_unsorted;
 
 /// Default number of cross-validation folds.
 pub const DEFAULT_FOLDS: usize = 5;
@@ -310,46 +310,170 @@ fn estimator_name(e: Estimator) -> &'static str {
     }
 }
 
-/// Fits both models (see the module docs).
+/// Fits both models (see the module docs): [`prepare`] then [`Prepared::fit`].
 pub fn fit(
     records: &ProbeTable,
     splits: &SplitTable,
     config: &FitConfig,
 ) -> Result<FitResult, FitError> {
-    if config.alpha_grid.is_empty() {
-        return Err(FitError::Settings("the alpha grid is empty".to_string()));
-    }
-    let (folds_of, k) = assign_folds(splits, config.folds, config.seed)?;
-    let mut warnings = Vec::new();
-    if k < config.folds {
-        warnings.push(format!(
-            "only {k} fit-split conditions: using {k} folds instead of {}",
-            config.folds
-        ));
-    }
-    let efficient = fit_model(
+    // Only the fit split's rows are prepared: one fit needs no others.
+    let in_fit: Vec<bool> = records
+        .condition_splits(splits)
+        .into_iter()
+        .map(|s| s == Some(Split::Fit))
+        .collect();
+    let keep = |c: u32| in_fit.get(c as usize).copied().unwrap_or(false);
+    Prepared {
         records,
-        splits,
-        &folds_of,
-        k,
-        Model::Efficient,
-        config,
-        &mut warnings,
-    )?;
-    let capable = fit_model(
+        efficient: prepare_model(records, Model::Efficient, &keep),
+        capable: prepare_model(records, Model::Capable, &keep),
+    }
+    .fit(splits, config)
+}
+
+/// What a candidate row outside the conditions [`prepare_model`] was asked to keep holds
+/// instead of its features (never read by a fit under the same split).
+const NOT_PREPARED: &str = "not_prepared";
+
+/// One ok load-phase row of one model as the fit reads it, whatever its split: its condition,
+/// its served model and its features and targets (or the field that makes it unusable).
+#[derive(Debug)]
+struct Candidate<'a> {
+    condition: u32,
+    model: &'a str,
+    usable: Result<Usable, &'static str>,
+}
+
+/// The split-independent part of a fit row.
+#[derive(Debug)]
+struct Usable {
+    raw: [f64; 3],
+    ttft: f64,
+    /// Regression targets (blind, cache); Err = reason.
+    target: [Result<f64, &'static str>; 2],
+}
+
+/// One model's Q table (or why there is none) and its candidate rows.
+#[derive(Debug)]
+struct PreparedModel<'a> {
+    q: Result<(QTable, QTableReport), QBuildError>,
+    rows: Vec<Candidate<'a>>,
+}
+
+/// What a fit needs that does not depend on the split: each model's Q table (from the Q-grid
+/// records) and every ok load-phase row with its features and targets. Prepared once, it is
+/// fitted under any number of split tables (`sy-select`'s stability check fits ten), each fit
+/// giving exactly what [`fit`] gives.
+#[derive(Debug)]
+pub struct Prepared<'a> {
+    records: &'a ProbeTable,
+    efficient: PreparedModel<'a>,
+    capable: PreparedModel<'a>,
+}
+
+/// Builds both Q tables and computes every candidate row's features and targets.
+pub fn prepare(records: &ProbeTable) -> Prepared<'_> {
+    Prepared {
         records,
-        splits,
-        &folds_of,
-        k,
-        Model::Capable,
-        config,
-        &mut warnings,
-    )?;
-    Ok(FitResult {
-        models: ModelFits { efficient, capable },
-        folds: k,
-        warnings,
-    })
+        efficient: prepare_model(records, Model::Efficient, &|_| true),
+        capable: prepare_model(records, Model::Capable, &|_| true),
+    }
+}
+
+/// One model's Q table and candidate rows; only the rows of conditions `keep` accepts get
+/// their features and targets computed.
+fn prepare_model<'a>(
+    records: &'a ProbeTable,
+    role: Model,
+    keep: &dyn Fn(u32) -> bool,
+) -> PreparedModel<'a> {
+    let q = build_q_table(records, role);
+    let mut rows = Vec::new();
+    if let Ok((q, _)) = &q {
+        for r in records.rows() {
+            if r.phase() != Phase::Load || r.role() != role || r.status() != Status::Ok {
+                continue;
+            }
+            let condition = r.condition();
+            let usable = if keep(condition) {
+                usable_row(&r, q)
+            } else if rows
+                .last()
+                .is_some_and(|c: &Candidate| c.condition == condition)
+            {
+                // A run of rows not kept only matters where it starts (a condition change).
+                continue;
+            } else {
+                Err(NOT_PREPARED)
+            };
+            rows.push(Candidate {
+                condition,
+                model: r.model(),
+                usable,
+            });
+        }
+    }
+    PreparedModel { q, rows }
+}
+
+/// A row's features and targets, or the first field that makes it unusable.
+fn usable_row(r: &sy_records::Row<'_>, q: &QTable) -> Result<Usable, &'static str> {
+    let obs = r.rule_observation();
+    let raw = raw_features(&obs).map_err(|e| e.field.as_str())?;
+    let ttft = r.ttft_ms().ok_or("ttft_ms")?;
+    let target =
+        ESTIMATORS.map(|e| regression_target(q, e, &obs, ttft).map_err(|err| reason(&err)));
+    Ok(Usable { raw, ttft, target })
+}
+
+impl Prepared<'_> {
+    /// Fits both models under `splits` (see the module docs).
+    pub fn fit(&self, splits: &SplitTable, config: &FitConfig) -> Result<FitResult, FitError> {
+        if config.alpha_grid.is_empty() {
+            return Err(FitError::Settings("the alpha grid is empty".to_string()));
+        }
+        let (folds_of, k) = assign_folds(splits, config.folds, config.seed)?;
+        let mut warnings = Vec::new();
+        if k < config.folds {
+            warnings.push(format!(
+                "only {k} fit-split conditions: using {k} folds instead of {}",
+                config.folds
+            ));
+        }
+        let places = condition_places(self.records, splits, &folds_of);
+        let fit_one = |m: &PreparedModel<'_>, role: Model, warnings: &mut Vec<String>| {
+            fit_model(m, &places, k, role, config, warnings)
+        };
+        let efficient = fit_one(&self.efficient, Model::Efficient, &mut warnings)?;
+        let capable = fit_one(&self.capable, Model::Capable, &mut warnings)?;
+        Ok(FitResult {
+            models: ModelFits { efficient, capable },
+            folds: k,
+            warnings,
+        })
+    }
+}
+
+/// Each condition of the table (by index): its split and fold, `None` when the split table
+/// does not list it.
+fn condition_places(
+    records: &ProbeTable,
+    splits: &SplitTable,
+    folds_of: &FoldMap,
+) -> Vec<Option<(Split, usize)>> {
+    (0..records.condition_count())
+        .map(|c| {
+            let (run_id, condition_id) = records.condition_key(c as u32);
+            splits.split_of(run_id, condition_id).map(|s| {
+                let fold = folds_of
+                    .get(run_id)
+                    .and_then(|m| m.get(condition_id))
+                    .copied()
+                    .unwrap_or(usize::MAX);
+                (s, fold)
+            })
+        })
+        .collect()
 }
 
 /// Warnings about a model's Q table: empty cells, and cells that are not monotone in the
@@ -379,69 +503,46 @@ struct FitRows {
     skipped: BTreeMap<String, usize>,
 }
 
-/// Collects the ok load-phase rows of `role` in the fit split with their features, fold,
-/// condition number and both regression targets.
-fn fit_rows(
-    records: &ProbeTable,
-    splits: &SplitTable,
-    folds_of: &FoldMap,
-    role: Model,
-    q: &QTable,
-) -> FitRows {
+/// The candidate rows of one model that are in the fit split, with their fold and a running
+/// condition number (a new number each time the condition changes between consecutive rows).
+fn fit_rows(model: &PreparedModel<'_>, places: &[Option<(Split, usize)>]) -> FitRows {
     let mut served: Vec<String> = Vec::new();
     let mut rows: Vec<Row> = Vec::new();
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
     let mut last: Option<(u32, ConditionInfo)> = None;
     let mut cond_counter: u32 = 0;
-    for r in records.rows() {
-        if r.phase() != Phase::Load || r.role() != role || r.status() != Status::Ok {
-            continue;
-        }
-        // Consecutive records usually share a condition: cache its split and fold.
+    for c in &model.rows {
         let info = match last {
-            Some((c, info)) if c == r.condition() => info,
+            Some((l, info)) if l == c.condition => info,
             _ => {
-                let (run_id, condition_id) = (r.run_id(), r.condition_id());
-                let info = splits.split_of(run_id, condition_id).map(|s| {
-                    let fold = folds_of
-                        .get(run_id)
-                        .and_then(|m| m.get(condition_id))
-                        .copied()
-                        .unwrap_or(usize::MAX);
-                    cond_counter += 1;
-                    (s, fold, cond_counter)
-                });
-                last = Some((r.condition(), info));
+                let info = places
+                    .get(c.condition as usize)
+                    .copied()
+                    .flatten()
+                    .map(|(s, fold)| {
+                        cond_counter += 1;
+                        (s, fold, cond_counter)
+                    });
+                last = Some((c.condition, info));
                 info
             }
         };
         let Some((Split::Fit, fold, cond)) = info else {
             continue;
         };
-        if !served.iter().any(|m| m == r.model()) {
-            served.push(r.model().to_string());
+        if !served.iter().any(|m| m == c.model) {
+            served.push(c.model.to_string());
         }
-        let obs = r.rule_observation();
-        let raw = match raw_features(&obs) {
-            Ok(v) => v,
-            Err(e) => {
-                *skipped.entry(e.field.as_str().to_string()).or_insert(0) += 1;
-                continue;
-            }
-        };
-        let Some(ttft) = r.ttft_ms() else {
-            *skipped.entry("ttft_ms".to_string()).or_insert(0) += 1;
-            continue;
-        };
-        let target =
-            ESTIMATORS.map(|e| regression_target(q, e, &obs, ttft).map_err(|err| reason(&err)));
-        rows.push(Row {
-            raw,
-            ttft,
-            fold,
-            cond,
-            target,
-        });
+        match &c.usable {
+            Ok(u) => rows.push(Row {
+                raw: u.raw,
+                ttft: u.ttft,
+                fold,
+                cond,
+                target: u.target,
+            }),
+            Err(field) => *skipped.entry((*field).to_string()).or_insert(0) += 1,
+        }
     }
     served.sort();
     FitRows {
@@ -500,22 +601,21 @@ fn model_correction(
 
 /// One model: Q table → fit-split rows → standardiser → blind and cache corrections.
 fn fit_model(
-    records: &ProbeTable,
-    splits: &SplitTable,
-    folds_of: &FoldMap,
+    model: &PreparedModel<'_>,
+    places: &[Option<(Split, usize)>],
     k: usize,
     role: Model,
     config: &FitConfig,
     warnings: &mut Vec<String>,
 ) -> Result<ModelFit, FitError> {
     let name = role.as_str();
-    let (q, q_report) = build_q_table(records, role)?;
+    let (q, q_report) = model.q.clone()?;
     q_table_warnings(name, &q_report, warnings);
     let FitRows {
         served,
         rows,
         skipped,
-    } = fit_rows(records, splits, folds_of, role, &q);
+    } = fit_rows(model, places);
     if rows.is_empty() {
         return Err(FitError::NoRows {
             model: name,
@@ -590,29 +690,36 @@ fn target_count(rows: &[Row], ei: usize) -> (f64, f64, BTreeMap<String, usize>) 
 }
 
 /// Sufficient statistics of the standardised features against the shifted target, per fold
-/// and per condition.
+/// and per condition (in row order: a condition's rows are consecutive, see [`fit_rows`]).
 fn fold_and_condition_stats(
     rows: &[Row],
     ei: usize,
     standardiser: &Standardiser,
     shift: f64,
     k: usize,
-) -> (Vec<SuffStats>, BTreeMap<u32, SuffStats>) {
+) -> (Vec<SuffStats>, Vec<SuffStats>) {
     let mut fold_stats: Vec<SuffStats> = (0..k).map(|_| SuffStats::new(3)).collect();
-    let mut by_condition: BTreeMap<u32, SuffStats> = BTreeMap::new();
+    let mut by_condition: Vec<(u32, SuffStats)> = Vec::new();
     for r in rows {
         if let Ok(y) = r.target[ei] {
             let z = standardiser.standardise(r.raw);
             if let Some(s) = fold_stats.get_mut(r.fold) {
                 s.push(&z, y - shift);
             }
-            by_condition
-                .entry(r.cond)
-                .or_insert_with(|| SuffStats::new(3))
-                .push(&z, y - shift);
+            match by_condition.last_mut() {
+                Some((c, s)) if *c == r.cond => s.push(&z, y - shift),
+                _ => {
+                    let mut s = SuffStats::new(3);
+                    s.push(&z, y - shift);
+                    by_condition.push((r.cond, s));
+                }
+            }
         }
     }
-    (fold_stats, by_condition)
+    (
+        fold_stats,
+        by_condition.into_iter().map(|(_, s)| s).collect(),
+    )
 }
 
 /// One point of the CV curve: each fold scored by the ridge solved on the other folds.
@@ -676,7 +783,6 @@ fn fit_quality(
             ty2 += y * y;
         }
     }
-    abs.sort_by(f64::total_cmp);
     let tss_t = (ty2 - ty * ty / n).max(0.0);
     let tss_ttft = (tt2 - tt * tt / n).max(0.0);
     let r2 = |tss: f64| (tss > 0.0).then(|| 1.0 - se / tss);
@@ -685,10 +791,11 @@ fn fit_quality(
         mean_ms: mean,
         std_ms: (se / n - mean * mean).max(0.0).sqrt(),
         mae_ms: abs.iter().sum::<f64>() / n,
-        p50_abs_ms: quantile_sorted(&abs, 0.5),
-        p90_abs_ms: quantile_sorted(&abs, 0.9),
-        p99_abs_ms: quantile_sorted(&abs, 0.99),
-        max_abs_ms: abs.last().copied().unwrap_or(0.0),
+        // Order statistics by selection (the same numbers as from sorted values).
+        p50_abs_ms: quantile_unsorted(&mut abs, 0.5),
+        p90_abs_ms: quantile_unsorted(&mut abs, 0.9),
+        p99_abs_ms: quantile_unsorted(&mut abs, 0.99),
+        max_abs_ms: abs.iter().copied().fold(0.0, f64::max),
     };
     (r2(tss_t), r2(tss_ttft), residuals)
 }
@@ -727,7 +834,7 @@ fn fit_correction(
     let last = config.alpha_grid.last().copied().unwrap_or(largest);
     let alpha = choose_alpha(&cv).unwrap_or(last);
     let sol = solve(&total, alpha).map_err(CorrError::Ridge)?;
-    let condition_stats: Vec<SuffStats> = by_condition.into_values().collect();
+    let condition_stats = by_condition;
     let coefficient_intervals = if config.coefficient_intervals {
         coefficient_intervals(&condition_stats, alpha, shift, config.seed)
     } else {

@@ -24,6 +24,6 @@ pub mod qbuild;
 pub mod ridge;
 pub mod stats;
 
-pub use fit::{FitConfig, FitError, FitResult, ModelFit, ModelFits, fit};
+pub use fit::{FitConfig, FitError, FitResult, ModelFit, ModelFits, Prepared, fit, prepare};
 pub use fitfile::{FIT_SCHEMA_VERSION, FitFile};
 pub use ridge::{FittedRidge, Ridge, RidgeError, SuffStats};

@@ -6,6 +6,11 @@ pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
     sy_selector::quantile_sorted(sorted, q.clamp(0.0, 1.0)).unwrap_or(f64::NAN)
 }
 
+/// [`quantile_sorted`] of values in any order (reordered in place; NaN if empty), by selection.
+pub fn quantile_unsorted(values: &mut [f64], q: f64) -> f64 {
+    sy_selector::quantile_unsorted(values, q.clamp(0.0, 1.0)).unwrap_or(f64::NAN)
+}
+
 /// The median of values (sorts them in place); `None` if empty.
 pub fn median(values: &mut [f64]) -> Option<f64> {
     if values.is_empty() {

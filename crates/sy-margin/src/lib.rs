@@ -142,9 +142,16 @@ pub fn compute_margins(
     pairs: &[ProbePair],
     level: f64,
 ) -> (EstimatorMargin, EstimatorMargin, u64) {
-    let keys: Vec<String> = pairs
+    // Each condition's key built once (pairs of one condition share it).
+    let mut names: BTreeMap<u32, String> = BTreeMap::new();
+    for p in pairs {
+        names
+            .entry(p.condition())
+            .or_insert_with(|| condition_key(p.run_id(), p.condition_id()));
+    }
+    let keys: Vec<&str> = pairs
         .iter()
-        .map(|p| condition_key(p.run_id(), p.condition_id()))
+        .map(|p| names.get(&p.condition()).map_or("", String::as_str))
         .collect();
     let measured: Vec<Option<f64>> = pairs.iter().map(|p| measured_advantage(p)).collect();
     let unmeasured = measured.iter().filter(|m| m.is_none()).count() as u64;
@@ -163,7 +170,7 @@ pub fn compute_margins(
                 }
             };
             errors.push(AdvantageError {
-                condition_id: key.as_str(),
+                condition_id: key,
                 predicted_ms: predicted,
                 measured_ms: m,
             });
@@ -262,23 +269,23 @@ pub fn run(opts: &MarginOptions) -> Result<MarginsFile, MarginError> {
         return Err(MarginError::Level(opts.level));
     }
     sy_cli::check_output_path(&opts.out, "--out")?;
-    let spinner = sy_cli::spinner(opts.show_progress);
-    spinner.set_message("loading records");
+    let mut phases = sy_cli::Phases::new(opts.show_progress);
+    phases.start("loading records");
     let Inputs {
         fit,
         splits,
         records,
         input_files,
     } = load_inputs(opts)?;
-    spinner.set_message("pairing probes");
+    phases.start("pairing probes");
     let condition_splits = records.condition_splits(&splits);
     let in_split: Vec<ProbePair> = records
         .pairs()
         .filter(|p| condition_splits[p.condition() as usize] == Some(Split::Uncertainty))
         .collect();
-    spinner.set_message("computing margins");
+    phases.start("computing margins");
     let (blind, cache, unmeasured) = compute_margins(&fit, &in_split, opts.level);
-    spinner.finish_and_clear();
+    phases.finish();
 
     let warnings = margin_warnings(&blind, &cache, unmeasured);
     for w in &warnings {

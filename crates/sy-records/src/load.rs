@@ -35,8 +35,32 @@ const MAX_CONVERT_THREADS: usize = 8;
 /// Below this many rows per thread a frame is converted on the calling thread.
 const MIN_ROWS_PER_THREAD: usize = 16_384;
 
+/// Threads that convert the rows of one frame: the cores, at most [`MAX_CONVERT_THREADS`].
+fn convert_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(MAX_CONVERT_THREADS)
+}
+
+/// `(start, len)` of the contiguous parts a frame of `height` rows is converted in, one per
+/// thread; a single part when the frame is too small to be worth splitting.
+pub(crate) fn thread_parts(height: usize) -> Vec<(usize, usize)> {
+    let threads = convert_threads();
+    if threads <= 1 || height < 2 * MIN_ROWS_PER_THREAD {
+        return vec![(0, height)];
+    }
+    let per_thread = height.div_ceil(threads);
+    (0..threads)
+        .map(|t| {
+            let start = (t * per_thread).min(height);
+            (start, per_thread.min(height - start))
+        })
+        .filter(|&(_, len)| len > 0)
+        .collect()
+}
+
 /// Rows read from a Parquet file per slice.
-const PARQUET_SLICE_ROWS: usize = 131_072;
+pub(crate) const PARQUET_SLICE_ROWS: usize = crate::write::PARQUET_ROW_GROUP_ROWS;
 
 /// Record file names looked for in a run directory, in order of preference.
 pub const RUN_DIR_RECORD_FILES: &[&str] = &[
@@ -491,11 +515,8 @@ fn push_frame(
     sink: &mut Sink<'_>,
     buffers: &mut Vec<RowBuffer>,
 ) -> Result<(), RecordsError> {
-    let height = df.height();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZeroUsize::get)
-        .min(MAX_CONVERT_THREADS);
-    if threads <= 1 || height < 2 * MIN_ROWS_PER_THREAD {
+    let parts = thread_parts(df.height());
+    if parts.len() <= 1 {
         // Rows go straight into the sink in row order, so the first error reported is the
         // first bad row's.
         return frame_to_records(df, path, offset, |i, row| {
@@ -505,15 +526,12 @@ fn push_frame(
     // Row conversion (typed cells → `Record`, with its strings) is the costly part of loading
     // and needs no shared state: convert contiguous parts of the frame on scoped threads, then
     // hand the rows to the sink in row order, which keeps error order and numbering unchanged.
-    let per_thread = height.div_ceil(threads);
-    buffers.resize_with(threads, RowBuffer::default);
+    buffers.resize_with(parts.len(), RowBuffer::default);
     let outcomes: Vec<Result<(), RecordsError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = buffers
             .iter_mut()
-            .enumerate()
-            .map(|(t, rows)| {
-                let start = (t * per_thread).min(height);
-                let len = per_thread.min(height - start);
+            .zip(&parts)
+            .map(|(rows, &(start, len))| {
                 let part = df.slice(i64::try_from(start).unwrap_or(i64::MAX), len);
                 scope.spawn(move || {
                     rows.records.clear();
@@ -538,9 +556,11 @@ fn push_frame(
             })
             .collect()
     });
-    for (t, (outcome, rows)) in outcomes.into_iter().zip(buffers.iter_mut()).enumerate() {
+    for ((outcome, rows), &(part_start, _)) in
+        outcomes.into_iter().zip(buffers.iter_mut()).zip(&parts)
+    {
         outcome?;
-        let start = offset + t * per_thread;
+        let start = offset + part_start;
         if rows.issues.is_empty() {
             // The common case: every row valid, appended in one block.
             let first_row = start + 1;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use sy_selector::{RuleParams, Thresholds, Variant};
 
 pub use crate::error::ChoiceError;
-use crate::evaluate::{EvalPair, GuardProbe, Replay, VariantStats, replay_all, replay_variant};
+use crate::evaluate::{EvalPair, GuardProbe, Replay, VariantStats, replay_variant};
 use crate::search::{
     Landscape, RuleFamily, SearchOutcome, SearchProbe, TIE_TOLERANCE_MS, ThresholdRule,
     search_thresholds,
@@ -90,34 +90,54 @@ fn with_rule(base: &RuleParams, t: ThresholdRule) -> RuleParams {
 }
 
 /// Searches on `fit_pairs`, evaluates on `sel_pairs` and chooses (see the module docs).
-pub fn search_and_choose(
+pub fn search_and_choose<P: std::borrow::Borrow<EvalPair>>(
     base: &RuleParams,
-    fit_pairs: &[EvalPair],
-    sel_pairs: &[EvalPair],
+    fit_pairs: &[P],
+    sel_pairs: &[P],
     sel_unmeasured: u64,
     landscape_columns: usize,
 ) -> Result<Choices, ChoiceError> {
     let guard = GuardProbe::new(base);
-    let probes: Vec<SearchProbe> = fit_pairs.iter().map(|p| guard.search_probe(p)).collect();
+    let probes: Vec<SearchProbe> = fit_pairs
+        .iter()
+        .map(|p| guard.search_probe(p.borrow()))
+        .collect();
+    choose_on_probes(base, &probes, sel_pairs, sel_unmeasured, landscape_columns)
+}
+
+/// [`search_and_choose`] with the fit split already in the search's view
+/// ([`GuardProbe::search_probe`] of each fit pair, with `base`'s limits).
+pub fn choose_on_probes<P: std::borrow::Borrow<EvalPair>>(
+    base: &RuleParams,
+    probes: &[SearchProbe],
+    sel_pairs: &[P],
+    sel_unmeasured: u64,
+    landscape_columns: usize,
+) -> Result<Choices, ChoiceError> {
     let (search_count, _) =
-        search_thresholds(&probes, RuleFamily::Count, 0).map_err(ChoiceError::Search)?;
+        search_thresholds(probes, RuleFamily::Count, 0).map_err(ChoiceError::Search)?;
     let (search_cp, landscape) =
-        search_thresholds(&probes, RuleFamily::CountPrefill, landscape_columns)
+        search_thresholds(probes, RuleFamily::CountPrefill, landscape_columns)
             .map_err(ChoiceError::Search)?;
-    drop(probes);
 
     let count_params = with_rule(base, search_count.best.rule);
     let cp_params = with_rule(base, search_cp.best.rule);
-    let mut candidates = replay_all(base, sel_pairs, sel_unmeasured);
-    for v in candidates.variants.iter_mut() {
-        match v.variant {
-            Variant::Count => *v = replay_variant(&count_params, Variant::Count, sel_pairs),
-            Variant::CountPrefill => {
-                *v = replay_variant(&cp_params, Variant::CountPrefill, sel_pairs)
-            }
-            _ => {}
-        }
-    }
+    // Each variant replayed once, the threshold rules with their own searched thresholds.
+    let candidates = Replay {
+        pairs: sel_pairs.len() as u64,
+        pairs_unmeasured: sel_unmeasured,
+        variants: Variant::ALL
+            .iter()
+            .map(|&v| {
+                let params = match v {
+                    Variant::Count => &count_params,
+                    Variant::CountPrefill => &cp_params,
+                    _ => base,
+                };
+                replay_variant(params, v, sel_pairs)
+            })
+            .collect(),
+    };
     let stats = |v: Variant| {
         candidates
             .get(v)

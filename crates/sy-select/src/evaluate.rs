@@ -8,10 +8,11 @@
 //! split by background generation length (`short` vs `long`), which exposes the "remaining
 //! generation work" gap that R and P cannot see.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use sy_records::ProbePair;
+use sy_records::{ProbePair, ProbeTable, Split};
 use sy_selector::{
     DecisionInput, GuardLimits, Model, Observation, Reason, RuleParams, Thresholds, TriggerReads,
     Variant, decide, guard,
@@ -68,6 +69,11 @@ impl EvalPair {
     /// The decision time is when the probe was sent (the runtime decides right before sending);
     /// the capable in-flight count is 0 (calibration has no local accounting).
     pub fn from_pair(pair: &ProbePair) -> Option<EvalPair> {
+        EvalPair::from_pair_in(pair, condition_key(pair.run_id(), pair.condition_id()))
+    }
+
+    /// [`EvalPair::from_pair`] with the pair's [`condition_key`] already computed.
+    fn from_pair_in(pair: &ProbePair, condition: u64) -> Option<EvalPair> {
         let (e, c) = (&pair.efficient, &pair.capable);
         if !pair.both_ok() {
             return None;
@@ -90,7 +96,7 @@ impl EvalPair {
             ttft_eff_ms,
             ttft_cap_ms,
             decode_length,
-            condition: condition_key(pair.run_id(), pair.condition_id()),
+            condition,
         })
     }
 
@@ -119,9 +125,12 @@ pub struct GuardProbe {
 impl GuardProbe {
     /// The probe of guard G with `params`' limits.
     pub fn new(params: &RuleParams) -> GuardProbe {
-        GuardProbe {
-            limits: params.limits,
-        }
+        GuardProbe::with_limits(params.limits)
+    }
+
+    /// The probe of guard G with these limits.
+    pub fn with_limits(limits: GuardLimits) -> GuardProbe {
+        GuardProbe { limits }
     }
 
     /// Guard G of one pair for each set of enabled terms.
@@ -239,8 +248,7 @@ impl Acc {
     fn finish(mut self) -> VariantStats {
         let n = self.probes.max(1) as f64;
         let mean = self.selected.iter().sum::<f64>() / n;
-        self.selected.sort_by(f64::total_cmp);
-        let p90 = sy_selector::quantile_sorted(&self.selected, 0.9).unwrap_or(f64::NAN);
+        let p90 = sy_selector::quantile_unsorted(&mut self.selected, 0.9).unwrap_or(f64::NAN);
         let oracle = self.oracle_sum / n;
         let (mean, oracle) = if self.probes == 0 {
             (f64::NAN, f64::NAN)
@@ -270,11 +278,16 @@ impl Acc {
 }
 
 /// Replays `variant` with `params` over `pairs`.
-pub fn replay_variant(params: &RuleParams, variant: Variant, pairs: &[EvalPair]) -> VariantReplay {
+pub fn replay_variant<P: Borrow<EvalPair>>(
+    params: &RuleParams,
+    variant: Variant,
+    pairs: &[P],
+) -> VariantReplay {
     let mut all = Acc::default();
     let mut short = Acc::default();
     let mut long = Acc::default();
     for pair in pairs {
+        let pair = pair.borrow();
         let d = decide(params, variant, &pair.input);
         let selected = pair.selected_ttft(d.choice);
         let oracle = pair.oracle_ttft();
@@ -311,8 +324,12 @@ pub fn replay_variant(params: &RuleParams, variant: Variant, pairs: &[EvalPair])
     }
 }
 
-/// Replays every variant with the same parameters.
-pub fn replay_all(params: &RuleParams, pairs: &[EvalPair], unmeasured: u64) -> Replay {
+/// Replays every variant with the same parameters (pairs owned or borrowed).
+pub fn replay_all<P: Borrow<EvalPair>>(
+    params: &RuleParams,
+    pairs: &[P],
+    unmeasured: u64,
+) -> Replay {
     Replay {
         pairs: pairs.len() as u64,
         pairs_unmeasured: unmeasured,
@@ -334,4 +351,90 @@ pub fn eval_pairs<'r>(pairs: impl IntoIterator<Item = ProbePair<'r>>) -> (Vec<Ev
         }
     }
     (out, unmeasured)
+}
+
+/// Every pair of a probe table as a decision input, by pair index (`None`: a candidate without a
+/// measured TTFT): built once, then read per split by the selection and by every stability seed.
+#[derive(Debug)]
+pub struct AllPairs {
+    pairs: Vec<Option<EvalPair>>,
+    /// The table's condition index of each pair.
+    conditions: Vec<u32>,
+}
+
+impl AllPairs {
+    /// The decision inputs of every pair of `records`.
+    pub fn new(records: &ProbeTable) -> AllPairs {
+        let keys: Vec<u64> = (0..records.condition_count())
+            .map(|c| {
+                let (run, condition) = records.condition_key(c as u32);
+                condition_key(run, condition)
+            })
+            .collect();
+        let (pairs, conditions) = records
+            .pairs()
+            .map(|p| {
+                let c = p.condition();
+                let key = keys.get(c as usize).copied().unwrap_or_default();
+                (EvalPair::from_pair_in(&p, key), c)
+            })
+            .unzip();
+        AllPairs { pairs, conditions }
+    }
+
+    /// Each pair with whether its condition is in `split`.
+    fn in_split<'s, 'c>(
+        &'s self,
+        condition_splits: &'c [Option<Split>],
+        split: Split,
+    ) -> impl Iterator<Item = (&'s Option<EvalPair>, bool)> + use<'s, 'c> {
+        self.pairs.iter().zip(&self.conditions).map(move |(p, &c)| {
+            let inside = condition_splits.get(c as usize).copied().flatten() == Some(split);
+            (p, inside)
+        })
+    }
+
+    /// The measured pairs of the conditions in `split` and how many lacked a TTFT (what
+    /// [`eval_pairs`] gives for them).
+    pub fn of_split(
+        &self,
+        condition_splits: &[Option<Split>],
+        split: Split,
+    ) -> (Vec<&EvalPair>, u64) {
+        let mut out = Vec::new();
+        let mut unmeasured = 0;
+        for (p, inside) in self.in_split(condition_splits, split) {
+            match (inside, p) {
+                (true, Some(p)) => out.push(p),
+                (true, None) => unmeasured += 1,
+                (false, _) => {}
+            }
+        }
+        (out, unmeasured)
+    }
+
+    /// Whether each pair is measured and in `split`, in pair order.
+    pub fn mask(&self, condition_splits: &[Option<Split>], split: Split) -> Vec<bool> {
+        self.in_split(condition_splits, split)
+            .map(|(p, inside)| inside && p.is_some())
+            .collect()
+    }
+
+    /// The measured pairs of `split`, owned (the table is consumed).
+    pub fn into_split(self, condition_splits: &[Option<Split>], split: Split) -> Vec<EvalPair> {
+        let mask = self.mask(condition_splits, split);
+        self.pairs
+            .into_iter()
+            .zip(mask)
+            .filter_map(|(p, keep)| if keep { p } else { None })
+            .collect()
+    }
+
+    /// Each measured pair's search view with `guard`, in pair order.
+    pub fn search_probes(&self, guard: &GuardProbe) -> Vec<Option<SearchProbe>> {
+        self.pairs
+            .iter()
+            .map(|p| p.as_ref().map(|p| guard.search_probe(p)))
+            .collect()
+    }
 }

@@ -212,7 +212,7 @@ fn tie_better(a: &ThresholdRule, a_over: u64, b: &ThresholdRule, b_over: u64) ->
 /// Sorted distinct finite values.
 fn distinct(values: impl Iterator<Item = f64>) -> Vec<f64> {
     let mut v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
-    v.sort_by(f64::total_cmp);
+    v.sort_unstable_by(f64::total_cmp);
     v.dedup();
     v
 }
@@ -225,7 +225,8 @@ fn single_term_sums(
     fires: fn(f64, f64) -> bool,
 ) -> (Vec<i128>, Vec<u64>) {
     let mut sorted: Vec<(f64, i64)> = eligible.to_vec();
-    sorted.sort_by(|a, b| b.0.total_cmp(&a.0));
+    // Unstable: equal values' gains are summed in exact integers, so their order cannot matter.
+    sorted.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
     let mut sums = vec![0i128; values.len()];
     let mut counts = vec![0u64; values.len()];
     let (mut acc, mut cnt, mut k) = (0i128, 0u64, 0usize);
@@ -345,7 +346,8 @@ impl Sweep {
         } else {
             Vec::new()
         };
-        by_p.sort_by(|a, b| b.0.total_cmp(&a.0));
+        // Unstable, as in `single_term_sums`: the sweep's sums are exact.
+        by_p.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
         Sweep {
             family,
             r_values,

@@ -7,7 +7,7 @@ use sy_run::Artifact;
 
 use serde::{Deserialize, Serialize};
 use sy_margin::{FitEstimators, MarginsFile, inputs};
-use sy_records::{ProbePair, Split};
+use sy_records::Split;
 use sy_selector::{
     Bundle, GuardLimits, InputFile, Margins, Provenance, RuleParams, Thresholds, Variant,
 };
@@ -15,7 +15,7 @@ use sy_selector::{
 pub use crate::choice::Choice;
 use crate::choice::search_and_choose;
 pub use crate::error::{SelectError, SelectionFileError};
-use crate::evaluate::{EvalPair, Replay, eval_pairs, replay_all};
+use crate::evaluate::{AllPairs, EvalPair, Replay, replay_all};
 use crate::search::{Landscape, SearchOutcome};
 use crate::stability::{Stability, StabilitySettings, stability};
 use crate::uncertainty::{Headline, Uncertainty, coefficient_intervals, headline, uncertainty};
@@ -129,7 +129,7 @@ fn stability_check(
     fit_file: Option<&sy_fit::FitFile>,
     splits: &sy_records::SplitTable,
     margin_level: f64,
-    records: &sy_records::ProbeTable,
+    (records, pairs): (&sy_records::ProbeTable, &AllPairs),
     chosen: Variant,
 ) -> Option<Stability> {
     if opts.stability_seeds.is_empty() {
@@ -145,7 +145,7 @@ fn stability_check(
         margin_level,
         limits: opts.limits,
     };
-    Some(stability(records, &settings, chosen))
+    Some(stability(records, pairs, &settings, chosen))
 }
 
 /// What the bundle's provenance records about how sure the choice is: the headline intervals,
@@ -277,24 +277,19 @@ fn load_inputs(opts: &SelectOptions) -> Result<Inputs, SelectError> {
 }
 
 /// The measured pairs of the fit and selection splits, and how many of each lacked a TTFT.
-struct SplitPairs {
-    fit: Vec<EvalPair>,
+struct SplitPairs<'a> {
+    fit: Vec<&'a EvalPair>,
     fit_unmeasured: u64,
-    selection: Vec<EvalPair>,
+    selection: Vec<&'a EvalPair>,
     selection_unmeasured: u64,
 }
 
-fn split_pairs(inputs: &Inputs) -> Result<SplitPairs, SelectError> {
-    let condition_splits = inputs.records.condition_splits(&inputs.splits);
-    let loaded = &inputs.records;
-    let of = |s: Split| {
-        let condition_splits = &condition_splits;
-        loaded
-            .pairs()
-            .filter(move |p: &ProbePair| condition_splits[p.condition() as usize] == Some(s))
-    };
-    let (fit, fit_unmeasured) = eval_pairs(of(Split::Fit));
-    let (selection, selection_unmeasured) = eval_pairs(of(Split::Selection));
+fn split_pairs<'a>(
+    all: &'a AllPairs,
+    condition_splits: &[Option<Split>],
+) -> Result<SplitPairs<'a>, SelectError> {
+    let (fit, fit_unmeasured) = all.of_split(condition_splits, Split::Fit);
+    let (selection, selection_unmeasured) = all.of_split(condition_splits, Split::Selection);
     if fit.is_empty() {
         return Err(SelectError::NoFitPairs);
     }
@@ -411,10 +406,13 @@ fn freeze_bundles(
 fn how_sure(
     opts: &SelectOptions,
     inputs: &Inputs,
-    pairs: &SplitPairs,
+    all: &AllPairs,
+    pairs: &SplitPairs<'_>,
     params: &RuleParams,
     choices: (Variant, Variant, Variant),
+    phases: &mut sy_cli::Phases,
 ) -> (Uncertainty, Option<Stability>, Headline) {
+    phases.start("bootstrapping intervals");
     let mut uncertainty = uncertainty(
         params,
         &pairs.selection,
@@ -422,12 +420,13 @@ fn how_sure(
         &opts.bootstrap,
     );
     uncertainty.coefficients = coefficient_intervals(inputs.fit_file.as_ref());
+    phases.start("repeating the calibration over split seeds");
     let stability = stability_check(
         opts,
         inputs.fit_file.as_ref(),
         &inputs.splits,
         inputs.margins_file.level,
-        &inputs.records,
+        (&inputs.records, all),
         choices.0,
     );
     let headline = headline(choices, &uncertainty, stability.as_ref());
@@ -438,16 +437,18 @@ fn how_sure(
 /// or none), after checking every output path and the provenance chain of its inputs.
 pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
     check_outputs(opts)?;
-    let bar = sy_cli::spinner(opts.show_progress);
-    bar.set_message("loading inputs");
+    let mut phases = sy_cli::Phases::new(opts.show_progress);
+    phases.start("loading inputs");
     let inputs = load_inputs(opts)?;
-    bar.set_message("pairing probes");
-    let pairs = split_pairs(&inputs)?;
+    phases.start("pairing probes");
+    let all = AllPairs::new(&inputs.records);
+    let condition_splits = inputs.records.condition_splits(&inputs.splits);
+    let pairs = split_pairs(&all, &condition_splits)?;
     let mut warnings = Vec::new();
     let base = base_params(opts, &inputs, &mut warnings)?;
 
     // The r/p search on the fit split, the variants on the selection split, the choice.
-    bar.set_message("searching r and p, evaluating variants");
+    phases.start("searching r and p, evaluating variants");
     let choices = search_and_choose(
         &base,
         &pairs.fit,
@@ -458,15 +459,15 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
     let params = &choices.params;
     let replay = replay_all(params, &pairs.selection, pairs.selection_unmeasured);
 
-    bar.set_message("bootstrapping intervals, repeating the calibration over split seeds");
     let chosen = (
         choices.bundle_choice.variant,
         choices.threshold_rule.variant,
         choices.estimator.variant,
     );
-    let (uncertainty, stability, headline) = how_sure(opts, &inputs, &pairs, params, chosen);
+    let (uncertainty, stability, headline) =
+        how_sure(opts, &inputs, &all, &pairs, params, chosen, &mut phases);
 
-    bar.set_message("freezing the bundle");
+    phases.start("freezing the bundle");
     let provenance = provenance(opts, &inputs, &headline, &uncertainty, stability.as_ref());
     let Frozen {
         bundle,
@@ -474,6 +475,7 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
         hashes,
     } = freeze_bundles(opts, params, &provenance, chosen.0)?;
     let (fit_unmeasured, sel_unmeasured) = (pairs.fit_unmeasured, pairs.selection_unmeasured);
+    drop(pairs);
     if fit_unmeasured + sel_unmeasured > 0 {
         warnings.push(format!(
             "{fit_unmeasured} fit-split and {sel_unmeasured} selection-split pair(s) without a measured TTFT on both candidates were not used"
@@ -514,15 +516,17 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
     // Every output is staged and written together with selection.json: all or none.
     outputs.push((opts.out.clone(), sy_cli::json_bytes(&opts.out, &selection)?));
     sy_cli::atomic_write_all(&outputs)?;
-    bar.finish_and_clear();
+    phases.start("client-server gap");
+    let gap = crate::gap::gap_rows(&inputs.records);
+    phases.finish();
     Ok(SelectOutput {
         selection,
         bundle,
         fit: inputs.fit,
         margins: inputs.margins_file,
         fit_file: inputs.fit_file,
-        selection_pairs: pairs.selection,
+        selection_pairs: all.into_split(&condition_splits, Split::Selection),
         options: opts.clone(),
-        gap: crate::gap::gap_rows(&inputs.records),
+        gap,
     })
 }

@@ -11,11 +11,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sy_margin::FitEstimators;
 use sy_records::{ProbePair, ProbeTable, Split, SplitFractions, SplitTable};
-use sy_selector::{Margins, RuleParams, Thresholds, Variant};
+use sy_selector::{GuardLimits, Margins, RuleParams, Thresholds, Variant};
 
-use crate::choice::search_and_choose;
+use crate::choice::choose_on_probes;
 pub use crate::error::SeedError;
-use crate::evaluate::eval_pairs;
+use crate::evaluate::{AllPairs, GuardProbe};
+use crate::search::SearchProbe;
 use crate::uncertainty::selected_ttfts;
 
 /// Share of seeds that must agree with the run's choice for it to be called stable.
@@ -63,11 +64,43 @@ pub struct Stability {
     pub stable: bool,
 }
 
+/// What every seed's calibration shares: the records, the split-independent part of the fit,
+/// every pair's decision input and search view (guard G depends only on the limits).
+struct Shared<'a> {
+    records: &'a ProbeTable,
+    fit: sy_fit::Prepared<'a>,
+    pairs: &'a AllPairs,
+    probes: Vec<Option<SearchProbe>>,
+}
+
+impl<'a> Shared<'a> {
+    fn new(records: &'a ProbeTable, pairs: &'a AllPairs, limits: GuardLimits) -> Shared<'a> {
+        Shared {
+            records,
+            fit: sy_fit::prepare(records),
+            pairs,
+            probes: pairs.search_probes(&GuardProbe::with_limits(limits)),
+        }
+    }
+
+    /// The search probes of the measured pairs of the conditions in `split`.
+    fn search_probes(&self, condition_splits: &[Option<Split>], split: Split) -> Vec<SearchProbe> {
+        self.pairs
+            .mask(condition_splits, split)
+            .into_iter()
+            .zip(&self.probes)
+            .filter(|(keep, _)| *keep)
+            .filter_map(|(_, probe)| *probe)
+            .collect()
+    }
+}
+
 fn one_seed(
-    records: &ProbeTable,
+    shared: &Shared<'_>,
     seed: u64,
     s: &StabilitySettings,
 ) -> Result<SeedChoice, SeedError> {
+    let records = shared.records;
     let splits = SplitTable::build(records, seed, s.fractions);
     let config = sy_fit::FitConfig {
         folds: s.folds,
@@ -75,7 +108,7 @@ fn one_seed(
         seed,
         coefficient_intervals: false,
     };
-    let fitted = sy_fit::fit(records, &splits, &config).map_err(SeedError::Fit)?;
+    let fitted = shared.fit.fit(&splits, &config).map_err(SeedError::Fit)?;
     let fit = FitEstimators {
         efficient: fitted.models.efficient.estimators,
         capable: fitted.models.capable.estimators,
@@ -107,12 +140,12 @@ fn one_seed(
         limits: s.limits,
     };
     base.validate().map_err(SeedError::Params)?;
-    let (fit_pairs, _) = eval_pairs(of(Split::Fit));
-    let (sel_pairs, sel_unmeasured) = eval_pairs(of(Split::Selection));
-    if fit_pairs.is_empty() || sel_pairs.is_empty() {
+    let fit_probes = shared.search_probes(&condition_splits, Split::Fit);
+    let (sel_pairs, sel_unmeasured) = shared.pairs.of_split(&condition_splits, Split::Selection);
+    if fit_probes.is_empty() || sel_pairs.is_empty() {
         return Err(SeedError::EmptySplit);
     }
-    let c = search_and_choose(&base, &fit_pairs, &sel_pairs, sel_unmeasured, 0)
+    let c = choose_on_probes(&base, &fit_probes, &sel_pairs, sel_unmeasured, 0)
         .map_err(SeedError::Choice)?;
     let chosen = selected_ttfts(&c.params, c.bundle_choice.variant, &sel_pairs);
     let stage = selected_ttfts(&c.params, Variant::Stage, &sel_pairs);
@@ -130,7 +163,13 @@ fn one_seed(
 
 /// [`one_seed`] of every seed, in seed order, on one scoped thread per core (each seed's
 /// calibration is independent and deterministic).
-fn all_seeds(records: &ProbeTable, s: &StabilitySettings) -> Vec<Result<SeedChoice, SeedError>> {
+fn all_seeds(
+    records: &ProbeTable,
+    pairs: &AllPairs,
+    s: &StabilitySettings,
+) -> Vec<Result<SeedChoice, SeedError>> {
+    let shared = Shared::new(records, pairs, s.limits);
+    let shared = &shared;
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let chunk = s.seeds.len().div_ceil(threads.max(1)).max(1);
     std::thread::scope(|scope| {
@@ -141,7 +180,7 @@ fn all_seeds(records: &ProbeTable, s: &StabilitySettings) -> Vec<Result<SeedChoi
                 scope.spawn(move || {
                     seeds
                         .iter()
-                        .map(|&seed| one_seed(records, seed, s))
+                        .map(|&seed| one_seed(shared, seed, s))
                         .collect::<Vec<_>>()
                 })
             })
@@ -164,16 +203,21 @@ fn count(runs: &[SeedChoice], key: impl Fn(&SeedChoice) -> Variant) -> BTreeMap<
     m
 }
 
-/// Repeats the calibration for every seed of `settings` over `records`; `chosen` is the run's own
-/// bundle variant.
-pub fn stability(records: &ProbeTable, settings: &StabilitySettings, chosen: Variant) -> Stability {
+/// Repeats the calibration for every seed of `settings` over `records` (`pairs`: their
+/// [`AllPairs`]); `chosen` is the run's own bundle variant.
+pub fn stability(
+    records: &ProbeTable,
+    pairs: &AllPairs,
+    settings: &StabilitySettings,
+    chosen: Variant,
+) -> Stability {
     let mut runs = Vec::new();
     let mut failed = BTreeMap::new();
     for (seed, outcome) in settings
         .seeds
         .iter()
         .copied()
-        .zip(all_seeds(records, settings))
+        .zip(all_seeds(records, pairs, settings))
     {
         match outcome {
             Ok(r) => runs.push(r),

@@ -29,6 +29,20 @@ pub struct VariantUncertainty {
     pub p90_change_vs_stage_ms: Option<Interval>,
 }
 
+impl VariantUncertainty {
+    /// A variant without intervals (its bootstrap could not be made).
+    fn none(variant: Variant) -> VariantUncertainty {
+        tracing::warn!("no intervals for {variant}: its bootstrap thread failed");
+        VariantUncertainty {
+            variant,
+            mean_selected_ttft_ms: None,
+            p90_selected_ttft_ms: None,
+            mean_change_vs_stage_ms: None,
+            p90_change_vs_stage_ms: None,
+        }
+    }
+}
+
 /// The bootstrap intervals of one calibration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Uncertainty {
@@ -73,10 +87,17 @@ impl Uncertainty {
 }
 
 /// The measured TTFT of the candidate `variant` selects for every pair.
-pub fn selected_ttfts(params: &RuleParams, variant: Variant, pairs: &[EvalPair]) -> Vec<f64> {
+pub fn selected_ttfts<P: std::borrow::Borrow<EvalPair>>(
+    params: &RuleParams,
+    variant: Variant,
+    pairs: &[P],
+) -> Vec<f64> {
     pairs
         .iter()
-        .map(|p| p.selected_ttft(decide(params, variant, &p.input).choice))
+        .map(|p| {
+            let p = p.borrow();
+            p.selected_ttft(decide(params, variant, &p.input).choice)
+        })
         .collect()
 }
 
@@ -86,34 +107,43 @@ fn log_err<T>(what: &str, r: Result<T, sy_stats::BootstrapError>) -> Option<T> {
 }
 
 /// Intervals of every variant (with `params`) over `pairs` and of both margins.
-pub fn uncertainty(
+pub fn uncertainty<P: std::borrow::Borrow<EvalPair> + Sync>(
     params: &RuleParams,
-    pairs: &[EvalPair],
+    pairs: &[P],
     margins: &MarginsFile,
     cfg: &BootstrapConfig,
 ) -> Uncertainty {
-    let groups: Vec<u64> = pairs.iter().map(|p| p.condition).collect();
+    let groups: Vec<u64> = pairs.iter().map(|p| p.borrow().condition).collect();
     let stage = selected_ttfts(params, Variant::Stage, pairs);
-    let variants = Variant::ALL
-        .iter()
-        .map(|&variant| {
-            let sel = selected_ttfts(params, variant, pairs);
-            let name = variant.as_str();
-            VariantUncertainty {
-                variant,
-                mean_selected_ttft_ms: log_err(name, bootstrap_mean(&sel, &groups, cfg)),
-                p90_selected_ttft_ms: log_err(name, bootstrap_quantile(&sel, &groups, P90, cfg)),
-                mean_change_vs_stage_ms: log_err(
-                    name,
-                    bootstrap_mean_difference(&sel, Some(&stage), &groups, cfg),
-                ),
-                p90_change_vs_stage_ms: log_err(
-                    name,
-                    bootstrap_quantile_difference(&sel, Some(&stage), &groups, P90, cfg),
-                ),
-            }
-        })
-        .collect();
+    let one = |variant: Variant| {
+        let sel = selected_ttfts(params, variant, pairs);
+        let name = variant.as_str();
+        VariantUncertainty {
+            variant,
+            mean_selected_ttft_ms: log_err(name, bootstrap_mean(&sel, &groups, cfg)),
+            p90_selected_ttft_ms: log_err(name, bootstrap_quantile(&sel, &groups, P90, cfg)),
+            mean_change_vs_stage_ms: log_err(
+                name,
+                bootstrap_mean_difference(&sel, Some(&stage), &groups, cfg),
+            ),
+            p90_change_vs_stage_ms: log_err(
+                name,
+                bootstrap_quantile_difference(&sel, Some(&stage), &groups, P90, cfg),
+            ),
+        }
+    };
+    // The variants' bootstraps are independent (each has its own seeded draws): one scoped
+    // thread each, joined in order.
+    let variants: Vec<VariantUncertainty> = std::thread::scope(|scope| {
+        let handles: Vec<_> = Variant::ALL
+            .iter()
+            .map(|&v| (v, scope.spawn(move || one(v))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|(v, h)| h.join().unwrap_or_else(|_| VariantUncertainty::none(v)))
+            .collect()
+    });
     let mut conditions = groups.clone();
     conditions.sort_unstable();
     conditions.dedup();

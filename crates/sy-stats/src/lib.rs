@@ -503,27 +503,53 @@ impl Ranked {
     }
 
     /// The `q`-quantile of the multiset where each value appears `weight[its group]` times
-    /// (`n` values in all).
+    /// (`n` values in all). The two neighbouring order statistics it interpolates between are
+    /// found in one scan.
     fn quantile(&self, weight: &[usize], n: usize, q: f64) -> f64 {
-        quantile_by_rank(n, q, |k| self.at_rank(weight, n, k)).unwrap_or(f64::NAN)
+        let mut found: Option<(usize, f64, f64)> = None;
+        quantile_by_rank(n, q, |k| match found {
+            Some((lo, _, next)) if k == lo + 1 => next,
+            _ => {
+                let (at, next) = self.at_rank(weight, n, k);
+                found = Some((k, at, next));
+                at
+            }
+        })
+        .unwrap_or(f64::NAN)
     }
 
-    /// The k-th smallest (0-based) of the weighted multiset, scanning from the nearer end.
-    fn at_rank(&self, weight: &[usize], n: usize, k: usize) -> f64 {
-        let scan = |iter: &mut dyn Iterator<Item = &(f64, usize)>, rank: usize| {
-            let mut seen = 0;
-            for &(v, g) in iter {
+    /// The k-th and (k+1)-th smallest (0-based) of the weighted multiset (the latter clamped to
+    /// the largest), scanning from the nearer end.
+    fn at_rank(&self, weight: &[usize], n: usize, k: usize) -> (f64, f64) {
+        if k < n / 2 {
+            // Ascending: the first value whose running weight passes k, then the one passing k+1.
+            let (mut seen, mut at) = (0, None);
+            for &(v, g) in &self.sorted {
                 seen += weight[g];
-                if seen > rank {
-                    return v;
+                if at.is_none() && seen > k {
+                    at = Some(v);
+                }
+                if seen > k + 1 {
+                    return (at.unwrap_or(v), v);
                 }
             }
-            f64::NAN
-        };
-        if k < n / 2 {
-            scan(&mut self.sorted.iter(), k)
+            let last = at.unwrap_or(f64::NAN);
+            (last, last)
         } else {
-            scan(&mut self.sorted.iter().rev(), n - 1 - k)
+            // Descending: rank k+1 (if any) is met first, then rank k.
+            let (hi_rank, lo_rank) = (n - 1 - k.min(n - 1), (n - 1).saturating_sub(k + 1));
+            let has_next = k + 1 < n;
+            let (mut seen, mut next) = (0, None);
+            for &(v, g) in self.sorted.iter().rev() {
+                seen += weight[g];
+                if has_next && next.is_none() && seen > lo_rank {
+                    next = Some(v);
+                }
+                if seen > hi_rank {
+                    return (v, next.unwrap_or(v));
+                }
+            }
+            (f64::NAN, f64::NAN)
         }
     }
 }
@@ -652,5 +678,34 @@ mod tests {
         let i =
             bootstrap_paired(&a, &b, &ids, &BootstrapConfig::default(), mean_difference).unwrap();
         assert!((i.lo + 2.0).abs() < 1e-12 && (i.hi + 2.0).abs() < 1e-12);
+    }
+
+    proptest::proptest! {
+        /// The weighted scan equals the quantile of the resample written out value by value.
+        #[test]
+        fn weighted_quantile_is_the_materialised_one(
+            rows in proptest::collection::vec((-1e3f64..1e3, 0usize..6), 1..40),
+            weights in proptest::collection::vec(0usize..4, 6),
+            q in 0.0f64..=1.0,
+        ) {
+            let values: Vec<f64> = rows.iter().map(|r| r.0).collect();
+            let group_of: Vec<usize> = rows.iter().map(|r| r.1).collect();
+            let mut expanded: Vec<f64> = rows
+                .iter()
+                .flat_map(|&(v, g)| std::iter::repeat_n(v, weights[g]))
+                .collect();
+            expanded.sort_by(f64::total_cmp);
+            let ranked = Ranked::new(&values, &group_of);
+            let got = ranked.quantile(&weights, expanded.len(), q);
+            match quantile_sorted(&expanded, q) {
+                Some(want) => proptest::prop_assert_eq!(got.to_bits(), want.to_bits()),
+                None => proptest::prop_assert!(got.is_nan()),
+            }
+            for q in [0.0, 0.5, 0.9, 1.0] {
+                let got = ranked.quantile(&weights, expanded.len(), q);
+                let want = quantile_sorted(&expanded, q).unwrap_or(f64::NAN);
+                proptest::prop_assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()));
+            }
+        }
     }
 }
