@@ -217,4 +217,29 @@ mod tests {
         .unwrap_err();
         assert!(err.to_string().contains("has condition"), "{err}");
     }
+
+    /// Side-by-side records pair; what follows them is still checked against them (a third
+    /// record of the probe is a duplicate), and the pairs keep first-seen order.
+    #[test]
+    fn adjacent_records_pair_and_later_duplicates_are_found() {
+        let records = vec![
+            rec("a", Model::Capable, "c"),
+            rec("a", Model::Efficient, "c"),
+            rec("b", Model::Efficient, "c"),
+            rec("b", Model::Capable, "c"),
+        ];
+        assert_eq!(pair_indices(&records).unwrap(), vec![(1, 0), (2, 3)]);
+        let mut more = records.clone();
+        more.push(rec("a", Model::Capable, "c"));
+        let err = pair_indices(&more).unwrap_err();
+        assert!(err.to_string().contains("two capable"), "{err}");
+        // A pair after an earlier record of the same probe is not paired past it.
+        let err = pair_indices(&[
+            rec("a", Model::Efficient, "c"),
+            rec("a", Model::Efficient, "c"),
+            rec("a", Model::Capable, "c"),
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("two efficient"), "{err}");
+    }
 }
