@@ -323,10 +323,11 @@ pub fn fit(
         .map(|s| s == Some(Split::Fit))
         .collect();
     let keep = |c: u32| in_fit.get(c as usize).copied().unwrap_or(false);
+    let (efficient, capable) = per_model(|role| prepare_model(records, role, &keep));
     Prepared {
         records,
-        efficient: prepare_model(records, Model::Efficient, &keep),
-        capable: prepare_model(records, Model::Capable, &keep),
+        efficient,
+        capable,
     }
     .fit(splits, config)
 }
@@ -373,11 +374,25 @@ pub struct Prepared<'a> {
 
 /// Builds both Q tables and computes every candidate row's features and targets.
 pub fn prepare(records: &ProbeTable) -> Prepared<'_> {
+    let (efficient, capable) = per_model(|role| prepare_model(records, role, &|_| true));
     Prepared {
         records,
-        efficient: prepare_model(records, Model::Efficient, &|_| true),
-        capable: prepare_model(records, Model::Capable, &|_| true),
+        efficient,
+        capable,
     }
+}
+
+/// `f` of the efficient and of the capable model, on two threads (the models share nothing).
+fn per_model<T: Send>(f: impl Fn(Model) -> T + Sync) -> (T, T) {
+    std::thread::scope(|scope| {
+        let efficient = scope.spawn(|| f(Model::Efficient));
+        let capable = f(Model::Capable);
+        match efficient.join() {
+            Ok(efficient) => (efficient, capable),
+            // A panic is a bug: raise it here as a single-threaded run would.
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
 }
 
 /// One model's Q table and candidate rows; only the rows of conditions `keep` accepts get
@@ -441,11 +456,19 @@ impl Prepared<'_> {
             ));
         }
         let places = condition_places(self.records, splits, &folds_of);
-        let fit_one = |m: &PreparedModel<'_>, role: Model, warnings: &mut Vec<String>| {
-            fit_model(m, &places, k, role, config, warnings)
-        };
-        let efficient = fit_one(&self.efficient, Model::Efficient, &mut warnings)?;
-        let capable = fit_one(&self.capable, Model::Capable, &mut warnings)?;
+        let (efficient, capable) = per_model(|role| {
+            let model = match role {
+                Model::Efficient => &self.efficient,
+                Model::Capable => &self.capable,
+            };
+            let mut own = Vec::new();
+            fit_model(model, &places, k, role, config, &mut own).map(|fit| (fit, own))
+        });
+        // Errors and warnings in model order, as one model after the other.
+        let (efficient, efficient_warnings) = efficient?;
+        let (capable, capable_warnings) = capable?;
+        warnings.extend(efficient_warnings);
+        warnings.extend(capable_warnings);
         Ok(FitResult {
             models: ModelFits { efficient, capable },
             folds: k,
