@@ -254,7 +254,7 @@ fn prompt_bucket(p: &EvalPair) -> Option<u64> {
 }
 
 /// One row of "where it fails": the chosen variant against Stage on a subset of pairs.
-fn subgroup_row(out: &SelectOutput, label: &str, pairs: &[EvalPair]) -> String {
+fn subgroup_row(out: &SelectOutput, label: &str, pairs: &[&EvalPair]) -> String {
     let s = &out.selection;
     let params = &out.bundle.params;
     let chosen = selected_ttfts(params, s.bundle_variant, pairs);
@@ -293,11 +293,7 @@ fn where_it_fails(r: &mut Report, out: &SelectOutput) {
         ("background: long generations", Some(DecodeLength::Long)),
         ("background: other conditions", None),
     ] {
-        let sub: Vec<EvalPair> = pairs
-            .iter()
-            .filter(|p| p.decode_length == len)
-            .cloned()
-            .collect();
+        let sub: Vec<&EvalPair> = pairs.iter().filter(|p| p.decode_length == len).collect();
         if !sub.is_empty() {
             t.push_str(&subgroup_row(out, label, &sub));
         }
@@ -306,10 +302,9 @@ fn where_it_fails(r: &mut Report, out: &SelectOutput) {
     buckets.sort_unstable();
     buckets.dedup();
     for b in buckets {
-        let sub: Vec<EvalPair> = pairs
+        let sub: Vec<&EvalPair> = pairs
             .iter()
             .filter(|p| prompt_bucket(p) == Some(b))
-            .cloned()
             .collect();
         t.push_str(&subgroup_row(out, &format!("prompt ≈ {b} tokens"), &sub));
     }
