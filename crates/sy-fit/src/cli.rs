@@ -399,6 +399,7 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), CliError> {
         alpha_grid: args.alpha_grid.clone().unwrap_or_else(default_alpha_grid),
         seed: splits.seed,
         coefficient_intervals: true,
+        parallel_models: true,
     };
     let fit_started = Instant::now();
     let result = fit_records(&loaded, &splits, &config)?;

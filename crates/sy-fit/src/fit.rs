@@ -106,6 +106,10 @@ pub struct FitConfig {
     /// Bootstrap the coefficients' intervals (a repeat of the fit that only needs the
     /// estimators, such as `sy-select`'s stability check, skips them).
     pub coefficient_intervals: bool,
+    /// Fit the two models on two threads. A caller that already keeps every core busy with
+    /// several fits (the stability check) fits them one after the other: the same result, and
+    /// one model's rows in memory at a time per fit.
+    pub parallel_models: bool,
 }
 
 impl Default for FitConfig {
@@ -115,6 +119,7 @@ impl Default for FitConfig {
             alpha_grid: default_alpha_grid(),
             seed: 0,
             coefficient_intervals: true,
+            parallel_models: true,
         }
     }
 }
@@ -323,7 +328,9 @@ pub fn fit(
         .map(|s| s == Some(Split::Fit))
         .collect();
     let keep = |c: u32| in_fit.get(c as usize).copied().unwrap_or(false);
-    let (efficient, capable) = per_model(|role| prepare_model(records, role, &keep));
+    let (efficient, capable) = per_model(config.parallel_models, |role| {
+        prepare_model(records, role, &keep)
+    });
     Prepared {
         records,
         efficient,
@@ -374,7 +381,7 @@ pub struct Prepared<'a> {
 
 /// Builds both Q tables and computes every candidate row's features and targets.
 pub fn prepare(records: &ProbeTable) -> Prepared<'_> {
-    let (efficient, capable) = per_model(|role| prepare_model(records, role, &|_| true));
+    let (efficient, capable) = per_model(true, |role| prepare_model(records, role, &|_| true));
     Prepared {
         records,
         efficient,
@@ -382,8 +389,12 @@ pub fn prepare(records: &ProbeTable) -> Prepared<'_> {
     }
 }
 
-/// `f` of the efficient and of the capable model, on two threads (the models share nothing).
-fn per_model<T: Send>(f: impl Fn(Model) -> T + Sync) -> (T, T) {
+/// `f` of the efficient and of the capable model, on two threads when `parallel` (the models
+/// share nothing), else one after the other.
+fn per_model<T: Send>(parallel: bool, f: impl Fn(Model) -> T + Sync) -> (T, T) {
+    if !parallel {
+        return (f(Model::Efficient), f(Model::Capable));
+    }
     std::thread::scope(|scope| {
         let efficient = scope.spawn(|| f(Model::Efficient));
         let capable = f(Model::Capable);
@@ -456,7 +467,7 @@ impl Prepared<'_> {
             ));
         }
         let places = condition_places(self.records, splits, &folds_of);
-        let (efficient, capable) = per_model(|role| {
+        let (efficient, capable) = per_model(config.parallel_models, |role| {
             let model = match role {
                 Model::Efficient => &self.efficient,
                 Model::Capable => &self.capable,

@@ -107,6 +107,8 @@ fn one_seed(
         alpha_grid: s.alpha_grid.clone(),
         seed,
         coefficient_intervals: false,
+        // The seeds already run on every core.
+        parallel_models: false,
     };
     let fitted = shared.fit.fit(&splits, &config).map_err(SeedError::Fit)?;
     let fit = FitEstimators {
