@@ -226,19 +226,21 @@ impl CandidateObservation {
             prefill_capacity_tokens: f.prefill_capacity_tokens.map(|v| v as f64),
             schedulable: f.schedulable,
             observed_at_ms: f.observed_at_unix_ms,
-            host_overlap_tokens: f.host_overlap_tokens,
-            disk_overlap_tokens: f.disk_overlap_tokens,
-            effective_prefill_tokens: f.effective_prefill_tokens,
-            decode_blocks: f.decode_blocks,
-            kv_capacity_blocks: f.kv_capacity_blocks,
-            pool_pending_requests: f.pool_pending_requests,
-            pool_pending_tokens: f.pool_pending_tokens,
-            worker_id: f.worker_id,
-            dp_rank: f.dp_rank,
-            endpoint: f.endpoint,
-            routing_group: f.routing_group,
-            model: Some(self.model.clone()),
-            query_duration_ms: f.query_duration_ms,
+            recorded: Some(Box::new(sy_selector::Recorded {
+                host_overlap_tokens: f.host_overlap_tokens,
+                disk_overlap_tokens: f.disk_overlap_tokens,
+                effective_prefill_tokens: f.effective_prefill_tokens,
+                decode_blocks: f.decode_blocks,
+                kv_capacity_blocks: f.kv_capacity_blocks,
+                pool_pending_requests: f.pool_pending_requests,
+                pool_pending_tokens: f.pool_pending_tokens,
+                worker_id: f.worker_id,
+                dp_rank: f.dp_rank,
+                endpoint: f.endpoint,
+                routing_group: f.routing_group,
+                model: Some(self.model.clone()),
+                query_duration_ms: f.query_duration_ms,
+            })),
         }
     }
 }
@@ -435,7 +437,10 @@ mod tests {
         assert_eq!(f.schedulable, None);
         let o = obs().to_observation();
         assert_eq!(o.n, Some(1000.0));
-        assert_eq!(o.model.as_deref(), Some("efficient"));
+        assert_eq!(
+            o.recorded.as_deref().and_then(|r| r.model.as_deref()),
+            Some("efficient")
+        );
     }
 
     #[test]

@@ -349,7 +349,7 @@ async fn run_turn(
         observe_ms: routed
             .input
             .as_ref()
-            .and_then(|i| i.efficient.query_duration_ms),
+            .and_then(|i| i.efficient.recorded.as_deref()?.query_duration_ms),
         prompt_tokens: prompt.len() as u64,
         max_tokens: turn.output_tokens,
         reserved_worker: None,

@@ -290,7 +290,7 @@ fn float_to_u64(v: f64) -> Result<u64, String> {
     Ok(v as u64)
 }
 
-fn parse_phase(s: &str) -> Result<Phase, String> {
+pub(crate) fn parse_phase(s: &str) -> Result<Phase, String> {
     match s {
         "qgrid" => Ok(Phase::Qgrid),
         "load" => Ok(Phase::Load),
@@ -300,7 +300,7 @@ fn parse_phase(s: &str) -> Result<Phase, String> {
     }
 }
 
-fn parse_role(s: &str) -> Result<Model, String> {
+pub(crate) fn parse_role(s: &str) -> Result<Model, String> {
     match s {
         "efficient" => Ok(Model::Efficient),
         "capable" => Ok(Model::Capable),
@@ -310,7 +310,7 @@ fn parse_role(s: &str) -> Result<Model, String> {
     }
 }
 
-fn parse_status(s: &str) -> Result<Status, String> {
+pub(crate) fn parse_status(s: &str) -> Result<Status, String> {
     match s {
         "ok" => Ok(Status::Ok),
         "error" => Ok(Status::Error),

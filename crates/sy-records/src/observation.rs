@@ -1,7 +1,7 @@
 //! From a record to the runtime selector's [`Observation`]: the one bridge between what
 //! `sy-collect` wrote and what the rule reads.
 
-use sy_selector::Observation;
+use sy_selector::{Observation, Recorded};
 
 use crate::record::Record;
 
@@ -14,19 +14,21 @@ impl Record {
     /// The observation of this candidate, extras included (allocates for the text fields).
     pub fn observation(&self) -> Observation {
         Observation {
-            host_overlap_tokens: self.host_overlap_tokens,
-            disk_overlap_tokens: self.disk_overlap_tokens,
-            effective_prefill_tokens: self.effective_prefill_tokens,
-            decode_blocks: self.decode_blocks,
-            kv_capacity_blocks: self.kv_capacity_blocks,
-            pool_pending_requests: self.pool_pending_requests,
-            pool_pending_tokens: self.pool_pending_tokens,
-            worker_id: self.worker_id,
-            dp_rank: self.dp_rank,
-            endpoint: self.endpoint.clone(),
-            routing_group: self.routing_group.clone(),
-            model: Some(self.model.clone()),
-            query_duration_ms: self.query_duration_ms,
+            recorded: Some(Box::new(Recorded {
+                host_overlap_tokens: self.host_overlap_tokens,
+                disk_overlap_tokens: self.disk_overlap_tokens,
+                effective_prefill_tokens: self.effective_prefill_tokens,
+                decode_blocks: self.decode_blocks,
+                kv_capacity_blocks: self.kv_capacity_blocks,
+                pool_pending_requests: self.pool_pending_requests,
+                pool_pending_tokens: self.pool_pending_tokens,
+                worker_id: self.worker_id,
+                dp_rank: self.dp_rank,
+                endpoint: self.endpoint.clone(),
+                routing_group: self.routing_group.clone(),
+                model: Some(self.model.clone()),
+                query_duration_ms: self.query_duration_ms,
+            })),
             ..self.rule_observation()
         }
     }
@@ -67,7 +69,7 @@ pub(crate) fn rule_observation(
         prefill_capacity_tokens: f(prefill_capacity_tokens),
         schedulable,
         observed_at_ms: observed_at_unix_ms,
-        ..Observation::default()
+        recorded: None,
     }
 }
 
@@ -89,11 +91,12 @@ mod tests {
         assert_eq!(o.valid_f(), Ok(0.5));
         assert_eq!(o.valid_p(), Ok(0.5));
         assert_eq!(o.valid_r(), Ok(3.0));
-        assert_eq!(o.worker_id, Some(u64::MAX));
-        assert_eq!(o.endpoint.as_deref(), Some("e"));
-        assert_eq!(o.model.as_deref(), Some(r.model.as_str()));
+        let recorded = o.recorded.as_deref().unwrap();
+        assert_eq!(recorded.worker_id, Some(u64::MAX));
+        assert_eq!(recorded.endpoint.as_deref(), Some("e"));
+        assert_eq!(recorded.model.as_deref(), Some(r.model.as_str()));
         let lean = r.rule_observation();
-        assert_eq!(lean.endpoint, None);
+        assert_eq!(lean.recorded, None);
         assert_eq!(lean.n, Some(1000.0));
     }
 }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use sy_records::synth::{SynthSpec, generate};
 use sy_records::{
-    LoadOptions, Phase, ProbeTable, Record, RecordsError, load_records, pair_indices, write_csv,
-    write_records,
+    LoadOptions, Model, Phase, ProbeTable, Record, RecordsError, load_records, pair_indices,
+    write_csv, write_records,
 };
 
 fn small() -> Vec<Record> {
@@ -186,4 +186,156 @@ fn the_table_of_records_in_memory_matches_the_loaded_one() {
     let memory = ProbeTable::from_records(&records).unwrap();
     assert_rows_equal(&memory, &records, "from_records");
     assert_eq!(loaded.pair_count(), memory.pair_count());
+}
+
+/// Writes `df` as Parquet (the table reads sy's own Parquet files on its native path).
+fn write_frame(mut df: polars::prelude::DataFrame, path: &Path) {
+    let file = std::fs::File::create(path).unwrap();
+    polars::prelude::ParquetWriter::new(file)
+        .finish(&mut df)
+        .unwrap();
+}
+
+/// `df` with cell `row` of the text column `column` replaced by `value` (`None`: null).
+fn with_text(
+    df: &polars::prelude::DataFrame,
+    column: &str,
+    row: usize,
+    value: Option<&str>,
+) -> polars::prelude::DataFrame {
+    use polars::prelude::*;
+    let mut cells: Vec<Option<String>> = df
+        .column(column)
+        .unwrap()
+        .str()
+        .unwrap()
+        .iter()
+        .map(|c| c.map(str::to_string))
+        .collect();
+    cells[row] = value.map(str::to_string);
+    let mut out = df.clone();
+    out.with_column(Column::new(column.into(), cells)).unwrap();
+    out
+}
+
+/// A record edit, named, and whether the rules accept the edited record.
+type Edit = (&'static str, fn(&mut Record), bool);
+
+#[test]
+fn parquet_cells_give_the_same_rows_errors_and_skips_in_both_loaders() {
+    use polars::prelude::*;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.parquet");
+    let records = small();
+    let first_load = records.iter().position(|r| r.phase == Phase::Load).unwrap();
+    let edits: Vec<Edit> = vec![
+        ("ttft NaN", |r| r.ttft_ms = Some(f64::NAN), false),
+        ("ttft negative", |r| r.ttft_ms = Some(-3.5), false),
+        ("ttft missing", |r| r.ttft_ms = None, false),
+        ("ttft infinite", |r| r.ttft_ms = Some(f64::INFINITY), false),
+        ("K > N", |r| r.k = r.n.map(|n| n + 1), false),
+        ("schema 0", |r| r.schema_version = 0, false),
+        ("schema 99", |r| r.schema_version = 99, false),
+        ("empty run", |r| r.run_id.clear(), false),
+        ("empty condition", |r| r.condition_id.clear(), false),
+        ("empty probe", |r| r.probe_id.clear(), false),
+        (
+            "other worker",
+            |r| {
+                r.reserved_worker_id = Some(1);
+                r.served_worker_id = Some(2);
+            },
+            false,
+        ),
+        (
+            "other rank",
+            |r| {
+                r.reserved_dp_rank = Some(0);
+                r.served_dp_rank = Some(3);
+            },
+            false,
+        ),
+        (
+            "error without ttft",
+            |r| {
+                r.status = sy_records::Status::Error;
+                r.ttft_ms = None;
+            },
+            true,
+        ),
+        (
+            "no observation",
+            |r| {
+                r.k = None;
+                r.r = None;
+                r.schedulable = None;
+            },
+            true,
+        ),
+    ];
+    for (what, edit, valid) in &edits {
+        for row in [1, first_load, first_load + 3] {
+            let mut rs = records.clone();
+            edit(&mut rs[row]);
+            write_records(&rs, &path).unwrap();
+            let strict = assert_loaders_agree(&path, &LoadOptions::default());
+            assert_eq!(strict.is_ok(), *valid, "{what} in row {row}");
+            let skipping = assert_loaders_agree(&path, &LoadOptions { skip_invalid: true });
+            assert_eq!(skipping.unwrap().skipped().is_empty(), *valid, "{what}");
+        }
+    }
+    // Probes that do not pair: another condition or repeat, a role twice.
+    for edit in [
+        |r: &mut Record| r.condition_id = "elsewhere".into(),
+        |r: &mut Record| r.repeat += 7,
+        |r: &mut Record| {
+            r.role = match r.role {
+                Model::Efficient => Model::Capable,
+                Model::Capable => Model::Efficient,
+            }
+        },
+    ] {
+        let mut rs = records.clone();
+        edit(&mut rs[first_load + 1]);
+        write_records(&rs, &path).unwrap();
+        assert!(assert_loaders_agree(&path, &LoadOptions::default()).is_err());
+        assert_loaders_agree(&path, &LoadOptions { skip_invalid: true }).unwrap();
+    }
+    // Cells a Record cannot hold: unknown text, nulls in required columns, other column types.
+    let frame = sy_records::records_to_frame(&records).unwrap();
+    let mut frames = vec![
+        ("phase", with_text(&frame, "phase", 2, Some("warmup"))),
+        (
+            "role",
+            with_text(&frame, "role", first_load, Some(" capable")),
+        ),
+        ("status", with_text(&frame, "status", 3, Some("maybe"))),
+        ("null run", with_text(&frame, "run_id", 4, None)),
+        (
+            "null model",
+            with_text(&frame, "model", first_load + 1, None),
+        ),
+    ];
+    let mut as_float = frame.clone();
+    let n = as_float
+        .column("n")
+        .unwrap()
+        .cast(&DataType::Float64)
+        .unwrap();
+    as_float.with_column(n).unwrap();
+    frames.push(("n as float", as_float));
+    let mut signed = frame.clone();
+    let repeat = signed
+        .column("repeat")
+        .unwrap()
+        .cast(&DataType::Int64)
+        .unwrap();
+    signed.with_column(repeat).unwrap();
+    frames.push(("repeat as i64", signed));
+    for (what, df) in frames {
+        write_frame(df, &path);
+        let strict = assert_loaders_agree(&path, &LoadOptions::default());
+        assert_eq!(strict.is_ok(), what.contains(" as "), "{what}");
+        assert_loaders_agree(&path, &LoadOptions { skip_invalid: true }).unwrap();
+    }
 }

@@ -68,7 +68,7 @@ pub use estimator::{
 pub use live::{Candidates, LiveRule, Observer, RouteFailure, Routed};
 pub use model::{Estimator, Model, Variant};
 pub use observation::{
-    Field, InvalidInput, Needs, Observation, PREFILL_CAPACITY_SENTINEL, Problem,
+    Field, InvalidInput, Needs, Observation, PREFILL_CAPACITY_SENTINEL, Problem, Recorded,
 };
 pub use qtable::{OutOfRange, QTable, QTableError};
 pub use quantile::{quantile_by_rank, quantile_sorted, quantile_unsorted};

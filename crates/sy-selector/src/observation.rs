@@ -13,76 +13,130 @@ pub const PREFILL_CAPACITY_SENTINEL: f64 = 10_000_000.0;
 
 /// What the rule sees of one candidate model: the worker (and rank) Dynamo would pick for it.
 ///
-/// `n`, `k`, `r`, `prefill_tokens_booked` and `prefill_capacity_tokens` are the rule's inputs;
-/// the other fields are recorded extras (same names as `sy_records::Record`) that the rule never
-/// reads. A missing JSON member deserialises as `None`; unknown members are refused.
+/// `n`, `k`, `r`, `prefill_tokens_booked`, `prefill_capacity_tokens`, `schedulable` and
+/// `observed_at_ms` are the rule's inputs. What else was recorded about the candidate (same names
+/// as `sy_records::Record`) is in [`Recorded`], boxed and optional, so that the observation the
+/// rule decides on stays small (the calibration tools hold two per probe, a million probes at a
+/// time). In JSON an observation is one flat object: a missing member deserialises as `None`;
+/// unknown members are refused.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "ObservationJson", into = "ObservationJson")]
 pub struct Observation {
     /// Prompt tokens N after this model's chat template and tokenizer.
-    #[serde(default)]
     pub n: Option<f64>,
     /// Router-estimated reusable GPU-prefix tokens K for this worker/rank.
-    #[serde(default)]
     pub k: Option<f64>,
     /// Booked requests R on this worker/rank (executing ones included).
-    #[serde(default)]
     pub r: Option<f64>,
     /// Tracked, cache-adjusted prefill tokens booked on the worker (P's numerator).
-    #[serde(default)]
     pub prefill_tokens_booked: Option<f64>,
     /// The worker's advertised prefill batch-token capacity (P's denominator).
-    #[serde(default)]
     pub prefill_capacity_tokens: Option<f64>,
     /// Whether the worker's lifecycle is `schedulable` (guard G reads the capable one).
-    #[serde(default)]
     pub schedulable: Option<bool>,
     /// Client wall-clock time the observation was taken, milliseconds since the Unix epoch.
     /// Age = `now_ms - observed_at_ms` (Dynamo's answers carry no timestamp).
-    #[serde(default, alias = "observed_at_unix_ms")]
     pub observed_at_ms: Option<f64>,
+    /// The recorded extras; `None` when nothing beyond the rule's inputs was recorded.
+    pub recorded: Option<Box<Recorded>>,
+}
 
-    // --- recorded extras: never read by the rule ---
+/// What was recorded about a candidate beyond the rule's inputs: never read by the rule.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Recorded {
     /// Cumulative host-tier overlap tokens (diagnostic).
-    #[serde(default)]
     pub host_overlap_tokens: Option<u64>,
     /// Cumulative disk-tier overlap tokens (diagnostic).
-    #[serde(default)]
     pub disk_overlap_tokens: Option<u64>,
     /// Dynamo's weighted prefill-work estimate for this request.
-    #[serde(default)]
     pub effective_prefill_tokens: Option<u64>,
     /// Tracked decode blocks on the worker.
-    #[serde(default)]
     pub decode_blocks: Option<u64>,
     /// Advertised KV-block capacity of the worker.
-    #[serde(default)]
     pub kv_capacity_blocks: Option<u64>,
     /// Pool admission-queue requests.
-    #[serde(default)]
     pub pool_pending_requests: Option<u64>,
     /// Pool admission-queue tokens.
-    #[serde(default)]
     pub pool_pending_tokens: Option<u64>,
     /// The worker Dynamo would pick (u64 ids exceed 2^53: never a float).
-    #[serde(default)]
     pub worker_id: Option<u64>,
     /// The data-parallel rank on that worker.
-    #[serde(default)]
     pub dp_rank: Option<u32>,
     /// The worker's endpoint.
-    #[serde(default)]
     pub endpoint: Option<String>,
     /// The routing group.
-    #[serde(default)]
     pub routing_group: Option<String>,
     /// The served model name.
-    #[serde(default)]
     pub model: Option<String>,
     /// Time spent collecting this observation (routing overhead).
-    #[serde(default)]
     pub query_duration_ms: Option<f64>,
 }
+
+impl Recorded {
+    /// Whether nothing was recorded.
+    fn is_empty(&self) -> bool {
+        *self == Recorded::default()
+    }
+}
+
+/// The JSON form of an [`Observation`]: one flat object, every member optional (the meaning of
+/// each is documented on [`Observation`] and [`Recorded`]).
+#[derive(Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ObservationJson {
+    n: Option<f64>,
+    k: Option<f64>,
+    r: Option<f64>,
+    prefill_tokens_booked: Option<f64>,
+    prefill_capacity_tokens: Option<f64>,
+    schedulable: Option<bool>,
+    #[serde(alias = "observed_at_unix_ms")]
+    observed_at_ms: Option<f64>,
+    host_overlap_tokens: Option<u64>,
+    disk_overlap_tokens: Option<u64>,
+    effective_prefill_tokens: Option<u64>,
+    decode_blocks: Option<u64>,
+    kv_capacity_blocks: Option<u64>,
+    pool_pending_requests: Option<u64>,
+    pool_pending_tokens: Option<u64>,
+    worker_id: Option<u64>,
+    dp_rank: Option<u32>,
+    endpoint: Option<String>,
+    routing_group: Option<String>,
+    model: Option<String>,
+    query_duration_ms: Option<f64>,
+}
+
+macro_rules! observation_json {
+    (rule: $($rule:ident),*; recorded: $($extra:ident),*) => {
+        impl From<ObservationJson> for Observation {
+            fn from(j: ObservationJson) -> Observation {
+                let recorded = Recorded { $($extra: j.$extra),* };
+                Observation {
+                    $($rule: j.$rule,)*
+                    recorded: (!recorded.is_empty()).then(|| Box::new(recorded)),
+                }
+            }
+        }
+
+        impl From<Observation> for ObservationJson {
+            fn from(o: Observation) -> ObservationJson {
+                let recorded = o.recorded.map(|r| *r).unwrap_or_default();
+                ObservationJson {
+                    $($rule: o.$rule,)*
+                    $($extra: recorded.$extra,)*
+                }
+            }
+        }
+    };
+}
+
+observation_json!(
+    rule: n, k, r, prefill_tokens_booked, prefill_capacity_tokens, schedulable, observed_at_ms;
+    recorded: host_overlap_tokens, disk_overlap_tokens, effective_prefill_tokens, decode_blocks,
+        kv_capacity_blocks, pool_pending_requests, pool_pending_tokens, worker_id, dp_rank,
+        endpoint, routing_group, model, query_duration_ms
+);
 
 /// Which input of a decision is invalid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -343,6 +397,31 @@ mod tests {
             observed_at_ms: Some(1_000.0),
             ..Observation::default()
         }
+    }
+
+    #[test]
+    fn json_is_one_flat_object_and_extras_are_boxed() {
+        // The rule's inputs inline, everything else behind one pointer.
+        assert!(std::mem::size_of::<Observation>() <= 128);
+        let flat = serde_json::json!({
+            "n": 1000.0, "k": 10.0, "observed_at_unix_ms": 5.0,
+            "worker_id": u64::MAX, "endpoint": "e", "query_duration_ms": 1.5
+        });
+        let o: Observation = serde_json::from_value(flat).unwrap();
+        assert_eq!(o.observed_at_ms, Some(5.0));
+        let recorded = o.recorded.as_deref().unwrap();
+        assert_eq!(recorded.worker_id, Some(u64::MAX));
+        assert_eq!(recorded.endpoint.as_deref(), Some("e"));
+        let back = serde_json::to_value(&o).unwrap();
+        assert_eq!(back["worker_id"], serde_json::json!(u64::MAX));
+        assert_eq!(back["observed_at_ms"], serde_json::json!(5.0));
+        assert_eq!(serde_json::from_value::<Observation>(back).unwrap(), o);
+        // Nothing beyond the rule's inputs: no box.
+        let lean: Observation = serde_json::from_value(serde_json::json!({"r": 2.0})).unwrap();
+        assert_eq!(lean.recorded, None);
+        let unknown = serde_json::json!({"n": 1.0, "bogus": 1});
+        let e = serde_json::from_value::<Observation>(unknown).unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
     }
 
     #[test]

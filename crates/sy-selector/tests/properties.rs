@@ -92,8 +92,11 @@ fn scramble_unread(
         if !need.schedulable {
             obs.schedulable = None;
         }
-        obs.worker_id = Some(42);
-        obs.endpoint = Some("junk".to_string());
+        obs.recorded = Some(Box::new(sy_selector::Recorded {
+            worker_id: Some(42),
+            endpoint: Some("junk".to_string()),
+            ..Default::default()
+        }));
     }
     if !needs.efficient.any() && !needs.capable.any() {
         out.now_ms = junk;

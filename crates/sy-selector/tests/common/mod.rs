@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use sy_selector::{
     Bundle, DecisionInput, GuardLimits, InputFile, LoadCorrection, Margins, Model, ModelEstimators,
-    Observation, Provenance, QTable, RuleParams, Standardiser, Thresholds, Variant,
+    Observation, Provenance, QTable, Recorded, RuleParams, Standardiser, Thresholds, Variant,
 };
 
 const N_AXIS: [f64; 5] = [1_000.0, 8_000.0, 32_000.0, 64_000.0, 128_000.0];
@@ -121,19 +121,21 @@ pub fn example_efficient() -> Observation {
         prefill_capacity_tokens: Some(8_000.0),
         schedulable: Some(true),
         observed_at_ms: Some(1_764_514_800_000.0),
-        host_overlap_tokens: Some(90_000),
-        disk_overlap_tokens: Some(90_000),
-        effective_prefill_tokens: Some(10_000),
-        decode_blocks: Some(2_400),
-        kv_capacity_blocks: Some(16_384),
-        pool_pending_requests: Some(0),
-        pool_pending_tokens: Some(0),
-        worker_id: Some(7_587_890_123_456_789_012),
-        dp_rank: Some(0),
-        endpoint: Some("dyn://efficient.backend.generate".to_string()),
-        routing_group: Some("default".to_string()),
-        model: Some("efficient".to_string()),
-        query_duration_ms: Some(2.7),
+        recorded: Some(Box::new(Recorded {
+            host_overlap_tokens: Some(90_000),
+            disk_overlap_tokens: Some(90_000),
+            effective_prefill_tokens: Some(10_000),
+            decode_blocks: Some(2_400),
+            kv_capacity_blocks: Some(16_384),
+            pool_pending_requests: Some(0),
+            pool_pending_tokens: Some(0),
+            worker_id: Some(7_587_890_123_456_789_012),
+            dp_rank: Some(0),
+            endpoint: Some("dyn://efficient.backend.generate".to_string()),
+            routing_group: Some("default".to_string()),
+            model: Some("efficient".to_string()),
+            query_duration_ms: Some(2.7),
+        })),
     }
 }
 
@@ -147,19 +149,21 @@ pub fn example_capable() -> Observation {
         prefill_capacity_tokens: Some(8_192.0),
         schedulable: Some(true),
         observed_at_ms: Some(1_764_514_800_001.0),
-        host_overlap_tokens: Some(0),
-        disk_overlap_tokens: Some(0),
-        effective_prefill_tokens: Some(98_500),
-        decode_blocks: Some(310),
-        kv_capacity_blocks: Some(32_768),
-        pool_pending_requests: Some(0),
-        pool_pending_tokens: Some(0),
-        worker_id: Some(7_587_890_123_456_790_555),
-        dp_rank: Some(0),
-        endpoint: Some("dyn://capable.backend.generate".to_string()),
-        routing_group: Some("default".to_string()),
-        model: Some("capable".to_string()),
-        query_duration_ms: Some(3.1),
+        recorded: Some(Box::new(Recorded {
+            host_overlap_tokens: Some(0),
+            disk_overlap_tokens: Some(0),
+            effective_prefill_tokens: Some(98_500),
+            decode_blocks: Some(310),
+            kv_capacity_blocks: Some(32_768),
+            pool_pending_requests: Some(0),
+            pool_pending_tokens: Some(0),
+            worker_id: Some(7_587_890_123_456_790_555),
+            dp_rank: Some(0),
+            endpoint: Some("dyn://capable.backend.generate".to_string()),
+            routing_group: Some("default".to_string()),
+            model: Some("capable".to_string()),
+            query_duration_ms: Some(3.1),
+        })),
     }
 }
 

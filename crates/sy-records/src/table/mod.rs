@@ -12,6 +12,8 @@
 //! Memory: about 190 bytes per record (the columns, the probe id text and the row origin), e.g.
 //! ~190 MB for a million records, plus one Parquet slice being decoded.
 
+mod native;
+
 use crate::record::Model;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -31,6 +33,7 @@ use crate::load::{
 use crate::pairing::{PairKeys, check_pairing};
 use crate::record::{Phase, Record, Status};
 use crate::splits::{Split, SplitTable};
+use native::NativeFrame;
 
 /// `decode_length` of a row without one.
 const NO_TEXT: u32 = u32::MAX;
@@ -549,11 +552,13 @@ impl ProbeTable {
         let mut offset = 0;
         loop {
             let len = PARQUET_SLICE_ROWS.min(total - offset);
-            let df = ParquetReader::new(open()?)
+            let mut df = ParquetReader::new(open()?)
                 .with_columns(Some(projected.clone()))
                 .with_slice(Some((offset, len)))
                 .finish()
                 .map_err(bad)?;
+            // A slice across Parquet pages comes in several chunks; the native path reads one.
+            df.rechunk_mut();
             self.push_frame(&df, path, offset, file, options)?;
             offset += len;
             if len == 0 || offset >= total {
@@ -600,9 +605,34 @@ impl ProbeTable {
         file: u32,
         options: &LoadOptions,
     ) -> Result<(), RecordsError> {
+        if let Some(native) = NativeFrame::of(df)
+            && self.push_native(&native, offset, file)
+        {
+            return Ok(());
+        }
         with_probe_columns(df, path, |c| {
             self.push_columns(&c, path, offset, file, options)
         })?
+    }
+
+    /// Appends every row of a native frame (see [`native`]) if all of them are valid; `false`
+    /// (nothing appended) otherwise.
+    fn push_native(&mut self, frame: &NativeFrame<'_>, offset: usize, file: u32) -> bool {
+        let valid = |i| {
+            frame
+                .row(i)
+                .is_some_and(|v| validate_fields(&v.checked()).is_ok())
+        };
+        if !(0..frame.height()).all(valid) {
+            return false;
+        }
+        for i in 0..frame.height() {
+            if let Some(values) = frame.row(i) {
+                let row = u32::try_from(offset + i + 1).unwrap_or(u32::MAX);
+                self.push_row(values, RowOrigin { file, row });
+            }
+        }
+        true
     }
 
     fn push_columns(
