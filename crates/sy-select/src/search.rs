@@ -386,11 +386,13 @@ impl Sweep {
 
     /// Visits every candidate rule as (gain, overrides, rule) — disabled, r alone, p alone, then
     /// both terms r by r — and calls `row(a, extra)` after the rules of the a-th r (with the
-    /// per-p extra gains of the both-term rules; empty for `count`).
+    /// per-p extra gains of the both-term rules; empty for `count`). The both-term rules of an
+    /// r for which `skip_row(a)` holds are neither visited nor computed.
     fn visit(
         &self,
         visit: &mut impl FnMut(i128, u64, ThresholdRule),
         row: &mut impl FnMut(usize, &[i128]),
+        skip_row: &dyn Fn(usize) -> bool,
     ) {
         visit(0, 0, ThresholdRule::DISABLED);
         for (j, &r) in self.r_values.iter().enumerate() {
@@ -416,6 +418,9 @@ impl Sweep {
         for (a, &r) in self.r_values.iter().enumerate() {
             if self.family != RuleFamily::CountPrefill {
                 row(a, &[]);
+                continue;
+            }
+            if skip_row(a) {
                 continue;
             }
             let (extra_sum, extra_cnt) = self.extra_for(r);
@@ -500,9 +505,23 @@ pub fn search_thresholds(
         evaluated: 0,
         tied: 0,
     };
-    sweep.visit(&mut |gain, _, _| chooser.first(gain), &mut |_, _| {});
+    // The best gain of each r's both-term rules, so that the second pass skips the rows with no
+    // rule within tolerance of the best (the chooser would ignore all of them).
+    let mut row_best = vec![i128::MAX; sweep.r_values.len()];
+    sweep.visit(
+        &mut |gain, _, _| chooser.first(gain),
+        &mut |a, extra| {
+            let best = extra
+                .iter()
+                .min()
+                .map_or(i128::MAX, |m| sweep.br_sum[a] + m);
+            row_best[a] = best;
+        },
+        &|_| false,
+    );
     let cols = landscape_columns(sweep.p_values.len(), landscape_p_columns);
     let mut rows = Vec::new();
+    let cutoff = chooser.best_gain.saturating_add(chooser.tol_units);
     sweep.visit(
         &mut |gain, overrides, rule| chooser.second(gain, overrides, rule),
         &mut |a, extra| {
@@ -516,6 +535,7 @@ pub fn search_thresholds(
                 mean_selected_ttft_ms: row,
             });
         },
+        &|a| landscape_p_columns == 0 && row_best[a] > cutoff,
     );
     let landscape = (landscape_p_columns > 0).then(|| {
         let mut none_row = vec![to_mean(0)];
