@@ -181,10 +181,10 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
     let report = if a.no_report {
         None
     } else {
-        let bar = sy_cli::spinner(common.show_progress());
-        bar.set_message("drawing the report");
+        let mut phases = sy_cli::Phases::new(common.show_progress());
+        phases.start("drawing the report");
         let path = crate::report::write_report(&result, &out_dir)?;
-        bar.finish_and_clear();
+        phases.finish();
         Some(path)
     };
     let s = &result.selection;

@@ -288,6 +288,7 @@ fn where_it_fails(r: &mut Report, out: &SelectOutput) {
     let mut t = format!(
         "## Where it fails\n\nThe chosen variant (`{v}`) against Stage on parts of the selection split. R and P cannot see the remaining generation work of the background requests, so equal request counts with short versus long background generations are the proposal's known blind spot. *Changed TTFT* counts probes whose selected TTFT differs from Stage's.\n\n| subset | probes | conditions | Stage mean (ms) | change vs Stage (ms) [95 % CI] | changed TTFT | regret vs oracle (ms) |\n|---|---|---|---|---|---|---|\n"
     );
+    let mut subsets: Vec<(String, Vec<&EvalPair>)> = Vec::new();
     for (label, len) in [
         ("background: short generations", Some(DecodeLength::Short)),
         ("background: long generations", Some(DecodeLength::Long)),
@@ -295,7 +296,7 @@ fn where_it_fails(r: &mut Report, out: &SelectOutput) {
     ] {
         let sub: Vec<&EvalPair> = pairs.iter().filter(|p| p.decode_length == len).collect();
         if !sub.is_empty() {
-            t.push_str(&subgroup_row(out, label, &sub));
+            subsets.push((label.to_string(), sub));
         }
     }
     let mut buckets: Vec<u64> = pairs.iter().filter_map(prompt_bucket).collect();
@@ -306,8 +307,23 @@ fn where_it_fails(r: &mut Report, out: &SelectOutput) {
             .iter()
             .filter(|p| prompt_bucket(p) == Some(b))
             .collect();
-        t.push_str(&subgroup_row(out, &format!("prompt ≈ {b} tokens"), &sub));
+        subsets.push((format!("prompt ≈ {b} tokens"), sub));
     }
+    // Each row bootstraps on its own: the rows are computed in parallel, written in order.
+    let rows: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = subsets
+            .iter()
+            .map(|(label, sub)| scope.spawn(move || subgroup_row(out, label, sub)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    t.extend(rows);
     r.markdown(&t);
 }
 
