@@ -4,10 +4,11 @@
 //! [`ProbeTable`] holds just those, one vector per field ([`crate::PROBE_TABLE_COLUMNS`]); text
 //! that repeats (run, condition, model, background generation length) is interned once and
 //! rows carry a `u32` index. A Parquet file is read with only these columns projected, in row
-//! slices, each slice converted a column at a time with the same cell parsing and the same
-//! semantic checks as [`crate::load_records`] ([`crate::validate_record`]), so a bad row gets the
-//! same file / row / field message. Probes are paired once, by the same rule
-//! ([`crate::pair_indices`]), and kept as row indices ([`ProbeTable::pairs`]).
+//! slices. A slice in the types sy writes is read straight from its Arrow arrays (module `native`);
+//! any other slice, or one with any problem, is converted a column at a time with the same cell
+//! parsing and the same semantic checks as [`crate::load_records`] ([`crate::validate_record`]),
+//! so a bad row gets the same file / row / field message either way. Probes are paired once, by
+//! the same rule ([`crate::pair_indices`]), and kept as row indices ([`ProbeTable::pairs`]).
 //!
 //! Memory: about 190 bytes per record (the columns, the probe id text and the row origin), e.g.
 //! ~190 MB for a million records, plus one Parquet slice being decoded.
