@@ -45,13 +45,17 @@ pub enum InputsError {
     /// `fit.json` cannot be read, is not JSON, is another kind of file or of another version.
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
-    /// `fit.json` holds no estimators for a model.
+    /// `fit.json` holds no usable estimators for a model at `models.<model>.estimators`.
     #[error(
-        "{}: no estimators for the {model} model (expected sy-selector's ModelEstimators: q, \
-         standardiser, blind, cache)",
+        "{}: no estimators for the {model} model at models.{model}.estimators ({why}; expected \
+         sy-selector's ModelEstimators: q, standardiser, blind, cache)",
         path.display()
     )]
-    NoEstimators { path: PathBuf, model: &'static str },
+    NoEstimators {
+        path: PathBuf,
+        model: &'static str,
+        why: String,
+    },
     /// A model's estimators hold an unusable parameter.
     #[error("{}: {source}", path.display())]
     BadEstimators {

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
 use serde_json::Value;
 use sy_records::{LoadOptions, ProbeTable, SplitTable};
 use sy_run::Artifact;
@@ -78,41 +79,26 @@ pub fn input_file(path: &Path) -> Result<InputFile, InputsError> {
     })
 }
 
-/// Finds the `ModelEstimators` stored under the key `model` (directly or as its `estimators`
-/// member: sy-fit writes `models.<model>.estimators`) anywhere in the document (breadth-first,
-/// so the shallowest match wins). Reading by shape keeps the fit file's diagnostics free to
-/// evolve without breaking the later tools.
-fn find_estimators(root: &Value, model: &str) -> Option<ModelEstimators> {
-    let mut queue = std::collections::VecDeque::from([root]);
-    while let Some(v) = queue.pop_front() {
-        if let Value::Object(map) = v {
-            if let Some(candidate) = map.get(model) {
-                // `models.<model>` is sy-fit's ModelFit: the estimators plus diagnostics.
-                for c in [Some(candidate), candidate.get("estimators")]
-                    .into_iter()
-                    .flatten()
-                {
-                    if let Ok(est) = serde_json::from_value::<ModelEstimators>(c.clone()) {
-                        return Some(est);
-                    }
-                }
-            }
-            queue.extend(map.values());
-        } else if let Value::Array(items) = v {
-            queue.extend(items.iter());
-        }
-    }
-    None
+/// The estimators of `model` in a `fit.json` document: `models.<model>.estimators`, as `sy-fit`
+/// writes them (`sy_fit::FitFile`; the document's kind and version are already checked). Only
+/// this member is read, so the fit file's diagnostics may grow without breaking the later tools.
+fn estimators_of(root: &Value, model: &str) -> Result<ModelEstimators, String> {
+    let at = root
+        .get("models")
+        .and_then(|m| m.get(model))
+        .and_then(|m| m.get("estimators"))
+        .ok_or_else(|| "absent".to_string())?;
+    ModelEstimators::deserialize(at).map_err(|e| e.to_string())
 }
 
-/// Reads a JSON file; `read_error` builds the error of a file that cannot be read.
 /// Reads both models' estimators from `fit.json`.
 pub fn read_fit(path: &Path) -> Result<FitEstimators, InputsError> {
     let (_, value) = sy_run::read_document(Artifact::Fit, path)?;
     let get = |model: &'static str| {
-        let est = find_estimators(&value, model).ok_or_else(|| InputsError::NoEstimators {
+        let est = estimators_of(&value, model).map_err(|why| InputsError::NoEstimators {
             path: path.to_path_buf(),
             model,
+            why,
         })?;
         est.validate(&format!("models.{model}.estimators"))
             .map_err(|source| InputsError::BadEstimators {

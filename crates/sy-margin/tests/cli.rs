@@ -146,6 +146,19 @@ fn bad_inputs_exit_2_and_name_the_file() {
     let out = sy_margin(&["--run-dir", d]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no estimators for the efficient model"));
+    // Estimators where sy-fit writes them, but not estimators: the member and serde's reason.
+    std::fs::write(
+        dir.path().join("fit.json"),
+        r#"{"schema_version": 2, "models": {"efficient": {"estimators": {"q": 1}}}}"#,
+    )
+    .unwrap();
+    let out = sy_margin(&["--run-dir", d]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("models.efficient.estimators (invalid type"),
+        "{err}"
+    );
 
     // No run dir and no flags.
     let out = sy_margin(&[]);
