@@ -459,8 +459,14 @@ impl Chooser {
         self.best_gain = self.best_gain.min(gain);
     }
 
+    /// The largest gain within tolerance of the best (after the first pass).
+    fn cutoff(&self) -> i128 {
+        self.best_gain + self.tol_units
+    }
+
     fn second(&mut self, gain: i128, overrides: u64, rule: ThresholdRule) {
-        let within = |g: i128| g <= self.best_gain + self.tol_units;
+        let cutoff = self.cutoff();
+        let within = |g: i128| g <= cutoff;
         if !within(gain) {
             return;
         }
@@ -521,7 +527,7 @@ pub fn search_thresholds(
     );
     let cols = landscape_columns(sweep.p_values.len(), landscape_p_columns);
     let mut rows = Vec::new();
-    let cutoff = chooser.best_gain.saturating_add(chooser.tol_units);
+    let cutoff = chooser.cutoff();
     sweep.visit(
         &mut |gain, overrides, rule| chooser.second(gain, overrides, rule),
         &mut |a, extra| {
