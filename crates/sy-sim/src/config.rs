@@ -71,6 +71,13 @@ pub struct ModelConfig {
     /// Output length when a request gives no `max_tokens`.
     #[serde(default = "default_max_tokens")]
     pub default_max_tokens: u32,
+    /// Simulated ms the frontend spends on this model's requests outside its own TTFT timer
+    /// beyond what the simulator's handling costs (a real frontend parses the request before its
+    /// timer starts and writes the event after it stops): the first token's event is held this
+    /// much longer once the frontend has it, so the client's TTFT grows and `nvext.timing` does
+    /// not. `sy-sim fit-config --sim-records` fits it. Default 0.
+    #[serde(default)]
+    pub frontend_untimed_ms: f64,
     /// Step-time parameters.
     #[serde(default)]
     pub step: StepTimeConfig,
@@ -319,6 +326,7 @@ impl ModelConfig {
             advertise_capacity: true,
             default_max_tokens: default_max_tokens(),
             step: StepTimeConfig::default(),
+            frontend_untimed_ms: 0.0,
         }
     }
 
@@ -460,6 +468,7 @@ impl SimConfig {
             ] {
                 check_nonneg(&format!("{at}.step.{n}"), v)?;
             }
+            check_nonneg(&format!("{at}.frontend_untimed_ms"), m.frontend_untimed_ms)?;
         }
         self.faults.validate()?;
         check_nonneg(

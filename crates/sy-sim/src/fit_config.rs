@@ -330,29 +330,139 @@ pub fn fit_config(
     Ok((base, fits))
 }
 
-/// `sy-sim fit-config`: reads the records and the base configuration, fits, writes `out`
-/// (whole or not at all: a temporary file renamed into place) and returns the fits.
-pub fn run(records: &Path, base: &Path, out: &Path) -> Result<Vec<ModelFit>, FitConfigError> {
-    let loaded = sy_records::load_records(&[records.to_path_buf()], &LoadOptions::default())
-        .map_err(FitConfigError::Load)?;
+/// One model's `frontend_untimed_ms` fitted from the client − server TTFT gaps of a real run and
+/// of a simulator run of the same plan.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UntimedFit {
+    /// Median `ttft_ms − server_ttft_ms` of the real run's Q-grid records.
+    pub real_gap_ms: f64,
+    /// The same median in the simulator's run.
+    pub sim_gap_ms: f64,
+    /// The fitted value: the base's plus the difference, at least 0.
+    pub untimed_ms: f64,
+}
+
+/// Median client − server TTFT gap of each model's successful Q-grid records that have both.
+fn gaps(records: &[Record]) -> BTreeMap<&str, f64> {
+    let mut by: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for r in records
+        .iter()
+        .filter(|r| r.phase == Phase::Qgrid && r.status == Status::Ok)
+    {
+        if let (Some(c), Some(s)) = (r.ttft_ms, r.server_ttft_ms) {
+            by.entry(r.model.as_str()).or_default().push(c - s);
+        }
+    }
+    by.into_iter().map(|(m, v)| (m, median(v))).collect()
+}
+
+/// Sets every model's `frontend_untimed_ms` so that the simulator's client − server gap matches
+/// the real run's: `sim` is a run of the same plan on the simulator with `cfg`'s current values,
+/// so the fitted value is the current one plus (real gap − simulator gap), at least 0. Both runs
+/// must report the server's TTFT for each model.
+pub fn fit_untimed(
+    cfg: &mut SimConfig,
+    real: &[Record],
+    real_path: &Path,
+    sim: &[Record],
+    sim_path: &Path,
+) -> Result<Vec<(String, UntimedFit)>, FitConfigError> {
+    let (real_gaps, sim_gaps) = (gaps(real), gaps(sim));
+    let mut out = Vec::new();
+    for m in &mut cfg.models {
+        let Some(&real_gap_ms) = real_gaps.get(m.name.as_str()) else {
+            continue;
+        };
+        let Some(&sim_gap_ms) = sim_gaps.get(m.name.as_str()) else {
+            return Err(FitConfigError::Model {
+                path: sim_path.to_path_buf(),
+                model: m.name.clone(),
+                message: format!(
+                    "no successful Q-grid record with both ttft_ms and server_ttft_ms, while {} has them: the simulator run must be of the same plan",
+                    real_path.display()
+                ),
+            });
+        };
+        m.frontend_untimed_ms = (m.frontend_untimed_ms + real_gap_ms - sim_gap_ms).max(0.0);
+        out.push((
+            m.name.clone(),
+            UntimedFit {
+                real_gap_ms,
+                sim_gap_ms,
+                untimed_ms: m.frontend_untimed_ms,
+            },
+        ));
+    }
+    Ok(out)
+}
+
+/// What `sy-sim fit-config` fitted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fitted {
+    pub models: Vec<ModelFit>,
+    /// Per model, when a simulator run was given (`--sim-records`).
+    pub untimed: Vec<(String, UntimedFit)>,
+}
+
+fn load(path: &Path) -> Result<Vec<Record>, FitConfigError> {
+    sy_records::load_records(&[path.to_path_buf()], &LoadOptions::default())
+        .map(|l| l.records)
+        .map_err(FitConfigError::Load)
+}
+
+/// `sy-sim fit-config`: reads the records (and, with `sim_records`, a simulator run of the same
+/// plan with the base configuration) and the base configuration, fits, writes `out` (whole or not
+/// at all: a temporary file renamed into place) and returns the fits.
+pub fn run(
+    records: &Path,
+    sim_records: Option<&Path>,
+    base: &Path,
+    out: &Path,
+) -> Result<Fitted, FitConfigError> {
+    let real = load(records)?;
     let base_cfg = SimConfig::from_toml_path(base)?;
-    let (cfg, fits) = fit_config(&loaded.records, records, base_cfg, base)?;
+    let (mut cfg, models) = fit_config(&real, records, base_cfg, base)?;
+    let untimed = match sim_records {
+        Some(sim_path) => fit_untimed(&mut cfg, &real, records, &load(sim_path)?, sim_path)?,
+        None => Vec::new(),
+    };
+    let fitted = Fitted { models, untimed };
+    write_fitted(&cfg, &fitted, records, sim_records, base, out)?;
+    Ok(fitted)
+}
+
+/// Writes the fitted configuration with a header saying what was fitted from what.
+fn write_fitted(
+    cfg: &SimConfig,
+    fitted: &Fitted,
+    records: &Path,
+    sim_records: Option<&Path>,
+    base: &Path,
+    out: &Path,
+) -> Result<(), FitConfigError> {
     let write_err = |e: String| FitConfigError::Write {
         path: out.to_path_buf(),
         message: e,
     };
-    let body = toml::to_string(&cfg).map_err(|e| write_err(e.to_string()))?;
+    let body = toml::to_string(cfg).map_err(|e| write_err(e.to_string()))?;
+    let sim_arg = sim_records.map_or(String::new(), |p| format!(" --sim-records {}", p.display()));
     let mut text = format!(
-        "# Fitted by `sy-sim fit-config --records {} --base {}`: per model, base_ms,\n# prefill_ms_per_token, cached_ms_per_token and attention_ms_per_token_ctx from the\n# Q-grid cell medians (docs/simulator.md, \"Fitting the simulator to your own run\").\n",
+        "# Fitted by `sy-sim fit-config --records {}{sim_arg} --base {}`: per model, base_ms,\n# prefill_ms_per_token, cached_ms_per_token and attention_ms_per_token_ctx from the\n# Q-grid cell medians (docs/simulator.md, \"Fitting the simulator to your own run\").\n",
         records.display(),
         base.display()
     );
-    for f in &fits {
+    for f in &fitted.models {
         text.push_str(&format!(
             "# {}: {} cells of {}\n",
             f.model,
             f.cells.len(),
             f.target
+        ));
+    }
+    for (model, u) in &fitted.untimed {
+        text.push_str(&format!(
+            "# {model}: frontend_untimed_ms {:.3} (client - server TTFT gap: real {:.3} ms, simulator {:.3} ms)\n",
+            u.untimed_ms, u.real_gap_ms, u.sim_gap_ms
         ));
     }
     text.push_str(&body);
@@ -361,8 +471,7 @@ pub fn run(records: &Path, base: &Path, out: &Path) -> Result<Vec<ModelFit>, Fit
     std::fs::rename(&tmp, out).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         write_err(e.to_string())
-    })?;
-    Ok(fits)
+    })
 }
 
 #[cfg(test)]
@@ -527,5 +636,53 @@ mod tests {
         recs[0].server_ttft_ms = None;
         let (_, fits) = fit_config(&recs, Path::new("r.jsonl"), base, Path::new("b.toml")).unwrap();
         assert_eq!(fits[0].target, "ttft_ms");
+    }
+
+    #[test]
+    fn untimed_work_closes_the_gap_between_the_runs_client_server_gaps() {
+        let with_gap = |model: &str, server: f64, gap: f64| {
+            let mut r = record(model, 128, 0, Some(server));
+            r.ttft_ms = Some(server + gap);
+            r
+        };
+        let real: Vec<Record> = [0.9, 1.0, 1.3]
+            .iter()
+            .map(|g| with_gap("efficient", 6.0, *g))
+            .collect();
+        let sim: Vec<Record> = [0.6, 0.7, 0.8]
+            .iter()
+            .map(|g| with_gap("efficient", 6.0, *g))
+            .collect();
+        let mut cfg = SimConfig::default();
+        cfg.models[0].frontend_untimed_ms = 0.1;
+        let (rp, sp) = (Path::new("real.parquet"), Path::new("sim.parquet"));
+        let fits = fit_untimed(&mut cfg, &real, rp, &sim, sp).unwrap();
+        assert_eq!(fits.len(), 1, "only the models of the real run");
+        let (model, u) = &fits[0];
+        assert_eq!(model, "efficient");
+        assert!((u.real_gap_ms - 1.0).abs() < 1e-12 && (u.sim_gap_ms - 0.7).abs() < 1e-12);
+        assert!(
+            (cfg.models[0].frontend_untimed_ms - 0.4).abs() < 1e-12,
+            "{u:?}"
+        );
+        // A simulator already slower than the real frontend: no negative work.
+        let slow: Vec<Record> = sim
+            .iter()
+            .map(|r| with_gap("efficient", 6.0, 2.0 + r.ttft_ms.unwrap() - 6.0))
+            .collect();
+        fit_untimed(&mut cfg, &real, rp, &slow, sp).unwrap();
+        assert_eq!(cfg.models[0].frontend_untimed_ms, 0.0);
+        // The simulator run must cover the real run's models.
+        let other: Vec<Record> = sim
+            .iter()
+            .map(|r| with_gap("capable", 6.0, r.ttft_ms.unwrap() - 6.0))
+            .collect();
+        let e = fit_untimed(&mut cfg, &real, rp, &other, sp)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("sim.parquet") && e.contains("efficient") && e.contains("same plan"),
+            "{e}"
+        );
     }
 }

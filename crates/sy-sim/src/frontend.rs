@@ -561,6 +561,7 @@ async fn serve(st: Arc<SimState>, p: Prepared, arrived: Instant) -> Response {
         prompt_hash: prompt_hash(&p.tokens),
         max_tokens: p.max_tokens.unwrap_or(mcfg.default_max_tokens),
         tx,
+        arrived,
     });
     if worker.tx.send(msg).is_err() {
         return error(500, "Internal Server Error", FAILED_TO_GENERATE);
@@ -571,6 +572,7 @@ async fn serve(st: Arc<SimState>, p: Prepared, arrived: Instant) -> Response {
         guard,
         faults,
         stall_until: faults.stall.map(|d| arrived + d),
+        untimed: st.wall(mcfg.frontend_untimed_ms),
         generated: 0,
         first: None,
     };
@@ -589,15 +591,22 @@ struct Run {
     guard: LoadGuard,
     faults: Faults,
     stall_until: Option<Instant>,
+    /// `frontend_untimed_ms`, in wall time.
+    untimed: std::time::Duration,
     generated: u32,
     first: Option<FirstToken>,
 }
 
 impl Run {
-    async fn stall(&mut self) {
+    /// Holds the first token back until the injected stall ends, then for the frontend's untimed
+    /// work (`frontend_untimed_ms`), which adds to the simulator's own handling of the token.
+    async fn hold_first(&mut self) {
         if let Some(until) = self.stall_until.take() {
             // Precise to ~0.1 ms: the injected delay is the overhead benchmark's reference.
             crate::precise_timer::sleep_until(until).await;
+        }
+        if !self.untimed.is_zero() {
+            crate::precise_timer::sleep_until(Instant::now() + self.untimed).await;
         }
     }
 
@@ -618,7 +627,7 @@ async fn full_answer(mut run: Run) -> Response {
         match run.rx.recv().await {
             Some(SeqEvent::Token { id, first }) => {
                 if let Some(f) = first {
-                    run.stall().await;
+                    run.hold_first().await;
                     run.first = Some(f);
                     run.guard.prefill_done();
                 }
@@ -714,7 +723,7 @@ fn stream_answer(run: Run) -> Response {
                 Some(SeqEvent::Token { id, first }) => {
                     let is_first = first.is_some();
                     if let Some(f) = first {
-                        s.run.stall().await;
+                        s.run.hold_first().await;
                         s.run.first = Some(f);
                         s.run.guard.prefill_done();
                     }

@@ -13,7 +13,7 @@ use sy_sim::{SimConfig, SimError};
     name = "sy-sim",
     version,
     about = "Dynamo-compatible simulator (frontend + selection service) on 127.0.0.1",
-    after_help = "Examples:\n  sy-sim serve --config data/sim/default.toml --port 18000\n  sy-sim default-config > sim.toml\n  sy-sim fit-config --records RUN/records.parquet --base data/sim/default.toml --out fitted.toml"
+    after_help = "Examples:\n  sy-sim serve --config data/sim/default.toml --port 18000\n  sy-sim default-config > sim.toml\n  sy-sim fit-config --records RUN/records.parquet --base data/sim/default.toml --out fitted.toml\n  sy-sim fit-config --records RUN/records.parquet --sim-records SIM_RUN/records.parquet --base fitted.toml --out fitted2.toml"
 )]
 #[command(arg_required_else_help = true)]
 struct Cli {
@@ -48,11 +48,16 @@ struct FitConfigArgs {
     /// Where to write the fitted configuration (TOML).
     #[arg(long)]
     out: PathBuf,
+    /// A simulator run of the same plan with the base configuration (`sy-collect --target sim
+    /// --sim-config`, e.g. with an earlier fit): per model, `frontend_untimed_ms` is fitted so that
+    /// the simulator's client − server TTFT gap matches the real run's.
+    #[arg(long)]
+    sim_records: Option<PathBuf>,
 }
 
 fn fit_config(a: &FitConfigArgs) -> Result<(), sy_sim::fit_config::FitConfigError> {
-    let fits = sy_sim::fit_config::run(&a.records, &a.base, &a.out)?;
-    for f in &fits {
+    let fitted = sy_sim::fit_config::run(&a.records, a.sim_records.as_deref(), &a.base, &a.out)?;
+    for f in &fitted.models {
         let s = &f.step;
         println!(
             "{}: base_ms {:.4}  prefill_ms_per_token {:.6}  cached_ms_per_token {:.6}  attention_ms_per_token_ctx {:.6}  (fitted to {} medians)",
@@ -78,6 +83,12 @@ fn fit_config(a: &FitConfigArgs) -> Result<(), sy_sim::fit_config::FitConfigErro
                 p / c.ttft_ms
             );
         }
+    }
+    for (model, u) in &fitted.untimed {
+        println!(
+            "{model}: frontend_untimed_ms {:.3}  (client - server TTFT gap: real {:.3} ms, simulator {:.3} ms)",
+            u.untimed_ms, u.real_gap_ms, u.sim_gap_ms
+        );
     }
     println!("wrote {}", a.out.display());
     Ok(())

@@ -58,6 +58,75 @@ async fn ttft_grows_with_uncached_tokens() {
     h.shutdown().await;
 }
 
+/// On an idle worker the server's TTFT is the step-time model's (`sy_sim::fit_config::predict`,
+/// chunking included), whatever the simulator's own request handling costs on this host: prefill
+/// starts when the request reaches the frontend and the first token carries the step's end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_worker_server_ttft_is_the_step_model() {
+    let cfg = one_model(1, 1.0);
+    let m = cfg.models[0].clone();
+    let h = start(cfg).await;
+    let c = client();
+    let url = h.frontend_url();
+    let mbt = m.max_num_batched_tokens;
+    for (i, (n, cached)) in [
+        (128usize, 0usize),
+        (1536, 1024),
+        (2 * mbt as usize + 100, 0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let full = prompt(500 + i as u32, n);
+        if cached > 0 {
+            stream(&c, &url, "efficient", &full[..cached], 1, None).await;
+        }
+        let r = stream(&c, &url, "efficient", &full, 1, None).await;
+        assert_eq!(r.cached_tokens, Some(cached as u64));
+        let (ttft, wait) = r.server_timing();
+        let model = sy_sim::fit_config::predict(&m.step, n as u64, cached as u64, mbt, 1.0);
+        assert!(
+            (ttft - model).abs() < 0.01 && wait.abs() < 0.01,
+            "N {n}, cached {cached}: server TTFT {ttft} ms (prefill wait {wait} ms) vs model {model} ms"
+        );
+        assert!(
+            r.ttft_ms() >= ttft,
+            "the client cannot see the token earlier"
+        );
+    }
+    h.shutdown().await;
+}
+
+/// `frontend_untimed_ms` delays what the client sees, not the server's own TTFT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frontend_untimed_work_delays_the_client_only() {
+    let mut cfg = one_model(1, 1.0);
+    cfg.models[0].frontend_untimed_ms = 25.0;
+    let m = cfg.models[0].clone();
+    let h = start(cfg).await;
+    let r = stream(
+        &client(),
+        &h.frontend_url(),
+        "efficient",
+        &prompt(600, 256),
+        1,
+        None,
+    )
+    .await;
+    let (ttft, _) = r.server_timing();
+    let model = sy_sim::fit_config::predict(&m.step, 256, 0, m.max_num_batched_tokens, 1.0);
+    assert!(
+        (ttft - model).abs() < 0.01,
+        "server {ttft} vs model {model}"
+    );
+    assert!(
+        r.ttft_ms() >= ttft + 25.0,
+        "client {} vs server {ttft} + 25",
+        r.ttft_ms()
+    );
+    h.shutdown().await;
+}
+
 /// Cached context is cheaper than fresh prefill but not free: Q(N, f=1) rises with N.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cached_context_is_not_free() {

@@ -43,6 +43,21 @@ impl Streamed {
     pub fn ttft_ms(&self) -> f64 {
         self.ttft.expect("a first token").as_secs_f64() * 1000.0
     }
+    /// The server's own timing (`nvext.timing`, on the final chunk): (ttft_ms, prefill_wait_time_ms).
+    pub fn server_timing(&self) -> (f64, f64) {
+        let t = self
+            .events
+            .iter()
+            .rev()
+            .find_map(|e| e["nvext"]["timing"].as_object())
+            .expect("nvext.timing on a chunk");
+        (
+            t["ttft_ms"].as_f64().expect("timing.ttft_ms"),
+            t["prefill_wait_time_ms"]
+                .as_f64()
+                .expect("timing.prefill_wait_time_ms"),
+        )
+    }
     pub fn errors(&self) -> Vec<&Value> {
         self.events
             .iter()
