@@ -189,15 +189,22 @@ impl Engine {
         }
     }
 
-    /// When the planned step starts. While the worker is busy, steps follow each other back to
-    /// back (the previous one ended within the last 5 ms). A step that admits requests to an
-    /// idle worker starts when the earliest of them reached the frontend (never before the
-    /// previous step ended): the simulator's own handling of a request (parsing, tokenizing,
-    /// hashing, routing; ~0.4 ms at N = 128 and ~1.5 ms at N = 1500 in a debug build) is host
-    /// time, not simulated time, so an idle worker's simulated TTFT is the step-time model's.
-    fn step_start(&self, now: Instant, last_end: Option<Instant>) -> Instant {
+    /// When the planned step starts. While the worker is busy (`chain`: the end of the previous
+    /// step, reset when the worker goes idle), steps follow each other back to back unless the
+    /// previous one ended more than 5 ms ago. A step that admits requests to an idle worker
+    /// starts when the earliest of them reached the frontend, but never before the worker's
+    /// previous step ended (`prev_end`): the simulator's own handling of a request (parsing,
+    /// tokenizing, hashing, routing; ~0.4 ms at N = 128 and ~1.5 ms at N = 1500 in a debug
+    /// build) is host time, not simulated time, so an idle worker's simulated TTFT is the
+    /// step-time model's.
+    fn step_start(
+        &self,
+        now: Instant,
+        chain: Option<Instant>,
+        prev_end: Option<Instant>,
+    ) -> Instant {
         let recent = now.checked_sub(Duration::from_millis(5)).unwrap_or(now);
-        if let Some(t) = last_end.filter(|t| *t > recent) {
+        if let Some(t) = chain.filter(|t| *t > recent) {
             return t;
         }
         let admitted = self
@@ -207,7 +214,7 @@ impl Engine {
             .map(|s| s.arrived)
             .min();
         match admitted {
-            Some(a) => a.max(last_end.unwrap_or(a)).min(now),
+            Some(a) => a.max(prev_end.unwrap_or(a)).min(now),
             None => now,
         }
     }
@@ -371,7 +378,10 @@ pub(crate) async fn run_engine(
         waiting: VecDeque::new(),
         running: Vec::new(),
     };
+    // The end of the previous step while the worker stays busy (`None` once it went idle), and
+    // the end of its last step ever.
     let mut last_end: Option<Instant> = None;
+    let mut prev_end: Option<Instant> = None;
     loop {
         if e.idle() {
             last_end = None;
@@ -406,7 +416,7 @@ pub(crate) async fn run_engine(
         }
         let sim_ms = work.duration_ms(&e.p.step, e.p.speed);
         let dt = crate::config::wall(e.p.time_scale, sim_ms);
-        let start = e.step_start(now, last_end);
+        let start = e.step_start(now, last_end, prev_end);
         e.started(start);
         let end = start + dt;
         if dt.is_zero() {
@@ -417,6 +427,7 @@ pub(crate) async fn run_engine(
             crate::precise_timer::sleep_until(end).await;
         }
         last_end = Some(end);
+        prev_end = Some(end);
         // Tokens carry the step's simulated end, not the host's (later) wake-up time.
         e.apply(end);
     }

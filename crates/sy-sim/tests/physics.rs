@@ -97,6 +97,34 @@ async fn idle_worker_server_ttft_is_the_step_model() {
     h.shutdown().await;
 }
 
+/// A request that reaches a worker while its last step runs starts after that step, even when
+/// the worker is idle by the time the engine reads it: its server TTFT includes the wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_arriving_during_the_last_step_waits_for_it() {
+    let cfg = one_model(1, 1.0);
+    let m = cfg.models[0].clone();
+    let h = start(cfg).await;
+    let (c, url) = (client(), h.frontend_url());
+    let (long, short) = (prompt(700, 2000), prompt(701, 128));
+    let first = stream(&c, &url, "efficient", &long, 1, None);
+    let second = async {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        stream(&c, &url, "efficient", &short, 1, None).await
+    };
+    let (a, b) = tokio::join!(first, second);
+    let mbt = m.max_num_batched_tokens;
+    let model_a = sy_sim::fit_config::predict(&m.step, 2000, 0, mbt, 1.0);
+    let model_b = sy_sim::fit_config::predict(&m.step, 128, 0, mbt, 1.0);
+    let ((ttft_a, _), (ttft_b, wait_b)) = (a.server_timing(), b.server_timing());
+    assert!((ttft_a - model_a).abs() < 0.01, "{ttft_a} vs {model_a}");
+    // B reached the frontend ~20 ms (at most ~35 ms) after A and waited for A's step to end.
+    assert!(
+        wait_b > model_a - 35.0 && (ttft_b - wait_b - model_b).abs() < 0.01,
+        "B: server TTFT {ttft_b} ms, prefill wait {wait_b} ms; A's step {model_a} ms, B's {model_b} ms"
+    );
+    h.shutdown().await;
+}
+
 /// `frontend_untimed_ms` delays what the client sees, not the server's own TTFT.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frontend_untimed_work_delays_the_client_only() {
