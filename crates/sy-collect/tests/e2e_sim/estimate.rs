@@ -2,7 +2,8 @@
 //! the estimated duration must be within ±25 % of the time the run's units took.
 //!
 //! Every committed plan in data/plans/ is covered. `ci` and `demo` run here on every test run
-//! (about 15 s of wall time, mostly sleeping); `dataset` (about 90 s) and `example` (about 8 min:
+//! (about 15 s of wall time, mostly sleeping; alone, by `.config/nextest.toml`: a test sharing the cores
+//! with the pilot skews the estimate); `dataset` (about 90 s) and `example` (about 8 min:
 //! 360 load units with a 500 ms warm-up each) run when SY_SLOW_ESTIMATE=1. All use
 //! data/sim/ci-fast.toml (the default physics at 1/20 of real time) for both the pilot and the
 //! run; the plan's settle and warm-up times are real time either way.
