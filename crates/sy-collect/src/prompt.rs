@@ -12,7 +12,7 @@
 //! still in the prefix cache. The primed prefix of a unit is exactly the first `round(f·N)`
 //! tokens of its probe prompt.
 
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sha2::{Digest, Sha256};
 

@@ -12,7 +12,7 @@
 //! the deployment's state of that time: measured in docs/eval.md), so [`nested`] resamples rounds,
 //! then sessions within each drawn round; with one round it is `sy_stats`' grouped bootstrap.
 
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use sy_stats::quantile_sorted;

@@ -334,7 +334,7 @@ mod tests {
     use super::*;
     use linfa::traits::Predict;
     use ndarray::{Array2, array};
-    use rand::{Rng, SeedableRng};
+    use rand::{RngExt, SeedableRng};
 
     #[test]
     fn packed_sums_equal_add_bit_for_bit() {

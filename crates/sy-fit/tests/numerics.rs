@@ -167,7 +167,7 @@ fn grouped_folds_never_split_a_condition() {
 }
 
 fn random_problem(rows: usize, seed: u64) -> (Array2<f64>, Array1<f64>) {
-    use rand::{Rng, SeedableRng};
+    use rand::{RngExt, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let x = Array2::from_shape_fn((rows, 3), |_| rng.random_range(-3.0..3.0));
     let y = x

@@ -17,7 +17,7 @@
 //! and P a little, as real repeats do.
 
 use crate::record::Model;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::record::{Background, Phase, RECORD_SCHEMA_VERSION, Record, Status};
