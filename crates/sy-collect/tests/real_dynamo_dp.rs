@@ -181,14 +181,9 @@ fn assert_observation_is_of_the_reserved_worker(records: &[Value]) {
     );
 }
 
-/// The `q`-quantile of ascending `sorted` values (linear between order statistics).
+/// The `q`-quantile of ascending `sorted` values: the runtime crate's definition, through sy-stats.
 fn quantile(sorted: &[f64], q: f64) -> f64 {
-    let h = (sorted.len() - 1) as f64 * q;
-    let (lo, hi) = (
-        h.floor() as usize,
-        (h.ceil() as usize).min(sorted.len() - 1),
-    );
-    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
+    sy_stats::quantile_sorted(sorted, q).expect("at least one gap")
 }
 
 /// A Q-grid cell: model, N, f (as the record prints it).
