@@ -339,3 +339,47 @@ fn parquet_cells_give_the_same_rows_errors_and_skips_in_both_loaders() {
         assert_loaders_agree(&path, &LoadOptions { skip_invalid: true }).unwrap();
     }
 }
+
+/// A file of several Parquet slices (the loader decodes the next slice on a second thread while
+/// it converts the last): the same rows and pairs as the record loader, and a bad row in a later
+/// slice named by its row, or skipped alone, with the slices around it read in full.
+#[test]
+fn a_file_of_several_slices_loads_and_fails_at_the_right_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut records = generate(&SynthSpec {
+        conditions: 1_350,
+        repeats: 100,
+        q_n_axis: vec![512],
+        q_f_axis: vec![0.0],
+        q_repeats: 1,
+        ..SynthSpec::default()
+    });
+    assert!(
+        records.len() > 2 * sy_records::PARQUET_ROW_GROUP_ROWS,
+        "three or more slices"
+    );
+    let good = dir.path().join("good.parquet");
+    write_records(&records, &good).unwrap();
+    let t = assert_loaders_agree(&good, &LoadOptions::default()).unwrap();
+    assert_eq!(t.len(), records.len());
+
+    // Row numbers are 1-based; this one lies in the file's third slice.
+    let bad_row = 2 * sy_records::PARQUET_ROW_GROUP_ROWS - 7;
+    records[bad_row - 1].ttft_ms = Some(-1.0);
+    let bad = dir.path().join("bad.parquet");
+    write_records(&records, &bad).unwrap();
+    let err = assert_loaders_agree(&bad, &LoadOptions::default()).unwrap_err();
+    match &err {
+        RecordsError::Row(issue) => {
+            assert_eq!(
+                (issue.row, issue.field.as_str()),
+                (bad_row, "ttft_ms"),
+                "{err}"
+            );
+        }
+        other => panic!("expected a row error, got {other}"),
+    }
+    let skipping = assert_loaders_agree(&bad, &LoadOptions { skip_invalid: true }).unwrap();
+    // The bad row and its partner are dropped; every other row is read.
+    assert_eq!(skipping.len(), records.len() - 2);
+}
