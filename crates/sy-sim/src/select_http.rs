@@ -278,6 +278,27 @@ async fn health() -> Response {
     reply(StatusCode::OK, &StatusResponse::ok())
 }
 
+/// The prompt of `req` and the worker the router picks for it among the allowed ones (the
+/// shared first steps of `select` and `select_and_reserve`); an error response otherwise.
+fn prompt_and_choice(
+    st: &SimState,
+    sel: &mut SelectionState,
+    model: &str,
+    req: &SelectRequest,
+) -> Result<(Prompt, Candidate), Response> {
+    let prompt = prompt_of(st, sel, model, req)?;
+    let c = choose(
+        st,
+        sel,
+        model,
+        &prompt.hashes,
+        prompt.isl,
+        prompt.bs,
+        req.allowed_worker_ids.as_ref(),
+    )?;
+    Ok((prompt, c))
+}
+
 async fn select(State(st): State<Arc<SimState>>, body: Bytes) -> Response {
     delay(&st).await;
     let req: SelectRequest = match parse(&body) {
@@ -286,20 +307,8 @@ async fn select(State(st): State<Arc<SimState>>, body: Bytes) -> Response {
     };
     let model = req.model();
     let mut sel = lock(&st.selection);
-    let Prompt { bs, hashes, isl } = match prompt_of(&st, &sel, &model, &req) {
-        Ok(p) => p,
-        Err(e) => return e,
-    };
-    let c = match choose(
-        &st,
-        &mut sel,
-        &model,
-        &hashes,
-        isl,
-        bs,
-        req.allowed_worker_ids.as_ref(),
-    ) {
-        Ok(c) => c,
+    let (Prompt { bs, hashes, isl }, c) = match prompt_and_choice(&st, &mut sel, &model, &req) {
+        Ok(x) => x,
         Err(e) => return e,
     };
     let mut a = answer(
@@ -346,20 +355,8 @@ async fn select_and_reserve(State(st): State<Arc<SimState>>, body: Bytes) -> Res
             format!("selection {sid} is already reserved or being reserved"),
         );
     }
-    let Prompt { bs, hashes, isl } = match prompt_of(&st, &sel, &model, &req) {
-        Ok(p) => p,
-        Err(e) => return e,
-    };
-    let c = match choose(
-        &st,
-        &mut sel,
-        &model,
-        &hashes,
-        isl,
-        bs,
-        req.allowed_worker_ids.as_ref(),
-    ) {
-        Ok(c) => c,
+    let (Prompt { bs, hashes, isl }, c) = match prompt_and_choice(&st, &mut sel, &model, &req) {
+        Ok(x) => x,
         Err(e) => return e,
     };
     let mut a = answer(&sel, &model, &c, &hashes, isl, bs, false);
