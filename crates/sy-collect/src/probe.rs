@@ -425,9 +425,13 @@ impl UnitRunner {
         failure: Option<&Failure>,
         attempts: u32,
     ) -> Record {
-        let f = Self::observed(obs, booking);
+        let mut observed = Self::observed(obs, booking);
+        if obs.select.is_none() {
+            // No answer to the advisory query: nothing was observed, so no observation time.
+            observed.observed_at_unix_ms = None;
+            observed.query_duration_ms = None;
+        }
         let advisory = obs.fields();
-        let has_obs = obs.select.is_some();
         // What the frontend reported, never filled in from the booking: the booking has its own
         // fields, so a disagreement between the two stays visible.
         let served = outcome.and_then(|o| o.served_worker_id);
@@ -443,26 +447,7 @@ impl UnitRunner {
             planned_n: cond.planned_n,
             planned_f: cond.planned_f,
             background: cond.background.clone(),
-            n: f.n,
-            k: f.k,
-            r: f.r,
-            prefill_tokens_booked: f.prefill_tokens_booked,
-            prefill_capacity_tokens: f.prefill_capacity_tokens,
-            p: f.p,
-            host_overlap_tokens: f.host_overlap_tokens,
-            disk_overlap_tokens: f.disk_overlap_tokens,
-            effective_prefill_tokens: f.effective_prefill_tokens,
-            decode_blocks: f.decode_blocks,
-            kv_capacity_blocks: f.kv_capacity_blocks,
-            pool_pending_requests: f.pool_pending_requests,
-            pool_pending_tokens: f.pool_pending_tokens,
-            schedulable: f.schedulable,
-            worker_id: f.worker_id,
-            dp_rank: f.dp_rank,
-            endpoint: f.endpoint,
-            routing_group: f.routing_group,
-            observed_at_unix_ms: has_obs.then_some(f.observed_at_unix_ms).flatten(),
-            query_duration_ms: has_obs.then_some(f.query_duration_ms).flatten(),
+            observed,
             sent_at_unix_ms: outcome
                 .map(|o| o.sent_at_unix_ms)
                 .unwrap_or_else(unix_ms_now),

@@ -163,7 +163,7 @@ pub fn read_all(dir: &Path) -> Result<Vec<Record>, ResultsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sy_records::{Background, Phase, RECORD_SCHEMA_VERSION};
+    use sy_records::{Background, ObservedFields, Phase, RECORD_SCHEMA_VERSION};
 
     pub(crate) fn rec(cond: &str, repeat: u32, role: Model, class: Option<ErrorClass>) -> Record {
         Record {
@@ -178,26 +178,28 @@ mod tests {
             planned_n: 10,
             planned_f: 0.0,
             background: Background::default(),
-            n: Some(10),
-            k: Some(0),
-            r: Some(0),
-            prefill_tokens_booked: None,
-            prefill_capacity_tokens: None,
-            p: None,
-            host_overlap_tokens: None,
-            disk_overlap_tokens: None,
-            effective_prefill_tokens: None,
-            decode_blocks: None,
-            kv_capacity_blocks: None,
-            pool_pending_requests: None,
-            pool_pending_tokens: None,
-            schedulable: None,
-            worker_id: None,
-            dp_rank: None,
-            endpoint: None,
-            routing_group: None,
-            observed_at_unix_ms: None,
-            query_duration_ms: None,
+            observed: ObservedFields {
+                n: Some(10),
+                k: Some(0),
+                r: Some(0),
+                prefill_tokens_booked: None,
+                prefill_capacity_tokens: None,
+                p: None,
+                host_overlap_tokens: None,
+                disk_overlap_tokens: None,
+                effective_prefill_tokens: None,
+                decode_blocks: None,
+                kv_capacity_blocks: None,
+                pool_pending_requests: None,
+                pool_pending_tokens: None,
+                schedulable: None,
+                worker_id: None,
+                dp_rank: None,
+                endpoint: None,
+                routing_group: None,
+                observed_at_unix_ms: None,
+                query_duration_ms: None,
+            },
             sent_at_unix_ms: 0.0,
             reserved_worker_id: None,
             reserved_dp_rank: None,

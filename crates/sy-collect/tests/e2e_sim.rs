@@ -56,7 +56,7 @@ fn small_plan_completes_with_consistent_records() {
             units.insert((r.condition_id.clone(), r.repeat, r.role)),
             "duplicate {r:?}"
         );
-        assert_eq!(r.n, Some(r.planned_n));
+        assert_eq!(r.observed.n, Some(r.planned_n));
         assert_eq!(r.prompt_tokens, Some(r.planned_n));
         assert!(r.served_worker_id.is_some(), "{r:?}");
         // The booking is recorded on its own: the worker select_and_reserve booked is the one
@@ -107,14 +107,14 @@ fn small_plan_completes_with_consistent_records() {
     // Primed prefixes are seen by the router (K) and the worker (cached_tokens).
     for r in recs.iter().filter(|r| r.phase == Phase::Qgrid) {
         let primed = (r.planned_f * r.planned_n as f64).round() as u64;
-        let k = r.k.unwrap();
+        let k = r.observed.k.unwrap();
         assert!(
             k <= primed && primed - k < 16,
             "K {k} vs primed {primed}: {r:?}"
         );
         assert_eq!(r.cached_tokens, Some(k), "{r:?}");
         // No competing requests in the Q grid.
-        assert_eq!(r.prefill_tokens_booked, Some(0), "{r:?}");
+        assert_eq!(r.observed.prefill_tokens_booked, Some(0), "{r:?}");
     }
 
     // Load: R and P track the background load on the efficient candidate.
@@ -126,7 +126,8 @@ fn small_plan_completes_with_consistent_records() {
     let idle =
         eff_load(&|r| r.background.prefill_requests == 0 && r.background.decode_requests == 0);
     assert!(
-        idle.iter().all(|r| r.r == Some(0) && r.p == Some(0.0)),
+        idle.iter()
+            .all(|r| r.observed.r == Some(0) && r.observed.p == Some(0.0)),
         "{idle:?}"
     );
     let prefill =
@@ -135,17 +136,23 @@ fn small_plan_completes_with_consistent_records() {
         v.iter().map(|r| f(r)).sum::<f64>() / v.len() as f64
     };
     assert!(
-        mean(&prefill, &|r| r.p.unwrap()) > 0.2,
+        mean(&prefill, &|r| r.observed.p.unwrap()) > 0.2,
         "prefill contention must show in P: {:?}",
-        prefill.iter().map(|r| (r.r, r.p)).collect::<Vec<_>>()
+        prefill
+            .iter()
+            .map(|r| (r.observed.r, r.observed.p))
+            .collect::<Vec<_>>()
     );
-    assert!(mean(&prefill, &|r| r.r.unwrap() as f64) > 0.4);
+    assert!(mean(&prefill, &|r| r.observed.r.unwrap() as f64) > 0.4);
     let decode =
         eff_load(&|r| r.background.prefill_requests == 0 && r.background.decode_requests == 3);
     assert!(
-        mean(&decode, &|r| r.r.unwrap() as f64) > 0.5,
+        mean(&decode, &|r| r.observed.r.unwrap() as f64) > 0.5,
         "decode contention must show in R: {:?}",
-        decode.iter().map(|r| (r.r, r.p)).collect::<Vec<_>>()
+        decode
+            .iter()
+            .map(|r| (r.observed.r, r.observed.p))
+            .collect::<Vec<_>>()
     );
     // A busy capable destination shows on the capable candidate.
     let busy_cap: Vec<_> = recs
@@ -153,7 +160,7 @@ fn small_plan_completes_with_consistent_records() {
         .filter(|r| r.phase == Phase::Load && r.role == Model::Capable && r.background.busy_capable)
         .collect();
     assert!(
-        mean(&busy_cap, &|r| r.r.unwrap() as f64) > 0.5,
+        mean(&busy_cap, &|r| r.observed.r.unwrap() as f64) > 0.5,
         "{busy_cap:?}"
     );
     let idle_cap: Vec<_> = recs
@@ -162,7 +169,10 @@ fn small_plan_completes_with_consistent_records() {
             r.phase == Phase::Load && r.role == Model::Capable && !r.background.busy_capable
         })
         .collect();
-    assert!(idle_cap.iter().all(|r| r.r == Some(0)), "{idle_cap:?}");
+    assert!(
+        idle_cap.iter().all(|r| r.observed.r == Some(0)),
+        "{idle_cap:?}"
+    );
 }
 
 /// The simulator configuration the fit-config test measures ("the truth"): distinct TTFT

@@ -44,12 +44,12 @@ fn assert_cache_as_planned(recs: &[Record], which: &str) {
         assert_eq!(r.status, Status::Ok, "{which}: {r:?}");
         assert_eq!(r.phase, Phase::Qgrid);
         // Token-exact.
-        assert_eq!(r.n, Some(r.planned_n), "{which}: {r:?}");
+        assert_eq!(r.observed.n, Some(r.planned_n), "{which}: {r:?}");
         assert_eq!(r.prompt_tokens, Some(r.planned_n), "{which}: {r:?}");
         // No unplanned cache hit: the router sees exactly the primed prefix (whole blocks),
         // and so does the worker. An f = 0 unit of the second run would show K = N here if
         // it reused the first run's prompt.
-        assert_eq!(r.k, Some(planned_k(r)), "{which}: router K: {r:?}");
+        assert_eq!(r.observed.k, Some(planned_k(r)), "{which}: router K: {r:?}");
         assert_eq!(
             r.cached_tokens,
             Some(planned_k(r)),

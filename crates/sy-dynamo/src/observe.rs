@@ -19,6 +19,8 @@
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+pub use sy_wire::ObservedFields;
+use sy_wire::observed::p_of;
 use sy_wire::{
     ModelLoads, OverlapScoresResponse, PotentialLoad, SelectResponse, WorkerLifecycle, WorkerRecord,
 };
@@ -51,32 +53,6 @@ pub struct CandidateObservation {
     pub query_duration_ms: f64,
     /// The first read that failed, if any (the observation is then partial).
     pub error: Option<CallError>,
-}
-
-/// Flat observation fields (the same names as `sy_records::Record`).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ObservedFields {
-    pub n: Option<u64>,
-    pub k: Option<u64>,
-    pub r: Option<u64>,
-    pub prefill_tokens_booked: Option<u64>,
-    pub prefill_capacity_tokens: Option<u64>,
-    pub p: Option<f64>,
-    pub host_overlap_tokens: Option<u64>,
-    pub disk_overlap_tokens: Option<u64>,
-    pub effective_prefill_tokens: Option<u64>,
-    pub decode_blocks: Option<u64>,
-    pub kv_capacity_blocks: Option<u64>,
-    pub pool_pending_requests: Option<u64>,
-    pub pool_pending_tokens: Option<u64>,
-    pub schedulable: Option<bool>,
-    pub worker_id: Option<u64>,
-    pub dp_rank: Option<u32>,
-    pub endpoint: Option<String>,
-    pub routing_group: Option<String>,
-    pub block_size: Option<u32>,
-    pub observed_at_unix_ms: Option<f64>,
-    pub query_duration_ms: Option<f64>,
 }
 
 impl CandidateObservation {
@@ -135,7 +111,6 @@ impl CandidateObservation {
                 .clone()
                 .or_else(|| self.worker.as_ref().map(|w| w.routing_group.clone()))
                 .filter(|g| !g.is_empty()),
-            block_size: (sel.block_size > 0).then_some(sel.block_size),
             observed_at_unix_ms: Some(self.observed_at_unix_ms),
             query_duration_ms: Some(self.query_duration_ms),
         }
@@ -208,53 +183,16 @@ impl CandidateObservation {
             routing_group: entry
                 .map(|w| w.routing_group.clone())
                 .filter(|g| !g.is_empty()),
-            block_size,
             observed_at_unix_ms: Some(self.observed_at_unix_ms),
             query_duration_ms: Some(self.query_duration_ms),
             ..ObservedFields::default()
         }
     }
 
-    /// What `sy-selector` decides on.
+    /// What `sy-selector` decides on (the advisory pick's view, extras included).
     pub fn to_observation(&self) -> sy_selector::Observation {
-        let f = self.fields();
-        sy_selector::Observation {
-            n: f.n.map(|v| v as f64),
-            k: f.k.map(|v| v as f64),
-            r: f.r.map(|v| v as f64),
-            prefill_tokens_booked: f.prefill_tokens_booked.map(|v| v as f64),
-            prefill_capacity_tokens: f.prefill_capacity_tokens.map(|v| v as f64),
-            schedulable: f.schedulable,
-            observed_at_ms: f.observed_at_unix_ms,
-            recorded: Some(Box::new(sy_selector::Recorded {
-                host_overlap_tokens: f.host_overlap_tokens,
-                disk_overlap_tokens: f.disk_overlap_tokens,
-                effective_prefill_tokens: f.effective_prefill_tokens,
-                decode_blocks: f.decode_blocks,
-                kv_capacity_blocks: f.kv_capacity_blocks,
-                pool_pending_requests: f.pool_pending_requests,
-                pool_pending_tokens: f.pool_pending_tokens,
-                worker_id: f.worker_id,
-                dp_rank: f.dp_rank,
-                endpoint: f.endpoint,
-                routing_group: f.routing_group,
-                model: Some(self.model.clone()),
-                query_duration_ms: f.query_duration_ms,
-            })),
-        }
+        self.fields().observation(Some(&self.model))
     }
-}
-
-/// P from booked prefill tokens and capacity. P has one definition (the runtime crate's): an
-/// invalid capacity gives no P.
-fn p_of(booked: Option<u64>, capacity: Option<u64>) -> Option<f64> {
-    sy_selector::Observation {
-        prefill_tokens_booked: booked.map(|b| b as f64),
-        prefill_capacity_tokens: capacity.map(|c| c as f64),
-        ..sy_selector::Observation::default()
-    }
-    .valid_p()
-    .ok()
 }
 
 fn unix_ms_now() -> f64 {

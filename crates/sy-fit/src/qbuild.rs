@@ -337,8 +337,8 @@ mod tests {
         r.role = role;
         r.planned_n = n;
         r.planned_f = f;
-        r.n = Some(n);
-        r.k = Some((f * n as f64) as u64);
+        r.observed.n = Some(n);
+        r.observed.k = Some((f * n as f64) as u64);
         r.ttft_ms = Some(ttft);
         r
     }
@@ -382,7 +382,7 @@ mod tests {
     fn each_row_takes_its_cells_observed_fraction() {
         let block = |n: u64, f: f64| {
             let mut r = q(n, f, 0.0, Model::Efficient);
-            r.k = Some(((f * n as f64) as u64 / 16) * 16);
+            r.observed.k = Some(((f * n as f64) as u64 / 16) * 16);
             r
         };
         let mut rs = Vec::new();

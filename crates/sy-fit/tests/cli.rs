@@ -117,7 +117,7 @@ fn changing_only_uncertainty_rows_leaves_fit_json_unchanged() {
     for r in &mut changed {
         if splits.split_of_record(r) == Some(Split::Uncertainty) {
             r.ttft_ms = r.ttft_ms.map(|t| t * 2.0 + 77.0);
-            r.r = r.r.map(|v| v * 3 + 1);
+            r.observed.r = r.observed.r.map(|v| v * 3 + 1);
             n += 1;
         }
     }

@@ -93,8 +93,8 @@ fn rows_outside_the_fit_split_do_not_change_the_fit() {
     for r in &mut changed {
         if splits.split_of_record(r) == Some(Split::Uncertainty) {
             r.ttft_ms = r.ttft_ms.map(|t| t * 3.0 + 1000.0);
-            r.r = r.r.map(|v| v + 50);
-            r.prefill_tokens_booked = Some(123_456);
+            r.observed.r = r.observed.r.map(|v| v + 50);
+            r.observed.prefill_tokens_booked = Some(123_456);
             touched += 1;
         }
     }

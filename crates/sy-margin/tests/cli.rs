@@ -26,7 +26,7 @@ fn run_dir(dir: &Path) {
     records.extend(pair("d", 0, 1000.0, 100.0));
     let mut e = pair("e", 0, 150.0, 100.0);
     for r in &mut e {
-        r.n = Some(5_000_000);
+        r.observed.n = Some(5_000_000);
         r.prompt_tokens = Some(5_000_000);
         r.planned_n = 5_000_000;
     }

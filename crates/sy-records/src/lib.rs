@@ -44,7 +44,9 @@ pub use load::{
     load_records, resolve_inputs, validate_record,
 };
 pub use pairing::pair_indices;
-pub use record::{Background, ErrorClass, Model, Phase, RECORD_SCHEMA_VERSION, Record, Status};
+pub use record::{
+    Background, ErrorClass, Model, ObservedFields, Phase, RECORD_SCHEMA_VERSION, Record, Status,
+};
 pub use splits::{
     LoadConditions, SPLITS_SCHEMA_VERSION, Split, SplitCounts, SplitFractions, SplitTable,
     assign_split, split_point,

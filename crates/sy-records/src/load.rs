@@ -342,8 +342,8 @@ impl<'a> CheckedFields<'a> {
         CheckedFields {
             status: r.status,
             ttft_ms: r.ttft_ms,
-            n: r.n,
-            k: r.k,
+            n: r.observed.n,
+            k: r.observed.k,
             schema_version: r.schema_version,
             served_worker_id: r.served_worker_id,
             reserved_worker_id: r.reserved_worker_id,

@@ -40,6 +40,9 @@ pub enum Status {
 /// (`sy_wire::failure`).
 pub use sy_wire::ErrorClass;
 
+/// The observation of one candidate: the adapter's type, embedded in the record.
+pub use sy_wire::ObservedFields;
+
 /// The background load held steady while a probe runs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Background {
@@ -87,46 +90,10 @@ pub struct Record {
     pub background: Background,
 
     // --- the observation, exactly as the runtime would take it ---
-    /// Prompt tokens N.
-    pub n: Option<u64>,
-    /// Router-estimated reusable GPU-prefix tokens K (`overlap.gpu`).
-    pub k: Option<u64>,
-    /// Booked requests R on the candidate worker (`/loads` `active_requests`).
-    pub r: Option<u64>,
-    /// Booked, cache-adjusted prefill tokens (P's numerator; `worker_load.active_prefill_tokens`).
-    pub prefill_tokens_booked: Option<u64>,
-    /// Advertised prefill batch-token capacity (P's denominator; `max_num_batched_tokens`).
-    pub prefill_capacity_tokens: Option<u64>,
-    /// Prefill pressure P = booked / capacity, when both are valid.
-    pub p: Option<f64>,
-    /// Cumulative host-tier overlap tokens (diagnostic).
-    pub host_overlap_tokens: Option<u64>,
-    /// Cumulative disk-tier overlap tokens (diagnostic).
-    pub disk_overlap_tokens: Option<u64>,
-    /// Dynamo's weighted prefill-work estimate for this request.
-    pub effective_prefill_tokens: Option<u64>,
-    /// Tracked decode blocks on the candidate worker.
-    pub decode_blocks: Option<u64>,
-    /// Advertised KV-block capacity of the candidate worker.
-    pub kv_capacity_blocks: Option<u64>,
-    /// Pool admission-queue requests (`pending_count`).
-    pub pool_pending_requests: Option<u64>,
-    /// Pool admission-queue tokens (`pending_isl_tokens`).
-    pub pool_pending_tokens: Option<u64>,
-    /// Whether the candidate worker's lifecycle was `schedulable`.
-    pub schedulable: Option<bool>,
-    /// The worker these observation fields describe: the one the reservation booked and the
-    /// probe was pinned to (u64 above 2^53: never a float). Records written before
-    /// `pick_differs` existed describe the advisory pick here instead.
-    pub worker_id: Option<u64>,
-    /// The data-parallel rank these observation fields describe (the reserved one).
-    pub dp_rank: Option<u32>,
-    pub endpoint: Option<String>,
-    pub routing_group: Option<String>,
-    /// Wall-clock time the observation finished, milliseconds since the Unix epoch.
-    pub observed_at_unix_ms: Option<f64>,
-    /// Time spent collecting the observation.
-    pub query_duration_ms: Option<f64>,
+    /// The candidate's observation, as the Dynamo adapter produced it (flattened: its fields
+    /// are the record's `n`, `k`, `r`, … members and columns).
+    #[serde(flatten)]
+    pub observed: ObservedFields,
 
     // --- the measurement ---
     /// Wall-clock time the probe was sent, milliseconds since the Unix epoch.

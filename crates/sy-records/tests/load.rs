@@ -41,9 +41,9 @@ fn every_format_round_trips_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let mut records = small();
     // Exercise the awkward values: u64 ids above 2^63, missing observations, a failed probe.
-    records[0].worker_id = Some(u64::MAX - 7);
-    records[1].r = None;
-    records[1].endpoint = Some("dyn://a,b \"q\"".into());
+    records[0].observed.worker_id = Some(u64::MAX - 7);
+    records[1].observed.r = None;
+    records[1].observed.endpoint = Some("dyn://a,b \"q\"".into());
     let last = records.len() - 1;
     records[last].status = Status::Error;
     records[last].ttft_ms = None;
@@ -106,7 +106,7 @@ fn csv_errors_name_file_row_and_field() {
     let path = dir.path().join("bad.csv");
     let records: Vec<Record> = small()
         .into_iter()
-        .filter(|r| r.endpoint.is_none())
+        .filter(|r| r.observed.endpoint.is_none())
         .collect();
 
     // Wrong type: text in a numeric column, data row 3.
@@ -314,7 +314,7 @@ fn large_frames_convert_in_parallel_in_file_order() {
     // Two bad rows late in the file, in the second half of a frame: strict loading names the
     // first; skipping loading drops exactly those rows (and their probes' partners).
     let (first_bad, second_bad) = (records.len() - 1_001, records.len() - 11);
-    records[first_bad].k = Some(records[first_bad].n.unwrap() + 1);
+    records[first_bad].observed.k = Some(records[first_bad].observed.n.unwrap() + 1);
     records[second_bad].ttft_ms = Some(f64::NAN);
     records[second_bad].status = Status::Ok;
     let path = dir.path().join("bad.parquet");

@@ -108,7 +108,11 @@ fn the_observation_is_embedded_in_the_record() {
     let spec = sy_records::synth::SynthSpec::default();
     let r = sy_records::synth::generate(&spec)
         .into_iter()
-        .find(|r| r.r.is_some() && r.k.is_some() && r.query_duration_ms.is_some())
+        .find(|r| {
+            r.observed.r.is_some()
+                && r.observed.k.is_some()
+                && r.observed.query_duration_ms.is_some()
+        })
         .unwrap();
     let record = serde_json::to_value(&r).unwrap();
     let observation = serde_json::to_value(r.observation()).unwrap();
@@ -132,4 +136,35 @@ fn the_observation_is_embedded_in_the_record() {
         compared += 1;
     }
     assert!(compared >= 10, "only {compared} fields compared");
+}
+
+/// The Dynamo adapter's observation type (`sy_wire::ObservedFields`, what
+/// `sy_dynamo::observe` produces) is embedded whole in the record: its members are record
+/// columns, one contiguous run of the flat layout in the same order, holding the same values.
+#[test]
+fn the_adapters_observation_type_is_the_records_observation() {
+    let text = serde_json::to_string(&sy_records::ObservedFields::default()).unwrap();
+    let members: Vec<&str> = text
+        .trim_matches(['{', '}'])
+        .split(",\"")
+        .map(|m| m.trim_start_matches('"').split('"').next().unwrap())
+        .collect();
+    assert_eq!(members.len(), 20, "{members:?}");
+    let start = sy_records::ALL_COLUMNS
+        .iter()
+        .position(|c| *c == members[0])
+        .unwrap();
+    assert_eq!(
+        &sy_records::ALL_COLUMNS[start..start + members.len()],
+        members.as_slice(),
+        "the observation's members vs the record's columns"
+    );
+
+    let spec = sy_records::synth::SynthSpec::default();
+    let r = &sy_records::synth::generate(&spec)[0];
+    let record = serde_json::to_value(r).unwrap();
+    let observed = serde_json::to_value(&r.observed).unwrap();
+    for (member, value) in observed.as_object().unwrap() {
+        assert_eq!(&record[member], value, "{member}");
+    }
 }

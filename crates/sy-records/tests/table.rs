@@ -40,8 +40,8 @@ fn assert_rows_equal(table: &ProbeTable, records: &[Record], what: &str) {
             r.background.decode_length.as_deref(),
             "{what}"
         );
-        assert_eq!(row.n(), r.n, "{what}");
-        assert_eq!(row.k(), r.k, "{what}");
+        assert_eq!(row.n(), r.observed.n, "{what}");
+        assert_eq!(row.k(), r.observed.k, "{what}");
         assert_eq!(row.ttft_ms(), r.ttft_ms, "{what}");
         assert_eq!(row.sent_at_unix_ms(), r.sent_at_unix_ms, "{what}");
         assert_eq!(row.client_server_gap_ms(), r.client_server_gap_ms, "{what}");
@@ -87,7 +87,7 @@ fn assert_loaders_agree(path: &Path, options: &LoadOptions) -> Result<ProbeTable
 fn every_format_loads_the_same_rows_and_pairs() {
     let dir = tempfile::tempdir().unwrap();
     let mut records = small();
-    records[1].r = None;
+    records[1].observed.r = None;
     records[2].client_server_gap_ms = Some(0.25);
     let last = records.len() - 1;
     records[last].status = sy_records::Status::Error;
@@ -143,7 +143,7 @@ fn bad_cells_give_the_same_error_and_skips_in_both_loaders() {
     let path = dir.path().join("bad.csv");
     let records: Vec<Record> = small()
         .into_iter()
-        .filter(|r| r.endpoint.is_none())
+        .filter(|r| r.observed.endpoint.is_none())
         .collect();
     let first_load = records.iter().position(|r| r.phase == Phase::Load).unwrap() + 1;
     let cases: Vec<(&str, usize, &str)> = vec![
@@ -233,7 +233,11 @@ fn parquet_cells_give_the_same_rows_errors_and_skips_in_both_loaders() {
         ("ttft negative", |r| r.ttft_ms = Some(-3.5), false),
         ("ttft missing", |r| r.ttft_ms = None, false),
         ("ttft infinite", |r| r.ttft_ms = Some(f64::INFINITY), false),
-        ("K > N", |r| r.k = r.n.map(|n| n + 1), false),
+        (
+            "K > N",
+            |r| r.observed.k = r.observed.n.map(|n| n + 1),
+            false,
+        ),
         ("schema 0", |r| r.schema_version = 0, false),
         ("schema 99", |r| r.schema_version = 99, false),
         ("empty run", |r| r.run_id.clear(), false),
@@ -266,9 +270,9 @@ fn parquet_cells_give_the_same_rows_errors_and_skips_in_both_loaders() {
         (
             "no observation",
             |r| {
-                r.k = None;
-                r.r = None;
-                r.schedulable = None;
+                r.observed.k = None;
+                r.observed.r = None;
+                r.observed.schedulable = None;
             },
             true,
         ),

@@ -221,8 +221,8 @@ pub fn q_cells(records: &[&Record], use_server: bool) -> Vec<Cell> {
         } else {
             r.ttft_ms
         };
-        if let (Some(n), Some(t)) = (r.n.or(Some(r.planned_n)), t) {
-            let cached = r.cached_tokens.or(r.k).unwrap_or(0);
+        if let (Some(n), Some(t)) = (r.observed.n.or(Some(r.planned_n)), t) {
+            let cached = r.cached_tokens.or(r.observed.k).unwrap_or(0);
             by.entry((n, cached)).or_default().push(t);
         }
     }
@@ -553,7 +553,7 @@ mod tests {
         let mut r = sy_records::synth::template_record();
         r.model = model.into();
         r.phase = Phase::Qgrid;
-        r.n = Some(n);
+        r.observed.n = Some(n);
         r.planned_n = n;
         r.cached_tokens = Some(cached);
         r.server_ttft_ms = server;

@@ -1,5 +1,7 @@
 //! Dynamo 1.6.1 wire types: the OpenAI-compatible frontend (completions and chat, with Dynamo's
-//! `nvext` extension) and the selection service (`dynamo.select_service`).
+//! `nvext` extension) and the selection service (`dynamo.select_service`); and
+//! [`ObservedFields`], what the adapter reads from those answers about one candidate and a record
+//! stores.
 //!
 //! Why a crate of its own: the simulator (`sy-sim`) *serialises* these bodies and the clients
 //! (`sy-dynamo`, used by `sy-collect`) *deserialise* them. Keeping one definition means the
@@ -18,10 +20,12 @@
 
 pub mod failure;
 pub mod frontend;
+pub mod observed;
 pub mod selection;
 
 pub use failure::ErrorClass;
 pub use frontend::*;
+pub use observed::ObservedFields;
 pub use selection::*;
 
 /// Unmodelled JSON fields, kept verbatim.

@@ -184,12 +184,14 @@ impl<'a> Row<'a> {
     pub fn rule_observation(&self) -> Observation {
         let t = self.table;
         let i = self.i;
-        crate::observation::rule_observation(
-            t.n[i],
-            t.k[i],
-            t.r[i],
-            t.prefill_tokens_booked[i],
-            t.prefill_capacity_tokens[i],
+        sy_wire::observed::rule_observation(
+            [
+                t.n[i],
+                t.k[i],
+                t.r[i],
+                t.prefill_tokens_booked[i],
+                t.prefill_capacity_tokens[i],
+            ],
             t.schedulable[i],
             t.observed_at_unix_ms[i],
         )
@@ -841,13 +843,13 @@ impl<'a> RowValues<'a> {
             planned_f: r.planned_f,
             decode_length: r.background.decode_length.as_deref(),
             status: r.status,
-            n: r.n,
-            k: r.k,
-            r: r.r,
-            prefill_tokens_booked: r.prefill_tokens_booked,
-            prefill_capacity_tokens: r.prefill_capacity_tokens,
-            schedulable: r.schedulable,
-            observed_at_unix_ms: r.observed_at_unix_ms,
+            n: r.observed.n,
+            k: r.observed.k,
+            r: r.observed.r,
+            prefill_tokens_booked: r.observed.prefill_tokens_booked,
+            prefill_capacity_tokens: r.observed.prefill_capacity_tokens,
+            schedulable: r.observed.schedulable,
+            observed_at_unix_ms: r.observed.observed_at_unix_ms,
             sent_at_unix_ms: r.sent_at_unix_ms,
             reserved: r.reserved_worker_id.is_some(),
             reserved_worker_id: r.reserved_worker_id,
