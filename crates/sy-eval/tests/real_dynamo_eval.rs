@@ -8,7 +8,14 @@
 //! unless `SY_REQUIRE_DYNAMO=1`. It holds `$SY_DYNAMO_RUN_DIR/tests.lock` and appends its name to
 //! `$SY_DYNAMO_TEST_LOG`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+// End-to-end scenarios read top to bottom: the 120-line limit (clippy.toml) is for library and
+// binary code.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
 
 use std::fs::OpenOptions;
 use std::io::Write;

@@ -720,7 +720,7 @@ pub fn records_to_frame(records: &[Record]) -> Result<DataFrame, PolarsError> {
             records.iter().map($f).collect::<Vec<_>>()
         };
     }
-    let columns = vec![
+    let mut columns = vec![
         col("schema_version", collect!(|r| r.schema_version)),
         col("run_id", collect!(|r| r.run_id.as_str())),
         col("condition_id", collect!(|r| r.condition_id.as_str())),
@@ -759,59 +759,9 @@ pub fn records_to_frame(records: &[Record]) -> Result<DataFrame, PolarsError> {
             "background_target",
             collect!(|r| r.background.target.as_str()),
         ),
-        col("n", collect!(|r| r.observed.n)),
-        col("k", collect!(|r| r.observed.k)),
-        col("r", collect!(|r| r.observed.r)),
-        col(
-            "prefill_tokens_booked",
-            collect!(|r| r.observed.prefill_tokens_booked),
-        ),
-        col(
-            "prefill_capacity_tokens",
-            collect!(|r| r.observed.prefill_capacity_tokens),
-        ),
-        col("p", collect!(|r| r.observed.p)),
-        col(
-            "host_overlap_tokens",
-            collect!(|r| r.observed.host_overlap_tokens),
-        ),
-        col(
-            "disk_overlap_tokens",
-            collect!(|r| r.observed.disk_overlap_tokens),
-        ),
-        col(
-            "effective_prefill_tokens",
-            collect!(|r| r.observed.effective_prefill_tokens),
-        ),
-        col("decode_blocks", collect!(|r| r.observed.decode_blocks)),
-        col(
-            "kv_capacity_blocks",
-            collect!(|r| r.observed.kv_capacity_blocks),
-        ),
-        col(
-            "pool_pending_requests",
-            collect!(|r| r.observed.pool_pending_requests),
-        ),
-        col(
-            "pool_pending_tokens",
-            collect!(|r| r.observed.pool_pending_tokens),
-        ),
-        col("schedulable", collect!(|r| r.observed.schedulable)),
-        col("worker_id", collect!(|r| r.observed.worker_id)),
-        col("dp_rank", collect!(|r| r.observed.dp_rank)),
-        col("endpoint", collect!(|r| r.observed.endpoint.as_deref())),
-        col(
-            "routing_group",
-            collect!(|r| r.observed.routing_group.as_deref()),
-        ),
-        col(
-            "observed_at_unix_ms",
-            collect!(|r| r.observed.observed_at_unix_ms),
-        ),
-        col(
-            "query_duration_ms",
-            collect!(|r| r.observed.query_duration_ms),
-        ),
+    ];
+    columns.extend(observation_frame_columns(records));
+    columns.extend([
         col("sent_at_unix_ms", collect!(|r| r.sent_at_unix_ms)),
         col("reserved_worker_id", collect!(|r| r.reserved_worker_id)),
         col("reserved_dp_rank", collect!(|r| r.reserved_dp_rank)),
@@ -837,8 +787,47 @@ pub fn records_to_frame(records: &[Record]) -> Result<DataFrame, PolarsError> {
         ),
         col("error_message", collect!(|r| r.error_message.as_deref())),
         col("attempts", collect!(|r| r.attempts)),
-    ];
+    ]);
     DataFrame::new(records.len(), columns)
+}
+
+/// The columns of the records' embedded [`ObservedFields`], in their order.
+fn observation_frame_columns(records: &[Record]) -> Vec<Column> {
+    macro_rules! copied {
+        ($($f:ident),*) => {
+            [$(col(stringify!($f), records.iter().map(|r| r.observed.$f).collect::<Vec<_>>())),*]
+        };
+    }
+    macro_rules! text {
+        ($($f:ident),*) => {
+            [$(col(
+                stringify!($f),
+                records.iter().map(|r| r.observed.$f.as_deref()).collect::<Vec<_>>(),
+            )),*]
+        };
+    }
+    let mut columns = Vec::with_capacity(20);
+    columns.extend(copied!(
+        n,
+        k,
+        r,
+        prefill_tokens_booked,
+        prefill_capacity_tokens,
+        p,
+        host_overlap_tokens,
+        disk_overlap_tokens,
+        effective_prefill_tokens,
+        decode_blocks,
+        kv_capacity_blocks,
+        pool_pending_requests,
+        pool_pending_tokens,
+        schedulable,
+        worker_id,
+        dp_rank
+    ));
+    columns.extend(text!(endpoint, routing_group));
+    columns.extend(copied!(observed_at_unix_ms, query_duration_ms));
+    columns
 }
 
 fn status_str(s: Status) -> &'static str {
