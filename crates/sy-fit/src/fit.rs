@@ -28,8 +28,9 @@ use sy_selector::{
     raw_features, regression_target,
 };
 
+use crate::condition_sums::{self, ConditionSums};
 use crate::qbuild::{QBuildError, QTableReport, build_q_table};
-use crate::ridge::{RidgeError, SuffStats, solve};
+use crate::ridge::{RidgeError, RidgeSolution, SuffStats, solve};
 use crate::stats::quantile_unsorted;
 
 /// Default number of cross-validation folds.
@@ -361,11 +362,27 @@ struct Usable {
     target: [Result<f64, &'static str>; 2],
 }
 
-/// One model's Q table (or why there is none) and its candidate rows.
+/// One model's Q table (or why there is none), its candidate rows and, when prepared for many
+/// fits ([`prepare`]), their sums per condition (by condition index).
 #[derive(Debug)]
 struct PreparedModel<'a> {
     q: Result<(QTable, QTableReport), QBuildError>,
     rows: Vec<Candidate<'a>>,
+    sums: Vec<ConditionSums>,
+}
+
+impl PreparedModel<'_> {
+    /// Sums the usable rows per condition (`conditions`: how many the table has).
+    fn with_sums(mut self, conditions: usize) -> Self {
+        let mut sums = vec![ConditionSums::default(); conditions];
+        for c in &self.rows {
+            if let (Ok(u), Some(s)) = (&c.usable, sums.get_mut(c.condition as usize)) {
+                s.push(u.raw, &u.target);
+            }
+        }
+        self.sums = sums;
+        self
+    }
 }
 
 /// What a fit needs that does not depend on the split: each model's Q table (from the Q-grid
@@ -379,9 +396,13 @@ pub struct Prepared<'a> {
     capable: PreparedModel<'a>,
 }
 
-/// Builds both Q tables and computes every candidate row's features and targets.
+/// Builds both Q tables and computes every candidate row's features and targets, and their
+/// sums per condition (for [`Prepared::estimators`]).
 pub fn prepare(records: &ProbeTable) -> Prepared<'_> {
-    let (efficient, capable) = per_model(true, |role| prepare_model(records, role, &|_| true));
+    let conditions = records.condition_count();
+    let (efficient, capable) = per_model(true, |role| {
+        prepare_model(records, role, &|_| true).with_sums(conditions)
+    });
     Prepared {
         records,
         efficient,
@@ -439,7 +460,11 @@ fn prepare_model<'a>(
             });
         }
     }
-    PreparedModel { q, rows }
+    PreparedModel {
+        q,
+        rows,
+        sums: Vec::new(),
+    }
 }
 
 /// A row's features and targets, or the first field that makes it unusable.
@@ -486,6 +511,82 @@ impl Prepared<'_> {
             warnings,
         })
     }
+}
+
+impl Prepared<'_> {
+    /// The estimators of both models (efficient, capable) that [`Prepared::fit`] gives under
+    /// `splits`, equal to rounding, made from the per-condition sums without visiting a row and
+    /// without the diagnostics (R², residuals, intervals, warnings): what `sy-select`'s stability
+    /// check needs for each of its split seeds. Prepared by [`prepare`] only.
+    pub fn estimators(
+        &self,
+        splits: &SplitTable,
+        config: &FitConfig,
+    ) -> Result<(ModelEstimators, ModelEstimators), FitError> {
+        if config.alpha_grid.is_empty() {
+            return Err(FitError::Settings("the alpha grid is empty".to_string()));
+        }
+        let (folds_of, k) = assign_folds(splits, config.folds, config.seed)?;
+        let places = condition_places(self.records, splits, &folds_of);
+        let efficient = model_estimators(&self.efficient, &places, k, Model::Efficient, config)?;
+        let capable = model_estimators(&self.capable, &places, k, Model::Capable, config)?;
+        Ok((efficient, capable))
+    }
+}
+
+/// One model's estimators from its per-condition sums (see [`Prepared::estimators`]).
+fn model_estimators(
+    model: &PreparedModel<'_>,
+    places: &[Option<(Split, usize)>],
+    k: usize,
+    role: Model,
+    config: &FitConfig,
+) -> Result<ModelEstimators, FitError> {
+    let name = role.as_str();
+    let (q, _) = model.q.clone()?;
+    let no_rows = |why: String| FitError::NoRows { model: name, why };
+    let standardiser = condition_sums::fit_moments(&model.sums, places)
+        .standardiser()
+        .map_err(|_| {
+            no_rows("no ok load-phase records with valid N, R and P in the fit split".into())
+        })?;
+    // `ei` indexes `ESTIMATORS` (blind, cache), as the targets do.
+    let correction = |ei: usize| {
+        let estimator = estimator_name(ESTIMATORS[ei]);
+        let folds = condition_sums::fold_sums(&model.sums, places, ei, k);
+        let (n, sum) = folds
+            .iter()
+            .fold((0.0, 0.0), |(n, s), f| (n + f.n, s + f.sy));
+        if n == 0.0 {
+            return Err(no_rows(format!(
+                "no fit-split row has a usable {estimator} target"
+            )));
+        }
+        let shift = sum / n;
+        let z: Vec<SuffStats> = folds
+            .iter()
+            .map(|f| condition_sums::standardised(f, &standardiser, shift))
+            .collect();
+        let sol = cv_and_solve(&z, config)
+            .map_err(|source| FitError::Ridge {
+                model: name,
+                estimator,
+                source,
+            })?
+            .sol;
+        Ok(LoadCorrection {
+            intercept: sol.intercept + shift,
+            coef: [sol.coef[0], sol.coef[1], sol.coef[2]],
+        })
+    };
+    let blind = correction(0)?;
+    let cache = correction(1)?;
+    Ok(ModelEstimators {
+        q,
+        standardiser,
+        blind,
+        cache,
+    })
 }
 
 /// Each condition of the table (by index): its split and fold, `None` when the split table
@@ -851,23 +952,12 @@ fn fit_correction(
     let shift = sum / n;
     let (fold_stats, by_condition) = fold_and_condition_stats(rows, ei, standardiser, shift, k);
     let conditions = by_condition.len();
-    let mut total = SuffStats::new(3);
-    for s in &fold_stats {
-        total.add(s);
-    }
-    let cv: Vec<CvPoint> = config
-        .alpha_grid
-        .iter()
-        .map(|&alpha| cv_point(alpha, &fold_stats, &total))
-        .collect();
-    let largest = config
-        .alpha_grid
-        .iter()
-        .copied()
-        .fold(f64::NEG_INFINITY, f64::max);
-    let last = config.alpha_grid.last().copied().unwrap_or(largest);
-    let alpha = choose_alpha(&cv).unwrap_or(last);
-    let sol = solve(&total, alpha).map_err(CorrError::Ridge)?;
+    let Solved {
+        cv,
+        alpha,
+        largest,
+        sol,
+    } = cv_and_solve(&fold_stats, config).map_err(CorrError::Ridge)?;
     let condition_stats = by_condition;
     let coefficient_intervals = if config.coefficient_intervals {
         coefficient_intervals(&condition_stats, alpha, shift, config.seed)
@@ -895,6 +985,47 @@ fn fit_correction(
             coefficient_intervals,
         },
     ))
+}
+
+/// The CV curve of a correction, its chosen alpha (and the grid's largest) and the ridge
+/// solved at it on every fold's rows.
+pub(crate) struct Solved {
+    pub(crate) cv: Vec<CvPoint>,
+    pub(crate) alpha: f64,
+    pub(crate) largest: f64,
+    pub(crate) sol: RidgeSolution,
+}
+
+/// Grouped CV over the alpha grid from per-fold statistics (standardised features, shifted
+/// target), then the ridge on their total at the chosen alpha (the grid's last when no score is
+/// finite).
+pub(crate) fn cv_and_solve(
+    fold_stats: &[SuffStats],
+    config: &FitConfig,
+) -> Result<Solved, RidgeError> {
+    let mut total = SuffStats::new(3);
+    for s in fold_stats {
+        total.add(s);
+    }
+    let cv: Vec<CvPoint> = config
+        .alpha_grid
+        .iter()
+        .map(|&alpha| cv_point(alpha, fold_stats, &total))
+        .collect();
+    let largest = config
+        .alpha_grid
+        .iter()
+        .copied()
+        .fold(f64::NEG_INFINITY, f64::max);
+    let last = config.alpha_grid.last().copied().unwrap_or(largest);
+    let alpha = choose_alpha(&cv).unwrap_or(last);
+    let sol = solve(&total, alpha)?;
+    Ok(Solved {
+        cv,
+        alpha,
+        largest,
+        sol,
+    })
 }
 
 /// Grouped bootstrap intervals of the correction's (intercept, bN, bR, bP): conditions (each with

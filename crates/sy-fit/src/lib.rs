@@ -18,6 +18,7 @@
 //! for `sy-margin` and `sy-select`.
 
 pub mod cli;
+mod condition_sums;
 pub mod fit;
 pub mod fitfile;
 pub mod qbuild;

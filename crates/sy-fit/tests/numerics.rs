@@ -233,3 +233,38 @@ proptest! {
         }
     }
 }
+
+/// `Prepared::estimators` (per-condition sums, what the stability check fits each split seed
+/// with) gives the estimators `fit` gives from the rows, under several split seeds: the same
+/// Q table, standardiser and coefficients to 1e-9 relative.
+#[test]
+fn estimators_from_condition_sums_equal_the_row_fit() {
+    let records = generate(&spec());
+    let table = sy_records::ProbeTable::from_records(&records).unwrap();
+    let prepared = sy_fit::prepare(&table);
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-3);
+    for seed in [0, 3, 7] {
+        let splits = SplitTable::build(&records, seed, SplitFractions::default());
+        let config = FitConfig {
+            seed,
+            ..FitConfig::default()
+        };
+        let rows = fit(&table, &splits, &config).unwrap();
+        let (efficient, capable) = prepared.estimators(&splits, &config).unwrap();
+        for (role, sums) in [(Model::Efficient, efficient), (Model::Capable, capable)] {
+            let want = &rows.models.get(role).estimators;
+            assert_eq!(sums.q, want.q, "{role:?} seed {seed}: Q table");
+            for d in 0..3 {
+                assert!(close(sums.standardiser.mean[d], want.standardiser.mean[d]));
+                assert!(close(sums.standardiser.std[d], want.standardiser.std[d]));
+            }
+            for (got, want) in [(&sums.blind, &want.blind), (&sums.cache, &want.cache)] {
+                let msg = format!("{role:?} seed {seed}: {got:?} vs {want:?}");
+                assert!(close(got.intercept, want.intercept), "{msg}");
+                for j in 0..3 {
+                    assert!(close(got.coef[j], want.coef[j]), "{msg}");
+                }
+            }
+        }
+    }
+}

@@ -110,11 +110,11 @@ fn one_seed(
         // The seeds already run on every core.
         parallel_models: false,
     };
-    let fitted = shared.fit.fit(&splits, &config).map_err(SeedError::Fit)?;
-    let fit = FitEstimators {
-        efficient: fitted.models.efficient.estimators,
-        capable: fitted.models.capable.estimators,
-    };
+    let (efficient, capable) = shared
+        .fit
+        .estimators(&splits, &config)
+        .map_err(SeedError::Fit)?;
+    let fit = FitEstimators { efficient, capable };
     let condition_splits = records.condition_splits(&splits);
     let of = |split: Split| {
         let condition_splits = &condition_splits;

@@ -114,39 +114,79 @@ pub enum StandardiserError {
     NonFinite { row: usize },
 }
 
+/// Count, means and summed squared deviations of raw log features over some rows (Welford's
+/// one-pass update): what a [`Standardiser`] is fitted from. Moments of disjoint groups of rows
+/// merge ([`FeatureMoments::merge`], Chan et al.'s pairwise update), so a fit under any split
+/// can be made from per-condition moments without revisiting the rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct FeatureMoments {
+    pub count: f64,
+    pub mean: [f64; 3],
+    /// Σ (x − mean)² per feature.
+    pub m2: [f64; 3],
+}
+
+impl FeatureMoments {
+    /// Adds one row of finite raw features.
+    #[inline]
+    pub fn push(&mut self, x: [f64; 3]) {
+        self.count += 1.0;
+        for ((mean, m2), x) in self.mean.iter_mut().zip(&mut self.m2).zip(x) {
+            let delta = x - *mean;
+            *mean += delta / self.count;
+            *m2 += delta * (x - *mean);
+        }
+    }
+
+    /// Adds the moments of a disjoint group of rows.
+    pub fn merge(&mut self, other: &FeatureMoments) {
+        if other.count == 0.0 {
+            return;
+        }
+        let count = self.count + other.count;
+        for d in 0..3 {
+            let delta = other.mean[d] - self.mean[d];
+            self.mean[d] += delta * other.count / count;
+            self.m2[d] += other.m2[d] + delta * delta * self.count * other.count / count;
+        }
+        self.count = count;
+    }
+
+    /// The standardiser: the means and population standard deviations; a feature with zero
+    /// spread gets std = 1 (its z is then 0 for the fitted mean).
+    pub fn standardiser(&self) -> Result<Standardiser, StandardiserError> {
+        if self.count == 0.0 {
+            return Err(StandardiserError::Empty);
+        }
+        let mut std = [1.0_f64; 3];
+        for (std, m2) in std.iter_mut().zip(self.m2) {
+            let s = (m2 / self.count).sqrt();
+            if s > 0.0 && s.is_finite() {
+                *std = s;
+            }
+        }
+        Ok(Standardiser {
+            mean: self.mean,
+            std,
+        })
+    }
+}
+
 impl Standardiser {
-    /// Fits means and population standard deviations of raw log features (see [`raw_features`]).
-    /// A feature with zero spread gets std = 1 (its z is then 0 for the fitted mean).
+    /// Fits means and population standard deviations of raw log features (see [`raw_features`]
+    /// and [`FeatureMoments`]).
     pub fn fit<I>(rows: I) -> Result<Standardiser, StandardiserError>
     where
         I: IntoIterator<Item = [f64; 3]>,
     {
-        // Welford's update, numerically stable in one pass.
-        let mut count = 0.0_f64;
-        let mut mean = [0.0_f64; 3];
-        let mut m2 = [0.0_f64; 3];
+        let mut moments = FeatureMoments::default();
         for (row, x) in rows.into_iter().enumerate() {
             if x.iter().any(|v| !v.is_finite()) {
                 return Err(StandardiserError::NonFinite { row });
             }
-            count += 1.0;
-            for d in 0..3 {
-                let delta = x[d] - mean[d];
-                mean[d] += delta / count;
-                m2[d] += delta * (x[d] - mean[d]);
-            }
+            moments.push(x);
         }
-        if count == 0.0 {
-            return Err(StandardiserError::Empty);
-        }
-        let mut std = [1.0_f64; 3];
-        for d in 0..3 {
-            let s = (m2[d] / count).sqrt();
-            if s > 0.0 && s.is_finite() {
-                std[d] = s;
-            }
-        }
-        Ok(Standardiser { mean, std })
+        moments.standardiser()
     }
 
     /// Standardises raw log features.

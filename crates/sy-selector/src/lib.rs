@@ -61,7 +61,7 @@ pub use bundle::{
     MAX_PLAUSIBLE_FEATURE, MAX_PLAUSIBLE_MS, ParamsError, Provenance,
 };
 pub use estimator::{
-    EstimatorInputs, LoadCorrection, ModelEstimators, PredictError, Standardiser,
+    EstimatorInputs, FeatureMoments, LoadCorrection, ModelEstimators, PredictError, Standardiser,
     StandardiserError, log1p, predict, predict_from_inputs, q_baseline, raw_features,
     regression_target,
 };

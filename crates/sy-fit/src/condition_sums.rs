@@ -1,0 +1,155 @@
+//! Fits under many split tables from per-condition sums.
+//!
+//! A condition belongs to one split and one fold, so everything a fit sums over rows can be
+//! summed per condition once and then added up under any split table: the feature moments the
+//! standardiser is fitted from ([`FeatureMoments`], merged), and each estimator's sufficient
+//! statistics of the raw features against the unshifted target ([`SuffStats`]), moved to the
+//! standardised, shifted space the ridge is solved in by [`standardised`] (exact algebra: the
+//! results equal the row path's to rounding). `sy-select`'s stability check fits ten split seeds
+//! this way ([`crate::Prepared::estimators`]) without visiting a row again; `sy-fit` itself, whose
+//! `fit.json` also reports residuals and R² over the rows, keeps the row path.
+
+use sy_records::Split;
+use sy_selector::{FeatureMoments, Standardiser};
+
+use crate::ridge::SuffStats;
+
+/// One condition's sums for one model: the moments of its usable rows' raw features, and per
+/// estimator (blind, cache) the statistics of the raw features against the unshifted target
+/// over the rows that have one.
+#[derive(Debug, Clone)]
+pub(crate) struct ConditionSums {
+    pub(crate) features: FeatureMoments,
+    pub(crate) targets: [SuffStats; 2],
+}
+
+impl Default for ConditionSums {
+    fn default() -> Self {
+        ConditionSums {
+            features: FeatureMoments::default(),
+            targets: [SuffStats::new(3), SuffStats::new(3)],
+        }
+    }
+}
+
+impl ConditionSums {
+    /// Adds one usable row.
+    pub(crate) fn push(&mut self, raw: [f64; 3], targets: &[Result<f64, &'static str>; 2]) {
+        self.features.push(raw);
+        for (stats, target) in self.targets.iter_mut().zip(targets) {
+            if let Ok(y) = target {
+                stats.push(&raw, *y);
+            }
+        }
+    }
+}
+
+/// The feature moments of the fit split's conditions (`places[c]`: condition c's split and
+/// fold).
+pub(crate) fn fit_moments(
+    sums: &[ConditionSums],
+    places: &[Option<(Split, usize)>],
+) -> FeatureMoments {
+    let mut moments = FeatureMoments::default();
+    for (s, place) in sums.iter().zip(places) {
+        if matches!(place, Some((Split::Fit, _))) {
+            moments.merge(&s.features);
+        }
+    }
+    moments
+}
+
+/// Estimator `ei`'s raw statistics of the fit split's conditions, per fold (`k` folds).
+pub(crate) fn fold_sums(
+    sums: &[ConditionSums],
+    places: &[Option<(Split, usize)>],
+    ei: usize,
+    k: usize,
+) -> Vec<SuffStats> {
+    let mut folds: Vec<SuffStats> = (0..k).map(|_| SuffStats::new(3)).collect();
+    for (s, place) in sums.iter().zip(places) {
+        if let Some((Split::Fit, fold)) = place
+            && let Some(f) = folds.get_mut(*fold)
+        {
+            f.add(&s.targets[ei]);
+        }
+    }
+    folds
+}
+
+/// Statistics of raw features `x` against target `y` → those of the standardised features
+/// `z = (x − mean) / std` against the shifted target `y − shift`, over the same rows.
+pub(crate) fn standardised(raw: &SuffStats, st: &Standardiser, shift: f64) -> SuffStats {
+    let (n, m, s, c) = (raw.n, st.mean, st.std, shift);
+    let mut out = SuffStats::new(3);
+    out.n = n;
+    out.sy = raw.sy - n * c;
+    out.syy = raw.syy - 2.0 * c * raw.sy + n * c * c;
+    for a in 0..3 {
+        out.sx[a] = (raw.sx[a] - n * m[a]) / s[a];
+        out.sxy[a] = (raw.sxy[a] - c * raw.sx[a] - m[a] * raw.sy + n * m[a] * c) / s[a];
+        for b in 0..3 {
+            let sxx = raw.sxx[a * 3 + b] - m[a] * raw.sx[b] - m[b] * raw.sx[a] + n * m[a] * m[b];
+            out.sxx[a * 3 + b] = sxx / (s[a] * s[b]);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn standardised_sums_equal_sums_of_standardised_rows() {
+        let rows: Vec<([f64; 3], f64)> = (0..50)
+            .map(|i| {
+                let x = f64::from(i);
+                (
+                    [(x * 0.37).sin() + 7.0, (x * 0.11).cos(), x / 50.0],
+                    30.0 + x.sqrt(),
+                )
+            })
+            .collect();
+        let st = Standardiser::fit(rows.iter().map(|r| r.0)).unwrap();
+        let shift = 33.0;
+        let mut raw = SuffStats::new(3);
+        let mut direct = SuffStats::new(3);
+        for (x, y) in &rows {
+            raw.push(x, *y);
+            direct.push(&st.standardise(*x), y - shift);
+        }
+        let got = standardised(&raw, &st, shift);
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * (1.0 + b.abs());
+        assert!(close(got.sy, direct.sy) && close(got.syy, direct.syy));
+        for i in 0..3 {
+            assert!(close(got.sx[i], direct.sx[i]), "sx[{i}]");
+            assert!(close(got.sxy[i], direct.sxy[i]), "sxy[{i}]");
+        }
+        for i in 0..9 {
+            assert!(close(got.sxx[i], direct.sxx[i]), "sxx[{i}]");
+        }
+    }
+
+    #[test]
+    fn merged_moments_equal_one_pass() {
+        let xs: Vec<[f64; 3]> = (0..40)
+            .map(|i| [f64::from(i).ln_1p(), f64::from(i % 7), 3.0])
+            .collect();
+        let mut one = FeatureMoments::default();
+        xs.iter().for_each(|x| one.push(*x));
+        let mut merged = FeatureMoments::default();
+        for chunk in xs.chunks(9) {
+            let mut part = FeatureMoments::default();
+            chunk.iter().for_each(|x| part.push(*x));
+            merged.merge(&part);
+        }
+        let (a, b) = (one.standardiser().unwrap(), merged.standardiser().unwrap());
+        for d in 0..3 {
+            assert!((a.mean[d] - b.mean[d]).abs() < 1e-12);
+            assert!((a.std[d] - b.std[d]).abs() < 1e-12);
+        }
+        // The constant feature stays exactly constant: std 1.
+        assert_eq!(b.std[2], 1.0);
+    }
+}
