@@ -6,21 +6,147 @@
 //! statistics of the raw features against the unshifted target ([`SuffStats`]), moved to the
 //! standardised, shifted space the ridge is solved in by [`standardised`] (exact algebra: the
 //! results equal the row path's to rounding). `sy-select`'s stability check fits ten split seeds
-//! this way ([`crate::Prepared::estimators`]) without visiting a row again; `sy-fit` itself, whose
-//! `fit.json` also reports residuals and R² over the rows, keeps the row path.
+//! this way ([`ConditionSumsTable::estimators`]) without visiting a row again; `sy-fit` itself,
+//! whose `fit.json` also reports residuals and R² over the rows, keeps the row path.
+//!
+//! Memory: the table keeps per model its Q table and one [`ConditionSums`] per condition (about
+//! 0.6 kB), not the rows.
 
-use sy_records::Split;
-use sy_selector::{FeatureMoments, Standardiser};
+use sy_records::{ProbeTable, Split, SplitTable};
+use sy_selector::{FeatureMoments, LoadCorrection, Model, ModelEstimators, QTable, Standardiser};
 
+use crate::fit::{
+    ESTIMATORS, FitConfig, FitError, assign_folds, condition_places, cv_and_solve, estimator_name,
+    load_rows, per_model, usable_row,
+};
+use crate::qbuild::{QBuildError, QTableReport, build_q_table};
 use crate::ridge::SuffStats;
+
+/// What every fit of the same records shares, whatever the split table: each model's Q table
+/// (from the Q-grid records) and the sums of its ok load-phase rows per condition. Made once by
+/// [`ConditionSumsTable::new`], it gives the estimators of any number of split tables
+/// (`sy-select`'s stability check fits ten).
+#[derive(Debug)]
+pub struct ConditionSumsTable<'a> {
+    records: &'a ProbeTable,
+    efficient: ModelSums,
+    capable: ModelSums,
+}
+
+/// One model's Q table (or why there is none) and its sums per condition (by condition index).
+#[derive(Debug)]
+struct ModelSums {
+    q: Result<(QTable, QTableReport), QBuildError>,
+    sums: Vec<ConditionSums>,
+}
+
+impl<'a> ConditionSumsTable<'a> {
+    /// Builds both Q tables and sums every usable load-phase row per condition, one model per
+    /// thread.
+    pub fn new(records: &'a ProbeTable) -> Self {
+        let (efficient, capable) = per_model(true, |role| model_sums(records, role));
+        ConditionSumsTable {
+            records,
+            efficient,
+            capable,
+        }
+    }
+
+    /// The estimators of both models (efficient, capable) that [`crate::fit`] gives under
+    /// `splits`, equal to rounding, without visiting a row and without the diagnostics (R²,
+    /// residuals, intervals, warnings).
+    pub fn estimators(
+        &self,
+        splits: &SplitTable,
+        config: &FitConfig,
+    ) -> Result<(ModelEstimators, ModelEstimators), FitError> {
+        if config.alpha_grid.is_empty() {
+            return Err(FitError::Settings("the alpha grid is empty".to_string()));
+        }
+        let (folds_of, k) = assign_folds(splits, config.folds, config.seed)?;
+        let places = condition_places(self.records, splits, &folds_of);
+        let efficient = model_estimators(&self.efficient, &places, k, Model::Efficient, config)?;
+        let capable = model_estimators(&self.capable, &places, k, Model::Capable, config)?;
+        Ok((efficient, capable))
+    }
+}
+
+/// One model's Q table and per-condition sums of its usable rows.
+fn model_sums(records: &ProbeTable, role: Model) -> ModelSums {
+    let q = build_q_table(records, role);
+    let mut sums = vec![ConditionSums::default(); records.condition_count()];
+    if let Ok((q, _)) = &q {
+        for r in load_rows(records, role) {
+            if let (Ok(u), Some(s)) = (usable_row(&r, q), sums.get_mut(r.condition() as usize)) {
+                s.push(u.raw, &u.target);
+            }
+        }
+    }
+    ModelSums { q, sums }
+}
+
+/// One model's estimators from its per-condition sums (see [`ConditionSumsTable::estimators`]).
+fn model_estimators(
+    model: &ModelSums,
+    places: &[Option<(Split, usize)>],
+    k: usize,
+    role: Model,
+    config: &FitConfig,
+) -> Result<ModelEstimators, FitError> {
+    let name = role.as_str();
+    let (q, _) = model.q.clone()?;
+    let no_rows = |why: String| FitError::NoRows { model: name, why };
+    let standardiser = fit_moments(&model.sums, places)
+        .standardiser()
+        .map_err(|_| {
+            no_rows("no ok load-phase records with valid N, R and P in the fit split".into())
+        })?;
+    // `ei` indexes `ESTIMATORS` (blind, cache), as the targets do.
+    let correction = |ei: usize| {
+        let estimator = estimator_name(ESTIMATORS[ei]);
+        let folds = fold_sums(&model.sums, places, ei, k);
+        let (n, sum) = folds
+            .iter()
+            .fold((0.0, 0.0), |(n, s), f| (n + f.n, s + f.sy));
+        if n == 0.0 {
+            return Err(no_rows(format!(
+                "no fit-split row has a usable {estimator} target"
+            )));
+        }
+        let shift = sum / n;
+        let z: Vec<SuffStats> = folds
+            .iter()
+            .map(|f| standardised(f, &standardiser, shift))
+            .collect();
+        let sol = cv_and_solve(&z, config)
+            .map_err(|source| FitError::Ridge {
+                model: name,
+                estimator,
+                source,
+            })?
+            .sol;
+        Ok(LoadCorrection {
+            intercept: sol.intercept + shift,
+            coef: [sol.coef[0], sol.coef[1], sol.coef[2]],
+        })
+    };
+    let blind = correction(0)?;
+    let cache = correction(1)?;
+    Ok(ModelEstimators {
+        q,
+        standardiser,
+        blind,
+        cache,
+    })
+}
 
 /// One condition's sums for one model: the moments of its usable rows' raw features, and per
 /// estimator (blind, cache) the statistics of the raw features against the unshifted target
 /// over the rows that have one.
 #[derive(Debug, Clone)]
-pub(crate) struct ConditionSums {
-    pub(crate) features: FeatureMoments,
-    pub(crate) targets: [SuffStats; 2],
+struct ConditionSums {
+    features: FeatureMoments,
+    targets: [SuffStats; 2],
 }
 
 impl Default for ConditionSums {
@@ -34,7 +160,7 @@ impl Default for ConditionSums {
 
 impl ConditionSums {
     /// Adds one usable row.
-    pub(crate) fn push(&mut self, raw: [f64; 3], targets: &[Result<f64, &'static str>; 2]) {
+    fn push(&mut self, raw: [f64; 3], targets: &[Result<f64, &'static str>; 2]) {
         self.features.push(raw);
         for (stats, target) in self.targets.iter_mut().zip(targets) {
             if let Ok(y) = target {
@@ -46,10 +172,7 @@ impl ConditionSums {
 
 /// The feature moments of the fit split's conditions (`places[c]`: condition c's split and
 /// fold).
-pub(crate) fn fit_moments(
-    sums: &[ConditionSums],
-    places: &[Option<(Split, usize)>],
-) -> FeatureMoments {
+fn fit_moments(sums: &[ConditionSums], places: &[Option<(Split, usize)>]) -> FeatureMoments {
     let mut moments = FeatureMoments::default();
     for (s, place) in sums.iter().zip(places) {
         if matches!(place, Some((Split::Fit, _))) {
@@ -60,7 +183,7 @@ pub(crate) fn fit_moments(
 }
 
 /// Estimator `ei`'s raw statistics of the fit split's conditions, per fold (`k` folds).
-pub(crate) fn fold_sums(
+fn fold_sums(
     sums: &[ConditionSums],
     places: &[Option<(Split, usize)>],
     ei: usize,
@@ -79,7 +202,7 @@ pub(crate) fn fold_sums(
 
 /// Statistics of raw features `x` against target `y` → those of the standardised features
 /// `z = (x − mean) / std` against the shifted target `y − shift`, over the same rows.
-pub(crate) fn standardised(raw: &SuffStats, st: &Standardiser, shift: f64) -> SuffStats {
+fn standardised(raw: &SuffStats, st: &Standardiser, shift: f64) -> SuffStats {
     let (n, m, s, c) = (raw.n, st.mean, st.std, shift);
     let mut out = SuffStats::new(3);
     out.n = n;

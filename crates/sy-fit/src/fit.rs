@@ -28,7 +28,6 @@ use sy_selector::{
     raw_features, regression_target,
 };
 
-use crate::condition_sums::{self, ConditionSums};
 use crate::qbuild::{QBuildError, QTableReport, build_q_table};
 use crate::ridge::{RidgeError, RidgeSolution, SuffStats, solve};
 use crate::stats::quantile_unsorted;
@@ -307,16 +306,16 @@ fn reason(e: &PredictError) -> &'static str {
     }
 }
 
-const ESTIMATORS: [Estimator; 2] = [Estimator::Blind, Estimator::Cache];
+pub(crate) const ESTIMATORS: [Estimator; 2] = [Estimator::Blind, Estimator::Cache];
 
-fn estimator_name(e: Estimator) -> &'static str {
+pub(crate) fn estimator_name(e: Estimator) -> &'static str {
     match e {
         Estimator::Blind => "blind",
         Estimator::Cache => "cache",
     }
 }
 
-/// Fits both models (see the module docs): [`prepare`] then [`Prepared::fit`].
+/// Fits both models (see the module docs): the fit split's rows prepared, then fitted.
 pub fn fit(
     records: &ProbeTable,
     splits: &SplitTable,
@@ -355,64 +354,32 @@ struct Candidate<'a> {
 
 /// The split-independent part of a fit row.
 #[derive(Debug)]
-struct Usable {
-    raw: [f64; 3],
+pub(crate) struct Usable {
+    pub(crate) raw: [f64; 3],
     ttft: f64,
     /// Regression targets (blind, cache); Err = reason.
-    target: [Result<f64, &'static str>; 2],
+    pub(crate) target: [Result<f64, &'static str>; 2],
 }
 
-/// One model's Q table (or why there is none), its candidate rows and, when prepared for many
-/// fits ([`prepare`]), their sums per condition (by condition index).
+/// One model's Q table (or why there is none) and its candidate rows.
 #[derive(Debug)]
 struct PreparedModel<'a> {
     q: Result<(QTable, QTableReport), QBuildError>,
     rows: Vec<Candidate<'a>>,
-    sums: Vec<ConditionSums>,
 }
 
-impl PreparedModel<'_> {
-    /// Sums the usable rows per condition (`conditions`: how many the table has).
-    fn with_sums(mut self, conditions: usize) -> Self {
-        let mut sums = vec![ConditionSums::default(); conditions];
-        for c in &self.rows {
-            if let (Ok(u), Some(s)) = (&c.usable, sums.get_mut(c.condition as usize)) {
-                s.push(u.raw, &u.target);
-            }
-        }
-        self.sums = sums;
-        self
-    }
-}
-
-/// What a fit needs that does not depend on the split: each model's Q table (from the Q-grid
-/// records) and every ok load-phase row with its features and targets. Prepared once, it is
-/// fitted under any number of split tables (`sy-select`'s stability check fits ten), each fit
-/// giving exactly what [`fit`] gives.
+/// What one fit needs that does not depend on the split: each model's Q table (from the Q-grid
+/// records) and the ok load-phase rows with their features and targets.
 #[derive(Debug)]
-pub struct Prepared<'a> {
+struct Prepared<'a> {
     records: &'a ProbeTable,
     efficient: PreparedModel<'a>,
     capable: PreparedModel<'a>,
 }
 
-/// Builds both Q tables and computes every candidate row's features and targets, and their
-/// sums per condition (for [`Prepared::estimators`]).
-pub fn prepare(records: &ProbeTable) -> Prepared<'_> {
-    let conditions = records.condition_count();
-    let (efficient, capable) = per_model(true, |role| {
-        prepare_model(records, role, &|_| true).with_sums(conditions)
-    });
-    Prepared {
-        records,
-        efficient,
-        capable,
-    }
-}
-
 /// `f` of the efficient and of the capable model, on two threads when `parallel` (the models
 /// share nothing), else one after the other.
-fn per_model<T: Send>(parallel: bool, f: impl Fn(Model) -> T + Sync) -> (T, T) {
+pub(crate) fn per_model<T: Send>(parallel: bool, f: impl Fn(Model) -> T + Sync) -> (T, T) {
     if !parallel {
         return (f(Model::Efficient), f(Model::Capable));
     }
@@ -435,19 +402,13 @@ fn prepare_model<'a>(
     keep: &dyn Fn(u32) -> bool,
 ) -> PreparedModel<'a> {
     let q = build_q_table(records, role);
-    let mut rows = Vec::new();
+    let mut rows: Vec<Candidate<'a>> = Vec::new();
     if let Ok((q, _)) = &q {
-        for r in records.rows() {
-            if r.phase() != Phase::Load || r.role() != role || r.status() != Status::Ok {
-                continue;
-            }
+        for r in load_rows(records, role) {
             let condition = r.condition();
             let usable = if keep(condition) {
                 usable_row(&r, q)
-            } else if rows
-                .last()
-                .is_some_and(|c: &Candidate| c.condition == condition)
-            {
+            } else if rows.last().is_some_and(|c| c.condition == condition) {
                 // A run of rows not kept only matters where it starts (a condition change).
                 continue;
             } else {
@@ -460,15 +421,21 @@ fn prepare_model<'a>(
             });
         }
     }
-    PreparedModel {
-        q,
-        rows,
-        sums: Vec::new(),
-    }
+    PreparedModel { q, rows }
+}
+
+/// The ok load-phase rows of one model: the rows a fit reads.
+pub(crate) fn load_rows(
+    records: &ProbeTable,
+    role: Model,
+) -> impl Iterator<Item = sy_records::Row<'_>> {
+    records
+        .rows()
+        .filter(move |r| r.phase() == Phase::Load && r.role() == role && r.status() == Status::Ok)
 }
 
 /// A row's features and targets, or the first field that makes it unusable.
-fn usable_row(r: &sy_records::Row<'_>, q: &QTable) -> Result<Usable, &'static str> {
+pub(crate) fn usable_row(r: &sy_records::Row<'_>, q: &QTable) -> Result<Usable, &'static str> {
     let obs = r.rule_observation();
     let raw = raw_features(&obs).map_err(|e| e.field.as_str())?;
     let ttft = r.ttft_ms().ok_or("ttft_ms")?;
@@ -479,7 +446,7 @@ fn usable_row(r: &sy_records::Row<'_>, q: &QTable) -> Result<Usable, &'static st
 
 impl Prepared<'_> {
     /// Fits both models under `splits` (see the module docs).
-    pub fn fit(&self, splits: &SplitTable, config: &FitConfig) -> Result<FitResult, FitError> {
+    fn fit(&self, splits: &SplitTable, config: &FitConfig) -> Result<FitResult, FitError> {
         if config.alpha_grid.is_empty() {
             return Err(FitError::Settings("the alpha grid is empty".to_string()));
         }
@@ -513,85 +480,9 @@ impl Prepared<'_> {
     }
 }
 
-impl Prepared<'_> {
-    /// The estimators of both models (efficient, capable) that [`Prepared::fit`] gives under
-    /// `splits`, equal to rounding, made from the per-condition sums without visiting a row and
-    /// without the diagnostics (R², residuals, intervals, warnings): what `sy-select`'s stability
-    /// check needs for each of its split seeds. Prepared by [`prepare`] only.
-    pub fn estimators(
-        &self,
-        splits: &SplitTable,
-        config: &FitConfig,
-    ) -> Result<(ModelEstimators, ModelEstimators), FitError> {
-        if config.alpha_grid.is_empty() {
-            return Err(FitError::Settings("the alpha grid is empty".to_string()));
-        }
-        let (folds_of, k) = assign_folds(splits, config.folds, config.seed)?;
-        let places = condition_places(self.records, splits, &folds_of);
-        let efficient = model_estimators(&self.efficient, &places, k, Model::Efficient, config)?;
-        let capable = model_estimators(&self.capable, &places, k, Model::Capable, config)?;
-        Ok((efficient, capable))
-    }
-}
-
-/// One model's estimators from its per-condition sums (see [`Prepared::estimators`]).
-fn model_estimators(
-    model: &PreparedModel<'_>,
-    places: &[Option<(Split, usize)>],
-    k: usize,
-    role: Model,
-    config: &FitConfig,
-) -> Result<ModelEstimators, FitError> {
-    let name = role.as_str();
-    let (q, _) = model.q.clone()?;
-    let no_rows = |why: String| FitError::NoRows { model: name, why };
-    let standardiser = condition_sums::fit_moments(&model.sums, places)
-        .standardiser()
-        .map_err(|_| {
-            no_rows("no ok load-phase records with valid N, R and P in the fit split".into())
-        })?;
-    // `ei` indexes `ESTIMATORS` (blind, cache), as the targets do.
-    let correction = |ei: usize| {
-        let estimator = estimator_name(ESTIMATORS[ei]);
-        let folds = condition_sums::fold_sums(&model.sums, places, ei, k);
-        let (n, sum) = folds
-            .iter()
-            .fold((0.0, 0.0), |(n, s), f| (n + f.n, s + f.sy));
-        if n == 0.0 {
-            return Err(no_rows(format!(
-                "no fit-split row has a usable {estimator} target"
-            )));
-        }
-        let shift = sum / n;
-        let z: Vec<SuffStats> = folds
-            .iter()
-            .map(|f| condition_sums::standardised(f, &standardiser, shift))
-            .collect();
-        let sol = cv_and_solve(&z, config)
-            .map_err(|source| FitError::Ridge {
-                model: name,
-                estimator,
-                source,
-            })?
-            .sol;
-        Ok(LoadCorrection {
-            intercept: sol.intercept + shift,
-            coef: [sol.coef[0], sol.coef[1], sol.coef[2]],
-        })
-    };
-    let blind = correction(0)?;
-    let cache = correction(1)?;
-    Ok(ModelEstimators {
-        q,
-        standardiser,
-        blind,
-        cache,
-    })
-}
-
 /// Each condition of the table (by index): its split and fold, `None` when the split table
 /// does not list it.
-fn condition_places(
+pub(crate) fn condition_places(
     records: &ProbeTable,
     splits: &SplitTable,
     folds_of: &FoldMap,

@@ -234,14 +234,14 @@ proptest! {
     }
 }
 
-/// `Prepared::estimators` (per-condition sums, what the stability check fits each split seed
+/// `ConditionSumsTable::estimators` (per-condition sums, what the stability check fits each split seed
 /// with) gives the estimators `fit` gives from the rows, under several split seeds: the same
 /// Q table, standardiser and coefficients to 1e-9 relative.
 #[test]
 fn estimators_from_condition_sums_equal_the_row_fit() {
     let records = generate(&spec());
     let table = sy_records::ProbeTable::from_records(&records).unwrap();
-    let prepared = sy_fit::prepare(&table);
+    let prepared = sy_fit::ConditionSumsTable::new(&table);
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-3);
     for seed in [0, 3, 7] {
         let splits = SplitTable::build(&records, seed, SplitFractions::default());

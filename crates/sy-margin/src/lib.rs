@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sy_records::{ProbePair, Split, condition_key};
 use sy_run::Artifact;
-use sy_selector::{Estimator, InputFile, ModelEstimators, PredictError};
+use sy_selector::{Estimator, InputFile, ModelEstimators, Observation, PredictError};
 
 pub use error::{InputsError, MarginError, MarginsFileError};
 pub use inputs::FitEstimators;
@@ -111,18 +111,25 @@ fn exclusion_reason(e: &PredictError) -> &'static str {
     }
 }
 
+/// One measured pair as the margins read it: its condition's name, both candidates' rule
+/// observations and the measured advantage `TTFT_eff − TTFT_cap`.
+#[derive(Debug, Clone, Copy)]
+pub struct MarginPair<'a> {
+    pub condition_id: &'a str,
+    pub efficient: &'a Observation,
+    pub capable: &'a Observation,
+    pub measured_ms: f64,
+}
+
 /// The predicted advantage `T_eff − T_cap` of one pair, or why there is none.
 pub fn predicted_advantage(
     fit: &FitEstimators,
     estimator: Estimator,
-    pair: &ProbePair,
+    efficient: &Observation,
+    capable: &Observation,
 ) -> Result<f64, PredictError> {
-    let t_eff = sy_selector::predict(
-        &fit.efficient,
-        estimator,
-        &pair.efficient.rule_observation(),
-    )?;
-    let t_cap = sy_selector::predict(&fit.capable, estimator, &pair.capable.rule_observation())?;
+    let t_eff = sy_selector::predict(&fit.efficient, estimator, efficient)?;
+    let t_cap = sy_selector::predict(&fit.capable, estimator, capable)?;
     Ok(t_eff - t_cap)
 }
 
@@ -149,38 +156,66 @@ pub fn compute_margins(
             .entry(p.condition())
             .or_insert_with(|| condition_key(p.run_id(), p.condition_id()));
     }
-    let keys: Vec<&str> = pairs
+    // Each measured pair's observations read once, for both estimators.
+    let measured: Vec<(&str, Observation, Observation, f64)> = pairs
         .iter()
-        .map(|p| names.get(&p.condition()).map_or("", String::as_str))
+        .filter_map(|p| {
+            let m = measured_advantage(p)?;
+            let name = names.get(&p.condition()).map_or("", String::as_str);
+            Some((
+                name,
+                p.efficient.rule_observation(),
+                p.capable.rule_observation(),
+                m,
+            ))
+        })
         .collect();
-    let measured: Vec<Option<f64>> = pairs.iter().map(|p| measured_advantage(p)).collect();
-    let unmeasured = measured.iter().filter(|m| m.is_none()).count() as u64;
+    let unmeasured = (pairs.len() - measured.len()) as u64;
+    let view = measured.iter().map(|(name, e, c, m)| MarginPair {
+        condition_id: name,
+        efficient: e,
+        capable: c,
+        measured_ms: *m,
+    });
+    let (blind, cache) = margins_of_pairs(fit, view, level);
+    (blind, cache, unmeasured)
+}
+
+/// Margins of both estimators over measured pairs (already restricted to the uncertainty
+/// split): what [`compute_margins`] computes once it has read the pairs.
+pub fn margins_of_pairs<'a>(
+    fit: &FitEstimators,
+    pairs: impl Iterator<Item = MarginPair<'a>> + Clone,
+    level: f64,
+) -> (EstimatorMargin, EstimatorMargin) {
     let one = |estimator: Estimator| {
         let mut excluded: BTreeMap<String, u64> = BTreeMap::new();
-        let mut errors = Vec::with_capacity(pairs.len());
-        for ((pair, key), m) in pairs.iter().zip(&keys).zip(&measured) {
-            let Some(m) = *m else { continue };
-            let predicted = match predicted_advantage(fit, estimator, pair) {
-                Ok(v) => Some(v),
-                Err(e) => {
-                    *excluded
-                        .entry(exclusion_reason(&e).to_string())
-                        .or_insert(0) += 1;
-                    None
+        let errors: Vec<AdvantageError<'a>> = pairs
+            .clone()
+            .map(|pair| {
+                let predicted =
+                    match predicted_advantage(fit, estimator, pair.efficient, pair.capable) {
+                        Ok(v) => Some(v),
+                        Err(e) => {
+                            *excluded
+                                .entry(exclusion_reason(&e).to_string())
+                                .or_insert(0) += 1;
+                            None
+                        }
+                    };
+                AdvantageError {
+                    condition_id: pair.condition_id,
+                    predicted_ms: predicted,
+                    measured_ms: pair.measured_ms,
                 }
-            };
-            errors.push(AdvantageError {
-                condition_id: key,
-                predicted_ms: predicted,
-                measured_ms: m,
-            });
-        }
+            })
+            .collect();
         EstimatorMargin {
             estimate: margin_from_pairs(errors, level),
             excluded_by_reason: excluded,
         }
     };
-    (one(Estimator::Blind), one(Estimator::Cache), unmeasured)
+    (one(Estimator::Blind), one(Estimator::Cache))
 }
 
 /// Everything `sy-margin` needs to run.

@@ -394,6 +394,21 @@ impl AllPairs {
         })
     }
 
+    /// The measured pairs of the conditions in `split`, each with its table condition index.
+    pub fn indexed_in_split<'s>(
+        &'s self,
+        condition_splits: &'s [Option<Split>],
+        split: Split,
+    ) -> impl Iterator<Item = (u32, &'s EvalPair)> + Clone + use<'s> {
+        self.pairs
+            .iter()
+            .zip(&self.conditions)
+            .filter_map(move |(p, &c)| {
+                let inside = condition_splits.get(c as usize).copied().flatten() == Some(split);
+                Some((c, p.as_ref().filter(|_| inside)?))
+            })
+    }
+
     /// The measured pairs of the conditions in `split` and how many lacked a TTFT (what
     /// [`eval_pairs`] gives for them).
     pub fn of_split(

@@ -9,15 +9,14 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use sy_margin::FitEstimators;
-use sy_records::{ProbePair, ProbeTable, Split, SplitFractions, SplitTable};
+use sy_margin::{FitEstimators, MarginPair};
+use sy_records::{ProbeTable, Split, SplitFractions, SplitTable};
 use sy_selector::{GuardLimits, Margins, RuleParams, Thresholds, Variant};
 
 use crate::choice::choose_on_probes;
 pub use crate::error::SeedError;
 use crate::evaluate::{AllPairs, GuardProbe};
 use crate::search::SearchProbe;
-use crate::uncertainty::selected_ttfts;
 
 /// Share of seeds that must agree with the run's choice for it to be called stable.
 pub const STABLE_SHARE: f64 = 0.8;
@@ -68,19 +67,58 @@ pub struct Stability {
 /// every pair's decision input and search view (guard G depends only on the limits).
 struct Shared<'a> {
     records: &'a ProbeTable,
-    fit: sy_fit::Prepared<'a>,
+    fit: sy_fit::ConditionSumsTable<'a>,
     pairs: &'a AllPairs,
     probes: Vec<Option<SearchProbe>>,
+    /// Each condition's name in margins (`sy_records::condition_key`), by condition index.
+    names: Vec<String>,
 }
 
 impl<'a> Shared<'a> {
     fn new(records: &'a ProbeTable, pairs: &'a AllPairs, limits: GuardLimits) -> Shared<'a> {
+        let names = (0..records.condition_count())
+            .map(|c| {
+                let (run_id, condition_id) = records.condition_key(c as u32);
+                sy_records::condition_key(run_id, condition_id)
+            })
+            .collect();
         Shared {
             records,
-            fit: sy_fit::prepare(records),
+            fit: sy_fit::ConditionSumsTable::new(records),
             pairs,
             probes: pairs.search_probes(&GuardProbe::with_limits(limits)),
+            names,
         }
+    }
+
+    /// The margins of both estimators over the measured pairs of the uncertainty split (what
+    /// `sy-margin` computes from the records, read here from the shared decision inputs).
+    fn margins(
+        &self,
+        fit: &FitEstimators,
+        condition_splits: &[Option<Split>],
+        level: f64,
+    ) -> Result<Margins, SeedError> {
+        let pairs = self
+            .pairs
+            .indexed_in_split(condition_splits, Split::Uncertainty)
+            .map(|(c, p)| MarginPair {
+                condition_id: self.names.get(c as usize).map_or("", String::as_str),
+                efficient: &p.input.efficient,
+                capable: &p.input.capable,
+                measured_ms: p.ttft_eff_ms - p.ttft_cap_ms,
+            });
+        let (blind, cache) = sy_margin::margins_of_pairs(fit, pairs, level);
+        Ok(Margins {
+            blind: blind
+                .estimate
+                .delta_ms
+                .ok_or(SeedError::NoUncertaintyPair("blind"))?,
+            cache: cache
+                .estimate
+                .delta_ms
+                .ok_or(SeedError::NoUncertaintyPair("cache"))?,
+        })
     }
 
     /// The search probes of the measured pairs of the conditions in `split`.
@@ -116,24 +154,7 @@ fn one_seed(
         .map_err(SeedError::Fit)?;
     let fit = FitEstimators { efficient, capable };
     let condition_splits = records.condition_splits(&splits);
-    let of = |split: Split| {
-        let condition_splits = &condition_splits;
-        records
-            .pairs()
-            .filter(move |p| condition_splits[p.condition() as usize] == Some(split))
-    };
-    let uncertainty: Vec<ProbePair> = of(Split::Uncertainty).collect();
-    let (blind, cache, _) = sy_margin::compute_margins(&fit, &uncertainty, s.margin_level);
-    let margins = Margins {
-        blind: blind
-            .estimate
-            .delta_ms
-            .ok_or(SeedError::NoUncertaintyPair("blind"))?,
-        cache: cache
-            .estimate
-            .delta_ms
-            .ok_or(SeedError::NoUncertaintyPair("cache"))?,
-    };
+    let margins = shared.margins(&fit, &condition_splits, s.margin_level)?;
     let base = RuleParams {
         efficient: fit.efficient,
         capable: fit.capable,
@@ -149,15 +170,23 @@ fn one_seed(
     }
     let c = choose_on_probes(&base, &fit_probes, &sel_pairs, sel_unmeasured, 0)
         .map_err(SeedError::Choice)?;
-    let chosen = selected_ttfts(&c.params, c.bundle_choice.variant, &sel_pairs);
-    let stage = selected_ttfts(&c.params, Variant::Stage, &sel_pairs);
+    // The replays' means are those of the selected TTFTs (`sy_stats::mean`, same order).
+    let mean = |v: Variant| {
+        c.candidates
+            .get(v)
+            .map(|r| r.all.mean_selected_ttft_ms)
+            .ok_or(SeedError::Choice(
+                crate::choice::ChoiceError::MissingReplay(v),
+            ))
+    };
+    let mean_change_vs_stage_ms = mean(c.bundle_choice.variant)? - mean(Variant::Stage)?;
     Ok(SeedChoice {
         seed,
         threshold_rule: c.threshold_rule.variant,
         thresholds: c.thresholds,
         estimator: c.estimator.variant,
         bundle_variant: c.bundle_choice.variant,
-        mean_change_vs_stage_ms: sy_stats::mean(&chosen) - sy_stats::mean(&stage),
+        mean_change_vs_stage_ms,
         conditions: [Split::Fit, Split::Uncertainty, Split::Selection]
             .map(|x| splits.counts.get(x) as u64),
     })
