@@ -209,33 +209,78 @@ fn tie_better(a: &ThresholdRule, a_over: u64, b: &ThresholdRule, b_over: u64) ->
     key(a.p) > key(b.p)
 }
 
-/// Sorted distinct finite values.
-fn distinct(values: impl Iterator<Item = f64>) -> Vec<f64> {
-    let mut v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
-    v.sort_unstable_by(f64::total_cmp);
+/// One probe in a term's sorted list: the term's value, the other term's valid value (P in
+/// the list by R, R in the list by P; read by the both-term rules), the probe's gain and its
+/// guard.
+#[derive(Clone, Copy)]
+struct Sorted {
+    value: f64,
+    other: Option<f64>,
+    gain: i64,
+    guard: GuardPass,
+}
+
+/// The probes with a valid `value`, by descending value, each with its valid `other` value.
+/// The one sort of each term: every list the sweep reads is a filter of it, so stays in its
+/// order.
+fn descending(
+    probes: &[SearchProbe],
+    gains: &[i64],
+    value: fn(&SearchProbe) -> Option<f64>,
+    other: fn(&SearchProbe) -> Option<f64>,
+) -> Vec<Sorted> {
+    let mut v: Vec<Sorted> = probes
+        .iter()
+        .zip(gains)
+        .filter_map(|(p, &gain)| {
+            valid(value(p)).map(|value| Sorted {
+                value,
+                other: valid(other(p)),
+                gain,
+                guard: p.guard,
+            })
+        })
+        .collect();
+    // Unstable: equal values' gains are summed in exact integers, so their order cannot matter.
+    v.sort_unstable_by(|a, b| b.value.total_cmp(&a.value));
+    v
+}
+
+/// The probes of `order` whose guard passes, as (value, gain), still by descending value.
+fn eligible(
+    order: &[Sorted],
+    pass: fn(&GuardPass) -> bool,
+) -> impl Iterator<Item = (f64, i64)> + '_ {
+    order
+        .iter()
+        .filter(move |s| pass(&s.guard))
+        .map(|s| (s.value, s.gain))
+}
+
+/// The distinct values of a descending list, ascending.
+fn distinct_ascending(descending: &[Sorted]) -> Vec<f64> {
+    let mut v: Vec<f64> = descending.iter().rev().map(|x| x.value).collect();
     v.dedup();
     v
 }
 
 /// Per-threshold prefix sums for one term: for each candidate index j (ascending values),
-/// the gain sum and count of eligible probes triggered at threshold `values[j]`.
+/// the gain sum and count of eligible probes triggered at threshold `values[j]` (`sorted`:
+/// the eligible probes' (value, gain) by descending value).
 fn single_term_sums(
-    eligible: &[(f64, i64)],
+    sorted: impl Iterator<Item = (f64, i64)>,
     values: &[f64],
     fires: fn(f64, f64) -> bool,
 ) -> (Vec<i128>, Vec<u64>) {
-    let mut sorted: Vec<(f64, i64)> = eligible.to_vec();
-    // Unstable: equal values' gains are summed in exact integers, so their order cannot matter.
-    sorted.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+    let mut sorted = sorted.peekable();
     let mut sums = vec![0i128; values.len()];
     let mut counts = vec![0u64; values.len()];
-    let (mut acc, mut cnt, mut k) = (0i128, 0u64, 0usize);
+    let (mut acc, mut cnt) = (0i128, 0u64);
     for j in (0..values.len()).rev() {
         let t = values[j];
-        while k < sorted.len() && fires(sorted[k].0, t) {
-            acc += i128::from(sorted[k].1);
+        while let Some((_, gain)) = sorted.next_if(|&(v, _)| fires(v, t)) {
+            acc += i128::from(gain);
             cnt += 1;
-            k += 1;
         }
         sums[j] = acc;
         counts[j] = cnt;
@@ -305,49 +350,45 @@ struct Sweep {
     /// The `R >= r` part of the both-term rules (guard with both terms), per r.
     br_sum: Vec<i128>,
     br_cnt: Vec<u64>,
-    /// Probes eligible for both terms with a valid P, by descending P: (P, R, gain).
-    by_p: Vec<(f64, Option<f64>, i64)>,
+    /// Probes eligible for both terms with a valid P, by ascending R (invalid R first): their
+    /// R, how many of the (ascending) p values their P fires at, and their gain.
+    joining: Vec<(Option<f64>, usize, i64)>,
 }
 
 impl Sweep {
     fn new(probes: &[SearchProbe], gains: &[i64], family: RuleFamily) -> Sweep {
         let prefill = family == RuleFamily::CountPrefill;
-        let r_values = distinct(probes.iter().filter_map(|p| valid(p.r_eff)));
-        let p_values = if prefill {
-            distinct(probes.iter().filter_map(|p| valid(p.p_eff)))
+        let by_r = descending(probes, gains, |p| p.r_eff, |p| p.p_eff);
+        let by_p_all = if prefill {
+            descending(probes, gains, |p| p.p_eff, |p| p.r_eff)
         } else {
             Vec::new()
         };
-        let eligible = |value: fn(&SearchProbe) -> Option<f64>, pass: fn(&GuardPass) -> bool| {
-            probes
-                .iter()
-                .zip(gains)
-                .filter(|(p, _)| pass(&p.guard))
-                .filter_map(|(p, &g)| valid(value(p)).map(|v| (v, g)))
-                .collect::<Vec<(f64, i64)>>()
-        };
-        let (r_sum, r_cnt) =
-            single_term_sums(&eligible(|p| p.r_eff, |g| g.r_only), &r_values, r_trigger);
+        let r_values = distinct_ascending(&by_r);
+        let p_values = distinct_ascending(&by_p_all);
+        let (r_sum, r_cnt) = single_term_sums(eligible(&by_r, |g| g.r_only), &r_values, r_trigger);
         let (p_sum, p_cnt) =
-            single_term_sums(&eligible(|p| p.p_eff, |g| g.p_only), &p_values, p_trigger);
-        let both_r = if prefill {
-            eligible(|p| p.r_eff, |g| g.both)
-        } else {
-            Vec::new()
-        };
-        let (br_sum, br_cnt) = single_term_sums(&both_r, &r_values, r_trigger);
-        let mut by_p: Vec<(f64, Option<f64>, i64)> = if prefill {
-            probes
+            single_term_sums(eligible(&by_p_all, |g| g.p_only), &p_values, p_trigger);
+        // The both-term rules' `R >= r` part (no r values without the p term: nothing to sum).
+        let both: fn(&GuardPass) -> bool = if prefill { |g| g.both } else { |_| false };
+        let (br_sum, br_cnt) = single_term_sums(eligible(&by_r, both), &r_values, r_trigger);
+        // Both-term probes by ascending R: those without a valid R (never triggered by R)
+        // first, then `by_r` reversed.
+        let fires_at = |p: f64| p_values.partition_point(|&t| p_trigger(p, t));
+        let joining: Vec<(Option<f64>, usize, i64)> = if prefill {
+            let without_r = by_p_all
                 .iter()
-                .zip(gains)
-                .filter(|(p, _)| p.guard.both)
-                .filter_map(|(p, &g)| valid(p.p_eff).map(|v| (v, valid(p.r_eff), g)))
-                .collect()
+                .filter(|s| s.guard.both && s.other.is_none())
+                .map(|s| (None, fires_at(s.value), s.gain));
+            let with_r = by_r
+                .iter()
+                .rev()
+                .filter(|s| s.guard.both)
+                .filter_map(|s| Some((Some(s.value), fires_at(s.other?), s.gain)));
+            without_r.chain(with_r).collect()
         } else {
             Vec::new()
         };
-        // Unstable, as in `single_term_sums`: the sweep's sums are exact.
-        by_p.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
         Sweep {
             family,
             r_values,
@@ -358,30 +399,8 @@ impl Sweep {
             p_cnt,
             br_sum,
             br_cnt,
-            by_p,
+            joining,
         }
-    }
-
-    /// For threshold `r`, the gain sum and count per p of the probes with `P > p` that `R >= r`
-    /// did not already trigger (one sweep over p descending).
-    fn extra_for(&self, r: f64) -> (Vec<i128>, Vec<u64>) {
-        let mut extra_sum = vec![0i128; self.p_values.len()];
-        let mut extra_cnt = vec![0u64; self.p_values.len()];
-        let (mut acc, mut cnt, mut k) = (0i128, 0u64, 0usize);
-        for j in (0..self.p_values.len()).rev() {
-            let t = self.p_values[j];
-            while k < self.by_p.len() && p_trigger(self.by_p[k].0, t) {
-                let (_, rv, g) = self.by_p[k];
-                if !matches!(rv, Some(rv) if r_trigger(rv, r)) {
-                    acc += i128::from(g);
-                    cnt += 1;
-                }
-                k += 1;
-            }
-            extra_sum[j] = acc;
-            extra_cnt[j] = cnt;
-        }
-        (extra_sum, extra_cnt)
     }
 
     /// Visits every candidate rule as (gain, overrides, rule) — disabled, r alone, p alone, then
@@ -415,15 +434,17 @@ impl Sweep {
                 },
             );
         }
+        let mut extra = ExtraRows::new(&self.p_values, &self.joining);
         for (a, &r) in self.r_values.iter().enumerate() {
             if self.family != RuleFamily::CountPrefill {
                 row(a, &[]);
                 continue;
             }
+            extra.advance(r);
             if skip_row(a) {
                 continue;
             }
-            let (extra_sum, extra_cnt) = self.extra_for(r);
+            let (extra_sum, extra_cnt) = extra.row();
             for (j, &p) in self.p_values.iter().enumerate() {
                 let rule = ThresholdRule {
                     r: Some(r),
@@ -437,6 +458,59 @@ impl Sweep {
             }
             row(a, &extra_sum);
         }
+    }
+}
+
+/// The both-term rules' extra gains, r by r in ascending order: per p, the gain sum and count
+/// of the probes with `P > p` that `R >= r` does not trigger. A probe joins once, when r
+/// passes its R, into the bucket of the p values its P fires at, so a row costs the number of
+/// p values rather than the number of probes.
+struct ExtraRows<'a> {
+    p_values: &'a [f64],
+    joining: &'a [(Option<f64>, usize, i64)],
+    next: usize,
+    /// Gains and counts of the joined probes by how many p values they fire at (0..=len).
+    bucket_sum: Vec<i128>,
+    bucket_cnt: Vec<u64>,
+}
+
+impl<'a> ExtraRows<'a> {
+    fn new(p_values: &'a [f64], joining: &'a [(Option<f64>, usize, i64)]) -> Self {
+        ExtraRows {
+            p_values,
+            joining,
+            next: 0,
+            bucket_sum: vec![0; p_values.len() + 1],
+            bucket_cnt: vec![0; p_values.len() + 1],
+        }
+    }
+
+    /// Lets in the probes that `R >= r` does not trigger (thresholds come in ascending order).
+    fn advance(&mut self, r: f64) {
+        while let Some(&(rv, fires, gain)) = self.joining.get(self.next) {
+            if matches!(rv, Some(rv) if r_trigger(rv, r)) {
+                break;
+            }
+            self.bucket_sum[fires] += i128::from(gain);
+            self.bucket_cnt[fires] += 1;
+            self.next += 1;
+        }
+    }
+
+    /// The current row: per p value j, the joined probes firing at it (those firing at more
+    /// than j values).
+    fn row(&self) -> (Vec<i128>, Vec<u64>) {
+        let n = self.p_values.len();
+        let mut extra_sum = vec![0i128; n];
+        let mut extra_cnt = vec![0u64; n];
+        let (mut acc, mut cnt) = (0i128, 0u64);
+        for j in (0..n).rev() {
+            acc += self.bucket_sum[j + 1];
+            cnt += self.bucket_cnt[j + 1];
+            extra_sum[j] = acc;
+            extra_cnt[j] = cnt;
+        }
+        (extra_sum, extra_cnt)
     }
 }
 
@@ -803,6 +877,14 @@ mod tests {
             search_thresholds(&probes, RuleFamily::Count, 0),
             Err(SearchError::BadTtft { index: 0, .. })
         ));
+    }
+
+    /// Sorted distinct finite values (the brute force's own candidate list).
+    fn distinct(values: impl Iterator<Item = f64>) -> Vec<f64> {
+        let mut v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
+        v.sort_by(f64::total_cmp);
+        v.dedup();
+        v
     }
 
     /// Brute force: every candidate scored directly, the same tie-break.
