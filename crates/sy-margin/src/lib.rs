@@ -112,12 +112,13 @@ fn exclusion_reason(e: &PredictError) -> &'static str {
 }
 
 /// One measured pair as the margins read it: its condition's name, both candidates' rule
-/// observations and the measured advantage `TTFT_eff − TTFT_cap`.
+/// observations (owned, or borrowed from decision inputs built before) and the measured
+/// advantage `TTFT_eff − TTFT_cap`.
 #[derive(Debug, Clone, Copy)]
-pub struct MarginPair<'a> {
+pub struct MarginPair<'a, O> {
     pub condition_id: &'a str,
-    pub efficient: &'a Observation,
-    pub capable: &'a Observation,
+    pub efficient: O,
+    pub capable: O,
     pub measured_ms: f64,
 }
 
@@ -156,36 +157,30 @@ pub fn compute_margins(
             .entry(p.condition())
             .or_insert_with(|| condition_key(p.run_id(), p.condition_id()));
     }
-    // Each measured pair's observations read once, for both estimators.
-    let measured: Vec<(&str, Observation, Observation, f64)> = pairs
-        .iter()
-        .filter_map(|p| {
-            let m = measured_advantage(p)?;
-            let name = names.get(&p.condition()).map_or("", String::as_str);
-            Some((
-                name,
-                p.efficient.rule_observation(),
-                p.capable.rule_observation(),
-                m,
-            ))
+    let name = |p: &ProbePair| names.get(&p.condition()).map_or("", String::as_str);
+    // The observations are read from the columns as each estimator visits a pair: holding them
+    // for both would cost ~0.25 kB per pair.
+    let view = pairs.iter().filter_map(|p| {
+        Some(MarginPair {
+            condition_id: name(p),
+            measured_ms: measured_advantage(p)?,
+            efficient: p.efficient.rule_observation(),
+            capable: p.capable.rule_observation(),
         })
-        .collect();
-    let unmeasured = (pairs.len() - measured.len()) as u64;
-    let view = measured.iter().map(|(name, e, c, m)| MarginPair {
-        condition_id: name,
-        efficient: e,
-        capable: c,
-        measured_ms: *m,
     });
+    let unmeasured = pairs
+        .iter()
+        .filter(|p| measured_advantage(p).is_none())
+        .count() as u64;
     let (blind, cache) = margins_of_pairs(fit, view, level);
     (blind, cache, unmeasured)
 }
 
 /// Margins of both estimators over measured pairs (already restricted to the uncertainty
 /// split): what [`compute_margins`] computes once it has read the pairs.
-pub fn margins_of_pairs<'a>(
+pub fn margins_of_pairs<'a, O: std::borrow::Borrow<Observation>>(
     fit: &FitEstimators,
-    pairs: impl Iterator<Item = MarginPair<'a>> + Clone,
+    pairs: impl Iterator<Item = MarginPair<'a, O>> + Clone,
     level: f64,
 ) -> (EstimatorMargin, EstimatorMargin) {
     let one = |estimator: Estimator| {
@@ -193,16 +188,20 @@ pub fn margins_of_pairs<'a>(
         let errors: Vec<AdvantageError<'a>> = pairs
             .clone()
             .map(|pair| {
-                let predicted =
-                    match predicted_advantage(fit, estimator, pair.efficient, pair.capable) {
-                        Ok(v) => Some(v),
-                        Err(e) => {
-                            *excluded
-                                .entry(exclusion_reason(&e).to_string())
-                                .or_insert(0) += 1;
-                            None
-                        }
-                    };
+                let predicted = match predicted_advantage(
+                    fit,
+                    estimator,
+                    pair.efficient.borrow(),
+                    pair.capable.borrow(),
+                ) {
+                    Ok(v) => Some(v),
+                    Err(e) => {
+                        *excluded
+                            .entry(exclusion_reason(&e).to_string())
+                            .or_insert(0) += 1;
+                        None
+                    }
+                };
                 AdvantageError {
                     condition_id: pair.condition_id,
                     predicted_ms: predicted,
