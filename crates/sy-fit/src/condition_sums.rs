@@ -12,7 +12,7 @@
 //! Memory: the table keeps per model its Q table and one [`ConditionSums`] per condition (about
 //! 0.6 kB), not the rows.
 
-use sy_records::{ProbeTable, Split, SplitTable};
+use sy_records::{ConditionIndex, ProbeTable, Split, SplitTable};
 use sy_selector::{FeatureMoments, LoadCorrection, Model, ModelEstimators, QTable, Standardiser};
 
 use crate::fit::{
@@ -27,8 +27,8 @@ use crate::ridge::SuffStats;
 /// [`ConditionSumsTable::new`], it gives the estimators of any number of split tables
 /// (`sy-select`'s stability check fits ten).
 #[derive(Debug)]
-pub struct ConditionSumsTable<'a> {
-    records: &'a ProbeTable,
+pub struct ConditionSumsTable {
+    conditions: ConditionIndex,
     efficient: ModelSums,
     capable: ModelSums,
 }
@@ -40,13 +40,13 @@ struct ModelSums {
     sums: Vec<ConditionSums>,
 }
 
-impl<'a> ConditionSumsTable<'a> {
+impl ConditionSumsTable {
     /// Builds both Q tables and sums every usable load-phase row per condition, one model per
-    /// thread.
-    pub fn new(records: &'a ProbeTable) -> Self {
+    /// thread. The table keeps a copy of the conditions, not the records.
+    pub fn new(records: &ProbeTable) -> Self {
         let (efficient, capable) = per_model(true, |role| model_sums(records, role));
         ConditionSumsTable {
-            records,
+            conditions: records.conditions().clone(),
             efficient,
             capable,
         }
@@ -64,7 +64,7 @@ impl<'a> ConditionSumsTable<'a> {
             return Err(FitError::Settings("the alpha grid is empty".to_string()));
         }
         let (folds_of, k) = assign_folds(splits, config.folds, config.seed)?;
-        let places = condition_places(self.records, splits, &folds_of);
+        let places = condition_places(&self.conditions, splits, &folds_of);
         let efficient = model_estimators(&self.efficient, &places, k, Model::Efficient, config)?;
         let capable = model_estimators(&self.capable, &places, k, Model::Capable, config)?;
         Ok((efficient, capable))

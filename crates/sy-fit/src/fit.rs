@@ -22,7 +22,7 @@ use sy_selector::Model;
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
-use sy_records::{Phase, ProbeTable, Split, SplitTable, Status};
+use sy_records::{ConditionIndex, Phase, ProbeTable, Split, SplitTable, Status};
 use sy_selector::{
     Estimator, InvalidInput, LoadCorrection, ModelEstimators, PredictError, QTable, Standardiser,
     raw_features, regression_target,
@@ -458,7 +458,7 @@ impl Prepared<'_> {
                 config.folds
             ));
         }
-        let places = condition_places(self.records, splits, &folds_of);
+        let places = condition_places(self.records.conditions(), splits, &folds_of);
         let (efficient, capable) = per_model(config.parallel_models, |role| {
             let model = match role {
                 Model::Efficient => &self.efficient,
@@ -483,13 +483,13 @@ impl Prepared<'_> {
 /// Each condition of the table (by index): its split and fold, `None` when the split table
 /// does not list it.
 pub(crate) fn condition_places(
-    records: &ProbeTable,
+    conditions: &ConditionIndex,
     splits: &SplitTable,
     folds_of: &FoldMap,
 ) -> Vec<Option<(Split, usize)>> {
-    (0..records.condition_count())
+    (0..conditions.count())
         .map(|c| {
-            let (run_id, condition_id) = records.condition_key(c as u32);
+            let (run_id, condition_id) = conditions.key(c as u32);
             splits.split_of(run_id, condition_id).map(|s| {
                 let fold = folds_of
                     .get(run_id)

@@ -219,6 +219,12 @@ impl LoadConditions for crate::ProbeTable {
     }
 }
 
+impl LoadConditions for crate::ConditionIndex {
+    fn load_conditions(&self) -> Box<dyn Iterator<Item = (&str, &str)> + '_> {
+        Box::new(crate::ConditionIndex::load_conditions(self))
+    }
+}
+
 /// The split of every load-phase condition, as written to `splits.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

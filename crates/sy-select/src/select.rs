@@ -17,7 +17,7 @@ use crate::choice::search_and_choose;
 pub use crate::error::{SelectError, SelectionFileError};
 use crate::evaluate::{AllPairs, EvalPair, Replay, replay_all};
 use crate::search::{Landscape, SearchOutcome};
-use crate::stability::{Stability, StabilitySettings, stability};
+use crate::stability::{SeedInputs, Stability, StabilitySettings, stability};
 use crate::uncertainty::{Headline, Uncertainty, coefficient_intervals, headline, uncertainty};
 /// Defined with the run directory's layout (`sy_run::layout`).
 pub use sy_run::SELECTION_SCHEMA_VERSION;
@@ -129,9 +129,10 @@ fn stability_check(
     fit_file: Option<&sy_fit::FitFile>,
     splits: &sy_records::SplitTable,
     margin_level: f64,
-    (records, pairs): (&sy_records::ProbeTable, &AllPairs),
+    (seed_inputs, pairs): (Option<&SeedInputs>, &AllPairs),
     chosen: Variant,
 ) -> Option<Stability> {
+    let seed_inputs = seed_inputs?;
     if opts.stability_seeds.is_empty() {
         return None;
     }
@@ -145,7 +146,7 @@ fn stability_check(
         margin_level,
         limits: opts.limits,
     };
-    Some(stability(records, pairs, &settings, chosen))
+    Some(stability(seed_inputs, pairs, &settings, chosen))
 }
 
 /// What the bundle's provenance records about how sure the choice is: the headline intervals,
@@ -237,13 +238,12 @@ struct Inputs {
     fit_file: Option<sy_fit::FitFile>,
     margins_file: MarginsFile,
     splits: sy_records::SplitTable,
-    records: sy_records::ProbeTable,
     /// Provenance: the records, then fit.json, margins.json and splits.json.
     input_files: Vec<InputFile>,
 }
 
 /// Reads every input and checks the provenance chain, the split coverage and the split seed.
-fn load_inputs(opts: &SelectOptions) -> Result<Inputs, SelectError> {
+fn load_inputs(opts: &SelectOptions) -> Result<(Inputs, sy_records::ProbeTable), SelectError> {
     let fit = inputs::read_fit(&opts.fit)?;
     let fit_file = sy_fit::FitFile::read(&opts.fit).ok();
     let margins_file = MarginsFile::read(&opts.margins)?;
@@ -266,14 +266,14 @@ fn load_inputs(opts: &SelectOptions) -> Result<Inputs, SelectError> {
             splits_seed: splits.seed,
         });
     }
-    Ok(Inputs {
+    let inputs = Inputs {
         fit,
         fit_file,
         margins_file,
         splits,
-        records: loaded,
         input_files,
-    })
+    };
+    Ok((inputs, loaded))
 }
 
 /// The measured pairs of the fit and selection splits, and how many of each lacked a TTFT.
@@ -406,7 +406,7 @@ fn freeze_bundles(
 fn how_sure(
     opts: &SelectOptions,
     inputs: &Inputs,
-    all: &AllPairs,
+    (all, seed_inputs): (&AllPairs, Option<&SeedInputs>),
     pairs: &SplitPairs<'_>,
     params: &RuleParams,
     choices: (Variant, Variant, Variant),
@@ -426,7 +426,7 @@ fn how_sure(
         inputs.fit_file.as_ref(),
         &inputs.splits,
         inputs.margins_file.level,
-        (&inputs.records, all),
+        (seed_inputs, all),
         choices.0,
     );
     let headline = headline(choices, &uncertainty, stability.as_ref());
@@ -439,10 +439,16 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
     check_outputs(opts)?;
     let mut phases = sy_cli::Phases::new(opts.show_progress);
     phases.start("loading inputs");
-    let inputs = load_inputs(opts)?;
+    let (inputs, records) = load_inputs(opts)?;
     phases.start("pairing probes");
-    let all = AllPairs::new(&inputs.records);
-    let condition_splits = inputs.records.condition_splits(&inputs.splits);
+    let all = AllPairs::new(&records);
+    let condition_splits = records.condition_splits(&inputs.splits);
+    let gap = crate::gap::gap_rows(&records);
+    phases.start("summing conditions for the stability seeds");
+    let seed_inputs = (!opts.stability_seeds.is_empty()).then(|| SeedInputs::new(&records));
+    // Everything after this reads the pairs, the conditions and the sums: ~190 bytes a record
+    // freed before the search, the bootstraps and the seeds.
+    drop(records);
     let pairs = split_pairs(&all, &condition_splits)?;
     let mut warnings = Vec::new();
     let base = base_params(opts, &inputs, &mut warnings)?;
@@ -464,8 +470,15 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
         choices.threshold_rule.variant,
         choices.estimator.variant,
     );
-    let (uncertainty, stability, headline) =
-        how_sure(opts, &inputs, &all, &pairs, params, chosen, &mut phases);
+    let (uncertainty, stability, headline) = how_sure(
+        opts,
+        &inputs,
+        (&all, seed_inputs.as_ref()),
+        &pairs,
+        params,
+        chosen,
+        &mut phases,
+    );
 
     phases.start("freezing the bundle");
     let provenance = provenance(opts, &inputs, &headline, &uncertainty, stability.as_ref());
@@ -516,8 +529,6 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
     // Every output is staged and written together with selection.json: all or none.
     outputs.push((opts.out.clone(), sy_cli::json_bytes(&opts.out, &selection)?));
     sy_cli::atomic_write_all(&outputs)?;
-    phases.start("client-server gap");
-    let gap = crate::gap::gap_rows(&inputs.records);
     phases.finish();
     Ok(SelectOutput {
         selection,

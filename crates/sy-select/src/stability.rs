@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use sy_margin::{FitEstimators, MarginPair};
-use sy_records::{ProbeTable, Split, SplitFractions, SplitTable};
+use sy_records::{ConditionIndex, ProbeTable, Split, SplitFractions, SplitTable};
 use sy_selector::{GuardLimits, Margins, RuleParams, Thresholds, Variant};
 
 use crate::choice::choose_on_probes;
@@ -63,11 +63,28 @@ pub struct Stability {
     pub stable: bool,
 }
 
-/// What every seed's calibration shares: the records, the split-independent part of the fit,
-/// every pair's decision input and search view (guard G depends only on the limits).
+/// What the seeds need from the records, made in one pass over them so that the records can
+/// be dropped before the seeds run: the conditions (each seed's split table is made from them)
+/// and the split-independent part of the fit (Q tables, per-condition sums).
+#[derive(Debug)]
+pub struct SeedInputs {
+    conditions: ConditionIndex,
+    fit: sy_fit::ConditionSumsTable,
+}
+
+impl SeedInputs {
+    pub fn new(records: &ProbeTable) -> SeedInputs {
+        SeedInputs {
+            conditions: records.conditions().clone(),
+            fit: sy_fit::ConditionSumsTable::new(records),
+        }
+    }
+}
+
+/// What every seed's calibration shares: the seed inputs, every pair's decision input and
+/// search view (guard G depends only on the limits).
 struct Shared<'a> {
-    records: &'a ProbeTable,
-    fit: sy_fit::ConditionSumsTable<'a>,
+    inputs: &'a SeedInputs,
     pairs: &'a AllPairs,
     probes: Vec<Option<SearchProbe>>,
     /// Each condition's name in margins (`sy_records::condition_key`), by condition index.
@@ -75,16 +92,16 @@ struct Shared<'a> {
 }
 
 impl<'a> Shared<'a> {
-    fn new(records: &'a ProbeTable, pairs: &'a AllPairs, limits: GuardLimits) -> Shared<'a> {
-        let names = (0..records.condition_count())
+    fn new(inputs: &'a SeedInputs, pairs: &'a AllPairs, limits: GuardLimits) -> Shared<'a> {
+        let conditions = &inputs.conditions;
+        let names = (0..conditions.count())
             .map(|c| {
-                let (run_id, condition_id) = records.condition_key(c as u32);
+                let (run_id, condition_id) = conditions.key(c as u32);
                 sy_records::condition_key(run_id, condition_id)
             })
             .collect();
         Shared {
-            records,
-            fit: sy_fit::ConditionSumsTable::new(records),
+            inputs,
             pairs,
             probes: pairs.search_probes(&GuardProbe::with_limits(limits)),
             names,
@@ -138,8 +155,8 @@ fn one_seed(
     seed: u64,
     s: &StabilitySettings,
 ) -> Result<SeedChoice, SeedError> {
-    let records = shared.records;
-    let splits = SplitTable::build(records, seed, s.fractions);
+    let conditions = &shared.inputs.conditions;
+    let splits = SplitTable::build(conditions, seed, s.fractions);
     let config = sy_fit::FitConfig {
         folds: s.folds,
         alpha_grid: s.alpha_grid.clone(),
@@ -149,11 +166,12 @@ fn one_seed(
         parallel_models: false,
     };
     let (efficient, capable) = shared
+        .inputs
         .fit
         .estimators(&splits, &config)
         .map_err(SeedError::Fit)?;
     let fit = FitEstimators { efficient, capable };
-    let condition_splits = records.condition_splits(&splits);
+    let condition_splits = conditions.splits(&splits);
     let margins = shared.margins(&fit, &condition_splits, s.margin_level)?;
     let base = RuleParams {
         efficient: fit.efficient,
@@ -195,11 +213,11 @@ fn one_seed(
 /// [`one_seed`] of every seed, in seed order, on one scoped thread per core (each seed's
 /// calibration is independent and deterministic).
 fn all_seeds(
-    records: &ProbeTable,
+    inputs: &SeedInputs,
     pairs: &AllPairs,
     s: &StabilitySettings,
 ) -> Vec<Result<SeedChoice, SeedError>> {
-    let shared = Shared::new(records, pairs, s.limits);
+    let shared = Shared::new(inputs, pairs, s.limits);
     let shared = &shared;
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let chunk = s.seeds.len().div_ceil(threads.max(1)).max(1);
@@ -234,10 +252,10 @@ fn count(runs: &[SeedChoice], key: impl Fn(&SeedChoice) -> Variant) -> BTreeMap<
     m
 }
 
-/// Repeats the calibration for every seed of `settings` over `records` (`pairs`: their
-/// [`AllPairs`]); `chosen` is the run's own bundle variant.
+/// Repeats the calibration for every seed of `settings` over the records `inputs` were made
+/// from (`pairs`: their [`AllPairs`]); `chosen` is the run's own bundle variant.
 pub fn stability(
-    records: &ProbeTable,
+    inputs: &SeedInputs,
     pairs: &AllPairs,
     settings: &StabilitySettings,
     chosen: Variant,
@@ -248,7 +266,7 @@ pub fn stability(
         .seeds
         .iter()
         .copied()
-        .zip(all_seeds(records, pairs, settings))
+        .zip(all_seeds(inputs, pairs, settings))
     {
         match outcome {
             Ok(r) => runs.push(r),

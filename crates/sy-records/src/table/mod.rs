@@ -63,15 +63,85 @@ impl Interner {
     }
 }
 
+/// The distinct `(run, condition)`s of a table, by condition index (in order of first
+/// appearance), and which have load-phase rows.
+#[derive(Debug, Clone, Default)]
+pub struct ConditionIndex {
+    runs: Interner,
+    /// (run index, condition id) by condition index.
+    conditions: Vec<(u32, String)>,
+    /// Per run index, condition id → condition index.
+    index: Vec<FxHashMap<String, u32>>,
+    is_load: Vec<bool>,
+}
+
+impl ConditionIndex {
+    /// Number of distinct `(run, condition)`s.
+    pub fn count(&self) -> usize {
+        self.conditions.len()
+    }
+
+    /// `(run_id, condition_id)` of condition index `c` (`("", "")` past the end).
+    pub fn key(&self, c: u32) -> (&str, &str) {
+        match self.conditions.get(c as usize) {
+            Some((run, cond)) => (self.runs.get(*run), cond.as_str()),
+            None => ("", ""),
+        }
+    }
+
+    /// The conditions that have load-phase rows, in order of first appearance.
+    pub fn load_conditions(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        (0..self.conditions.len())
+            .filter(|&c| self.is_load[c])
+            .map(|c| self.key(c as u32))
+    }
+
+    /// The split of every condition (indexed by condition index); `None` for conditions
+    /// `splits` does not list (Q-grid conditions among them).
+    pub fn splits(&self, splits: &SplitTable) -> Vec<Option<Split>> {
+        (0..self.conditions.len())
+            .map(|c| {
+                let (run, cond) = self.key(c as u32);
+                splits.split_of(run, cond)
+            })
+            .collect()
+    }
+
+    /// The index of `(run_id, condition_id)`, added when new; marked as a load-phase
+    /// condition when `load`.
+    fn intern(&mut self, run_id: &str, condition_id: &str, load: bool) -> u32 {
+        let run = self.runs.intern(run_id);
+        if self.index.len() <= run as usize {
+            self.index.resize_with(run as usize + 1, Default::default);
+        }
+        let map = &mut self.index[run as usize];
+        let c = match map.get(condition_id) {
+            Some(&c) => c,
+            None => {
+                let c = u32::try_from(self.conditions.len()).unwrap_or(u32::MAX);
+                self.conditions.push((run, condition_id.to_string()));
+                self.is_load.push(false);
+                map.insert(condition_id.to_string(), c);
+                c
+            }
+        };
+        if load {
+            self.mark_load(c);
+        }
+        c
+    }
+
+    fn mark_load(&mut self, c: u32) {
+        if let Some(l) = self.is_load.get_mut(c as usize) {
+            *l = true;
+        }
+    }
+}
+
 /// The records the calibration tools read, as columns (see the module docs).
 #[derive(Debug, Clone, Default)]
 pub struct ProbeTable {
-    runs: Interner,
-    /// Condition dictionary: (run index, condition id); per run, condition id → index.
-    conditions: Vec<(u32, String)>,
-    condition_index: Vec<FxHashMap<String, u32>>,
-    /// Whether a condition has load-phase rows.
-    condition_is_load: Vec<bool>,
+    conditions: ConditionIndex,
     models: Interner,
     decode_lengths: Interner,
     probe_text: String,
@@ -365,42 +435,42 @@ impl ProbeTable {
 
     /// Number of distinct `(run, condition)`s.
     pub fn condition_count(&self) -> usize {
-        self.conditions.len()
+        self.conditions.count()
     }
 
     /// `(run_id, condition_id)` of condition index `c`.
     pub fn condition_key(&self, c: u32) -> (&str, &str) {
-        match self.conditions.get(c as usize) {
-            Some((run, cond)) => (self.runs.get(*run), cond.as_str()),
-            None => ("", ""),
-        }
+        self.conditions.key(c)
     }
 
     /// The conditions that have load-phase rows, in order of first appearance.
     pub fn load_conditions(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
-        (0..self.conditions.len())
-            .filter(|&c| self.condition_is_load[c])
-            .map(|c| self.condition_key(c as u32))
+        self.conditions.load_conditions()
     }
 
     /// The split of every condition (indexed by condition index); `None` for conditions the
     /// table does not list (Q-grid conditions among them).
     pub fn condition_splits(&self, splits: &SplitTable) -> Vec<Option<Split>> {
-        (0..self.conditions.len())
-            .map(|c| {
-                let (run, cond) = self.condition_key(c as u32);
-                splits.split_of(run, cond)
-            })
-            .collect()
+        self.conditions.splits(splits)
+    }
+
+    /// The table's conditions.
+    pub fn conditions(&self) -> &ConditionIndex {
+        &self.conditions
+    }
+
+    /// The table's conditions, the rows dropped: what a caller still needs once it has read
+    /// every row (split tables and condition splits are made from it alone).
+    pub fn into_conditions(self) -> ConditionIndex {
+        self.conditions
     }
 
     fn run_id_of(&self, i: usize) -> &str {
-        let c = self.condition[i] as usize;
-        self.runs.get(self.conditions[c].0)
+        self.conditions.key(self.condition[i]).0
     }
 
     fn condition_id_of(&self, i: usize) -> &str {
-        self.conditions[self.condition[i] as usize].1.as_str()
+        self.conditions.key(self.condition[i]).1
     }
 
     fn probe_id_of(&self, i: usize) -> &str {
@@ -408,29 +478,6 @@ impl ProbeTable {
         self.probe_text
             .get(start..self.probe_end[i])
             .unwrap_or_default()
-    }
-
-    fn intern_condition(&mut self, run_id: &str, condition_id: &str, load: bool) -> u32 {
-        let run = self.runs.intern(run_id);
-        if self.condition_index.len() <= run as usize {
-            self.condition_index
-                .resize_with(run as usize + 1, Default::default);
-        }
-        let map = &mut self.condition_index[run as usize];
-        let c = match map.get(condition_id) {
-            Some(&c) => c,
-            None => {
-                let c = u32::try_from(self.conditions.len()).unwrap_or(u32::MAX);
-                self.conditions.push((run, condition_id.to_string()));
-                self.condition_is_load.push(false);
-                map.insert(condition_id.to_string(), c);
-                c
-            }
-        };
-        if load {
-            self.condition_is_load[c as usize] = true;
-        }
-        c
     }
 
     /// Appends one valid row.
@@ -444,11 +491,11 @@ impl ProbeTable {
         let condition = match (same, self.condition.last()) {
             (true, Some(&c)) => {
                 if load {
-                    self.condition_is_load[c as usize] = true;
+                    self.conditions.mark_load(c);
                 }
                 c
             }
-            _ => self.intern_condition(row.run_id, row.condition_id, load),
+            _ => self.conditions.intern(row.run_id, row.condition_id, load),
         };
         self.condition.push(condition);
         self.probe_text.push_str(row.probe_id);
