@@ -238,10 +238,21 @@ where
     bootstrap_groups(groups, cfg, estimate, |draw| {
         rows.clear();
         for &g in draw {
-            rows.extend_from_slice(&groups.members[g]);
+            push_members(&mut rows, &groups.members[g]);
         }
         stat(&rows)
     })
+}
+
+/// Appends a drawn group's rows. A group of one row (a condition's sums, in the fit's
+/// coefficient intervals) is pushed without a copy call: for 60,000 such groups per resample the
+/// call was a fifth of the fit's time at 10 M records.
+#[inline(always)]
+fn push_members(rows: &mut Vec<usize>, members: &[usize]) {
+    match members {
+        [one] => rows.push(*one),
+        many => rows.extend_from_slice(many),
+    }
 }
 
 /// The one resampling loop: `stat(draw)` gets the indices of the groups drawn (with
@@ -311,7 +322,7 @@ where
     for _ in 0..cfg.resamples {
         rows.clear();
         for _ in 0..groups.len() {
-            rows.extend_from_slice(&groups.members[rng.below(groups.len())]);
+            push_members(&mut rows, &groups.members[rng.below(groups.len())]);
         }
         let s = stat(&rows);
         if s.len() == k && s.iter().all(|v| v.is_finite()) {
