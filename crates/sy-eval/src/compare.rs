@@ -25,6 +25,15 @@ pub const LAG_LIMIT_MS: f64 = 10.0;
 /// statistically detectable with enough sessions, and is not an effect of the rule).
 pub const MIN_MATERIAL_EFFECT: f64 = 0.01;
 
+/// The verdict when the variant chose the baseline's model on every paired turn. The two then
+/// sent the same requests, and their times still differ: the router places a turn on another
+/// worker when the one holding its prefix is busy with another session (a cache miss in one
+/// variant and a hit in the other, tens of milliseconds), and the machine adds its jitter. In 20
+/// runs of `data/eval/no-gain.toml` on an idle machine the interval excluded zero by more than 1%
+/// twice (−5.9%, from 12 turns placed differently; +1.1%, none): a "gain" or "loss" there would
+/// be the deployment's variation credited to a rule that did nothing (docs/eval.md).
+pub const SAME_DECISIONS: &str = "same decisions";
+
 /// One variant's results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VariantSummary {
@@ -75,9 +84,17 @@ pub struct Difference {
     pub session_time_relative: Option<f64>,
     /// mean(variant − baseline) of each session's mean turn TTFT, ms.
     pub session_mean_ttft_ms: Option<Estimate>,
-    /// `gain` / `loss` (the 95% interval of the session-time difference excludes zero and the
-    /// mean changed by at least [`MIN_MATERIAL_EFFECT`]), `no material difference` (excludes
-    /// zero, smaller change) or `no significant difference` (the interval includes zero).
+    /// Turns of the paired sessions present in both variants (same round, session, turn).
+    #[serde(default)]
+    pub paired_turns: usize,
+    /// Of those, the turns where the variant chose another model than the baseline.
+    #[serde(default)]
+    pub changed_turns: usize,
+    /// `same decisions` (every paired turn chose the baseline's model: whatever the times say,
+    /// the rule changed nothing, see [`SAME_DECISIONS`]); otherwise `gain` / `loss` (the 95%
+    /// interval of the session-time difference excludes zero and the mean changed by at least
+    /// [`MIN_MATERIAL_EFFECT`]), `no material difference` (excludes zero, smaller change) or `no
+    /// significant difference` (the interval includes zero).
     pub verdict: String,
 }
 
@@ -213,6 +230,34 @@ fn session_outcomes(blocks: &[&BlockResult]) -> BTreeMap<(u32, u32), (f64, Optio
     out
 }
 
+/// (paired turns, turns whose choice differs) over the sessions both variants completed
+/// (`var_ok`, `base_ok`: the keys of [`session_outcomes`]).
+fn changed_turns<V>(
+    var_blocks: &[&BlockResult],
+    base_blocks: &[&BlockResult],
+    var_ok: &BTreeMap<(u32, u32), V>,
+    base_ok: &BTreeMap<(u32, u32), V>,
+) -> (usize, usize) {
+    let choices = |blocks: &[&BlockResult], ok: &BTreeMap<(u32, u32), V>| {
+        blocks
+            .iter()
+            .flat_map(|b| &b.turns)
+            .filter(|t| ok.contains_key(&(t.round, t.session)))
+            .map(|t| ((t.round, t.session, t.turn), t.choice))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let base = choices(base_blocks, base_ok);
+    let mut paired = 0;
+    let mut changed = 0;
+    for (key, choice) in choices(var_blocks, var_ok) {
+        if let Some(b) = base.get(&key) {
+            paired += 1;
+            changed += usize::from(*b != choice);
+        }
+    }
+    (paired, changed)
+}
+
 /// The paired difference of `variant` against `baseline`.
 pub fn difference(
     variant: Variant,
@@ -250,7 +295,9 @@ pub fn difference(
         _ => None,
     };
     let material = relative.is_some_and(|r| r.abs() >= MIN_MATERIAL_EFFECT);
+    let (paired_turns, changed_turns) = changed_turns(var_blocks, base_blocks, &b, &a);
     let verdict = match session_time_ms.and_then(|e| e.ci95) {
+        _ if paired_turns > 0 && changed_turns == 0 => SAME_DECISIONS,
         Some(ci) if ci.excludes_zero() && !material => "no material difference",
         Some(ci) if ci.high < 0.0 => "gain",
         Some(ci) if ci.low > 0.0 => "loss",
@@ -263,6 +310,8 @@ pub fn difference(
         session_time_relative: relative,
         session_time_ms,
         session_mean_ttft_ms: paired_mean_difference(&ttft_pairs, seed.wrapping_add(1)),
+        paired_turns,
+        changed_turns,
         verdict: verdict.into(),
     }
 }
@@ -441,16 +490,20 @@ mod tests {
         assert_eq!((cache.variant, cache.pairs), (Variant::Cache, 12));
         assert_eq!(cache.verdict, "gain");
         assert!(cache.session_time_ms.unwrap().ci95.unwrap().high < 0.0);
-        assert_eq!(c.differences[1].verdict, "no significant difference");
+        // Count chose Stage's model on every turn: the rule changed nothing.
+        let count = &c.differences[1];
+        assert_eq!((count.paired_turns, count.changed_turns), (12, 0));
+        assert_eq!(count.verdict, SAME_DECISIONS);
+        assert_eq!((cache.paired_turns, cache.changed_turns), (12, 12));
         assert_eq!(c.variants[1].override_rate, 1.0);
         assert_eq!(c.variants[0].override_rate, 0.0);
         assert_eq!(c.variants[1].reasons.get("override"), Some(&12));
         assert_eq!(c.variants[0].routing_overhead_ms.unwrap().p50, 1.5);
-        // Consistently 0.5% slower: detectable, but below the material 1%.
+        // Other decisions, consistently 0.5% slower: detectable, but below the material 1%.
         let slower: Vec<f64> = base.iter().map(|t| t * 1.005).collect();
         let blocks2 = vec![
             block(Variant::Stage, 0, &base, false),
-            block(Variant::Blind, 0, &slower, false),
+            block(Variant::Blind, 0, &slower, true),
         ];
         let d = &compare(&[Variant::Stage, Variant::Blind], &blocks2, 5).differences[0];
         assert!(
@@ -458,6 +511,17 @@ mod tests {
             "{d:?}"
         );
         assert_eq!(d.verdict, "no material difference");
+        // The same 0.5% and 20% slower with the same decisions: no verdict on the rule.
+        for factor in [1.005, 1.2] {
+            let slower: Vec<f64> = base.iter().map(|t| t * factor).collect();
+            let same = vec![
+                block(Variant::Stage, 0, &base, false),
+                block(Variant::Blind, 0, &slower, false),
+            ];
+            let d = &compare(&[Variant::Stage, Variant::Blind], &same, 5).differences[0];
+            assert_eq!(d.verdict, SAME_DECISIONS, "{d:?}");
+            assert!(d.session_time_ms.unwrap().value > 0.0, "{d:?}");
+        }
         // 12 sessions: the p90 rests on 1.2 values beyond it.
         assert!(
             c.warnings.iter().any(|w| w.contains("p90")),

@@ -55,19 +55,21 @@ pub fn tables(c: &Comparison) -> String {
     }
     let _ = writeln!(
         md,
-        "\n## Against the baseline `{}` (paired by session shape)\n\n| variant | pairs | Δ session time ms [95%] | relative | Δ session mean TTFT ms [95%] | verdict |\n|---|---|---|---|---|---|",
+        "\n## Against the baseline `{}` (paired by session shape)\n\n| variant | pairs | Δ session time ms [95%] | relative | Δ session mean TTFT ms [95%] | turns with another model | verdict |\n|---|---|---|---|---|---|---|",
         c.baseline
     );
     for d in &c.differences {
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} of {} | {} |",
             d.variant,
             d.pairs,
             d.session_time_ms.as_ref().map_or("–".into(), est),
             d.session_time_relative
                 .map_or("–".into(), |r| format!("{:+.1}%", r * 100.0)),
             d.session_mean_ttft_ms.as_ref().map_or("–".into(), est),
+            d.changed_turns,
+            d.paired_turns,
             d.verdict
         );
     }

@@ -52,6 +52,11 @@ impl ConditionSumsTable {
         }
     }
 
+    /// The records' conditions (what a split table is built from).
+    pub fn conditions(&self) -> &ConditionIndex {
+        &self.conditions
+    }
+
     /// The estimators of both models (efficient, capable) that [`crate::fit`] gives under
     /// `splits`, equal to rounding, without visiting a row and without the diagnostics (R²,
     /// residuals, intervals, warnings).

@@ -17,7 +17,8 @@ use crate::choice::search_and_choose;
 pub use crate::error::{SelectError, SelectionFileError};
 use crate::evaluate::{AllPairs, EvalPair, Replay, replay_all};
 use crate::search::{Landscape, SearchOutcome};
-use crate::stability::{SeedInputs, Stability, StabilitySettings, stability};
+use crate::stability::{Stability, StabilitySettings, stability};
+use sy_fit::ConditionSumsTable;
 use crate::uncertainty::{Headline, Uncertainty, coefficient_intervals, headline, uncertainty};
 /// Defined with the run directory's layout (`sy_run::layout`).
 pub use sy_run::SELECTION_SCHEMA_VERSION;
@@ -129,13 +130,11 @@ fn stability_check(
     fit_file: Option<&sy_fit::FitFile>,
     splits: &sy_records::SplitTable,
     margin_level: f64,
-    (seed_inputs, pairs): (Option<&SeedInputs>, &AllPairs),
+    (seed_inputs, pairs): (Option<&ConditionSumsTable>, &AllPairs),
     chosen: Variant,
 ) -> Option<Stability> {
+    // None exactly when there are no stability seeds.
     let seed_inputs = seed_inputs?;
-    if opts.stability_seeds.is_empty() {
-        return None;
-    }
     let settings = StabilitySettings {
         seeds: opts.stability_seeds.clone(),
         fractions: splits.fractions,
@@ -406,7 +405,7 @@ fn freeze_bundles(
 fn how_sure(
     opts: &SelectOptions,
     inputs: &Inputs,
-    (all, seed_inputs): (&AllPairs, Option<&SeedInputs>),
+    (all, seed_inputs): (&AllPairs, Option<&ConditionSumsTable>),
     pairs: &SplitPairs<'_>,
     params: &RuleParams,
     choices: (Variant, Variant, Variant),
@@ -444,8 +443,10 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
     let all = AllPairs::new(&records);
     let condition_splits = records.condition_splits(&inputs.splits);
     let gap = crate::gap::gap_rows(&records);
-    phases.start("summing conditions for the stability seeds");
-    let seed_inputs = (!opts.stability_seeds.is_empty()).then(|| SeedInputs::new(&records));
+    let seed_inputs = (!opts.stability_seeds.is_empty()).then(|| {
+        phases.start("summing conditions for the stability seeds");
+        ConditionSumsTable::new(&records)
+    });
     // Everything after this reads the pairs, the conditions and the sums: ~190 bytes a record
     // freed before the search, the bootstraps and the seeds.
     drop(records);

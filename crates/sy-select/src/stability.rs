@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use sy_margin::{FitEstimators, MarginPair};
-use sy_records::{ConditionIndex, ProbeTable, Split, SplitFractions, SplitTable};
+use sy_fit::ConditionSumsTable;
+use sy_records::{Split, SplitFractions, SplitTable};
 use sy_selector::{GuardLimits, Margins, RuleParams, Thresholds, Variant};
 
 use crate::choice::choose_on_probes;
@@ -63,28 +64,10 @@ pub struct Stability {
     pub stable: bool,
 }
 
-/// What the seeds need from the records, made in one pass over them so that the records can
-/// be dropped before the seeds run: the conditions (each seed's split table is made from them)
-/// and the split-independent part of the fit (Q tables, per-condition sums).
-#[derive(Debug)]
-pub struct SeedInputs {
-    conditions: ConditionIndex,
-    fit: sy_fit::ConditionSumsTable,
-}
-
-impl SeedInputs {
-    pub fn new(records: &ProbeTable) -> SeedInputs {
-        SeedInputs {
-            conditions: records.conditions().clone(),
-            fit: sy_fit::ConditionSumsTable::new(records),
-        }
-    }
-}
-
 /// What every seed's calibration shares: the seed inputs, every pair's decision input and
 /// search view (guard G depends only on the limits).
 struct Shared<'a> {
-    inputs: &'a SeedInputs,
+    inputs: &'a ConditionSumsTable,
     pairs: &'a AllPairs,
     probes: Vec<Option<SearchProbe>>,
     /// Each condition's name in margins (`sy_records::condition_key`), by condition index.
@@ -92,8 +75,8 @@ struct Shared<'a> {
 }
 
 impl<'a> Shared<'a> {
-    fn new(inputs: &'a SeedInputs, pairs: &'a AllPairs, limits: GuardLimits) -> Shared<'a> {
-        let conditions = &inputs.conditions;
+    fn new(inputs: &'a ConditionSumsTable, pairs: &'a AllPairs, limits: GuardLimits) -> Shared<'a> {
+        let conditions = inputs.conditions();
         let names = (0..conditions.count())
             .map(|c| {
                 let (run_id, condition_id) = conditions.key(c as u32);
@@ -155,7 +138,7 @@ fn one_seed(
     seed: u64,
     s: &StabilitySettings,
 ) -> Result<SeedChoice, SeedError> {
-    let conditions = &shared.inputs.conditions;
+    let conditions = shared.inputs.conditions();
     let splits = SplitTable::build(conditions, seed, s.fractions);
     let config = sy_fit::FitConfig {
         folds: s.folds,
@@ -167,7 +150,6 @@ fn one_seed(
     };
     let (efficient, capable) = shared
         .inputs
-        .fit
         .estimators(&splits, &config)
         .map_err(SeedError::Fit)?;
     let fit = FitEstimators { efficient, capable };
@@ -213,7 +195,7 @@ fn one_seed(
 /// [`one_seed`] of every seed, in seed order, on one scoped thread per core (each seed's
 /// calibration is independent and deterministic).
 fn all_seeds(
-    inputs: &SeedInputs,
+    inputs: &ConditionSumsTable,
     pairs: &AllPairs,
     s: &StabilitySettings,
 ) -> Vec<Result<SeedChoice, SeedError>> {
@@ -255,7 +237,7 @@ fn count(runs: &[SeedChoice], key: impl Fn(&SeedChoice) -> Variant) -> BTreeMap<
 /// Repeats the calibration for every seed of `settings` over the records `inputs` were made
 /// from (`pairs`: their [`AllPairs`]); `chosen` is the run's own bundle variant.
 pub fn stability(
-    inputs: &SeedInputs,
+    inputs: &ConditionSumsTable,
     pairs: &AllPairs,
     settings: &StabilitySettings,
     chosen: Variant,
