@@ -288,9 +288,11 @@ pub struct CompletionChoice {
     pub extra: Extra,
 }
 
-/// A text completion (`object: "text_completion"`): the whole answer, or one SSE chunk.
+/// The answer of every OpenAI-compatible route, generic over its choice: a text completion
+/// ([`CompletionResponse`]), a chat completion ([`ChatCompletionResponse`]) or a streamed chat
+/// chunk ([`ChatCompletionChunk`]). The members are the same; only the choice differs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CompletionResponse {
+pub struct Response<C> {
     #[serde(default)]
     pub id: String,
     #[serde(default)]
@@ -300,7 +302,7 @@ pub struct CompletionResponse {
     #[serde(default)]
     pub model: String,
     #[serde(default)]
-    pub choices: Vec<CompletionChoice>,
+    pub choices: Vec<C>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -310,6 +312,9 @@ pub struct CompletionResponse {
     #[serde(flatten)]
     pub extra: Extra,
 }
+
+/// A text completion (`object: "text_completion"`): the whole answer, or one SSE chunk.
+pub type CompletionResponse = Response<CompletionChoice>;
 
 /// Assistant message in a chat answer, or the `delta` of a chat chunk.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -338,27 +343,7 @@ pub struct ChatChoice {
 }
 
 /// A non-streamed chat completion (`object: "chat.completion"`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ChatCompletionResponse {
-    #[serde(default)]
-    pub id: String,
-    #[serde(default)]
-    pub object: String,
-    #[serde(default)]
-    pub created: u64,
-    #[serde(default)]
-    pub model: String,
-    #[serde(default)]
-    pub choices: Vec<ChatChoice>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system_fingerprint: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nvext: Option<NvExtResponse>,
-    #[serde(flatten)]
-    pub extra: Extra,
-}
+pub type ChatCompletionResponse = Response<ChatChoice>;
 
 /// One choice of a chat chunk.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -376,27 +361,7 @@ pub struct ChatChunkChoice {
 }
 
 /// One SSE chunk of a streamed chat completion (`object: "chat.completion.chunk"`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ChatCompletionChunk {
-    #[serde(default)]
-    pub id: String,
-    #[serde(default)]
-    pub object: String,
-    #[serde(default)]
-    pub created: u64,
-    #[serde(default)]
-    pub model: String,
-    #[serde(default)]
-    pub choices: Vec<ChatChunkChoice>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system_fingerprint: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nvext: Option<NvExtResponse>,
-    #[serde(flatten)]
-    pub extra: Extra,
-}
+pub type ChatCompletionChunk = Response<ChatChunkChoice>;
 
 /// The detail object of an error (`{"message", "type", "code"}`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
