@@ -18,8 +18,8 @@ pub use crate::error::{SelectError, SelectionFileError};
 use crate::evaluate::{AllPairs, EvalPair, Replay, replay_all};
 use crate::search::{Landscape, SearchOutcome};
 use crate::stability::{Stability, StabilitySettings, stability};
-use sy_fit::ConditionSumsTable;
 use crate::uncertainty::{Headline, Uncertainty, coefficient_intervals, headline, uncertainty};
+use sy_fit::ConditionSumsTable;
 /// Defined with the run directory's layout (`sy_run::layout`).
 pub use sy_run::SELECTION_SCHEMA_VERSION;
 use sy_stats::BootstrapConfig;

@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use sy_margin::{FitEstimators, MarginPair};
 use sy_fit::ConditionSumsTable;
+use sy_margin::{FitEstimators, MarginPair};
 use sy_records::{Split, SplitFractions, SplitTable};
 use sy_selector::{GuardLimits, Margins, RuleParams, Thresholds, Variant};
 
