@@ -325,18 +325,33 @@ pub fn compare(variants: &[Variant], blocks: &[BlockResult], seed: u64) -> Compa
         .iter()
         .map(|&v| summarise_variant(v, &of(v), seed))
         .collect();
-    let differences = variants
+    let differences: Vec<Difference> = variants
         .iter()
         .skip(1)
         .map(|&v| difference(v, baseline, &of(v), &of(baseline), seed.wrapping_add(100)))
         .collect();
+    let mut warnings = warnings(&summaries, blocks);
+    warnings.extend(differences.iter().filter_map(same_decisions_warning));
     Comparison {
         schema_version: COMPARISON_SCHEMA_VERSION,
         baseline,
-        warnings: warnings(&summaries, blocks),
+        warnings,
         variants: summaries,
         differences,
     }
+}
+
+/// A variant with the baseline's decisions whose session time still differs significantly:
+/// what differs is not the rule's choices, and the reader is told where to look.
+fn same_decisions_warning(d: &Difference) -> Option<String> {
+    let est = d.session_time_ms?;
+    let ci = est.ci95?;
+    (d.verdict == SAME_DECISIONS && ci.excludes_zero()).then(|| {
+        format!(
+            "{}: the same model as {} on all {} paired turns, yet the session time differs by {:+.1} ms [{:.1}, {:.1}]: not an effect of the rule's choices but of worker placement, timing jitter or the routing overhead (see its table)",
+            d.variant, d.baseline, d.paired_turns, est.value, ci.low, ci.high
+        )
+    })
 }
 
 fn warnings(summaries: &[VariantSummary], blocks: &[BlockResult]) -> Vec<String> {
@@ -518,9 +533,18 @@ mod tests {
                 block(Variant::Stage, 0, &base, false),
                 block(Variant::Blind, 0, &slower, false),
             ];
-            let d = &compare(&[Variant::Stage, Variant::Blind], &same, 5).differences[0];
+            let c = compare(&[Variant::Stage, Variant::Blind], &same, 5);
+            let d = &c.differences[0];
             assert_eq!(d.verdict, SAME_DECISIONS, "{d:?}");
             assert!(d.session_time_ms.unwrap().value > 0.0, "{d:?}");
+            // A consistent shift is significant: the comparison says it is not the rule's.
+            assert!(
+                c.warnings
+                    .iter()
+                    .any(|w| w.starts_with("blind: the same model as stage on all 12")),
+                "{:?}",
+                c.warnings
+            );
         }
         // 12 sessions: the p90 rests on 1.2 values beyond it.
         assert!(

@@ -1,6 +1,6 @@
 //! Atomic file output: write to a temporary file beside the target, sync, then rename.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -185,13 +185,26 @@ pub fn json_error_with_field(text: &str, e: &serde_json::Error) -> String {
     }
 }
 
-/// SHA-256 of a file's bytes, as lowercase hex (for provenance).
+/// SHA-256 of a file's bytes, as lowercase hex (for provenance). The file is read in 1 MiB
+/// pieces, never whole: the tools hash their records while the probe table is in memory, and a
+/// whole 10 M-record file read at once would add its size (~240 MB) to their peak.
 pub fn file_sha256(path: &Path) -> Result<String, RunError> {
-    let bytes = std::fs::read(path).map_err(|source| RunError::Read {
+    let read_error = |source| RunError::Read {
         path: path.to_path_buf(),
         source,
-    })?;
-    Ok(hex::encode(Sha256::digest(&bytes)))
+    };
+    let mut file = std::fs::File::open(path).map_err(read_error)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => hasher.update(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(read_error(e)),
+        }
+    }
+    Ok(hex::encode(hasher.finalize()))
 }
 
 #[cfg(test)]
@@ -278,5 +291,22 @@ mod tests {
             file_sha256(&path).unwrap(),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+    }
+
+    #[test]
+    fn sha256_of_a_file_read_in_pieces_is_that_of_its_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big");
+        // Three pieces and a bit: 1 MiB boundaries inside the file.
+        let bytes: Vec<u8> = (0..(3 << 20) + 12_345)
+            .map(|i: u32| (i % 251) as u8)
+            .collect();
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(
+            file_sha256(&path).unwrap(),
+            hex::encode(Sha256::digest(&bytes))
+        );
+        let missing = file_sha256(&dir.path().join("none")).unwrap_err();
+        assert!(missing.to_string().contains("none"), "{missing}");
     }
 }
