@@ -315,41 +315,40 @@ pub(crate) fn estimator_name(e: Estimator) -> &'static str {
     }
 }
 
-/// Fits both models (see the module docs): the fit split's rows prepared, then fitted.
+/// Fits both models (see the module docs), one per thread: each reads its Q table and its
+/// fit-split rows straight from the table (nothing is prepared for the other splits' rows),
+/// then fits them.
 pub fn fit(
     records: &ProbeTable,
     splits: &SplitTable,
     config: &FitConfig,
 ) -> Result<FitResult, FitError> {
-    // Only the fit split's rows are prepared: one fit needs no others.
-    let in_fit: Vec<bool> = records
-        .condition_splits(splits)
-        .into_iter()
-        .map(|s| s == Some(Split::Fit))
-        .collect();
-    let keep = |c: u32| in_fit.get(c as usize).copied().unwrap_or(false);
-    let (efficient, capable) = per_model(config.parallel_models, |role| {
-        prepare_model(records, role, &keep)
-    });
-    Prepared {
-        records,
-        efficient,
-        capable,
+    if config.alpha_grid.is_empty() {
+        return Err(FitError::Settings("the alpha grid is empty".to_string()));
     }
-    .fit(splits, config)
-}
-
-/// What a candidate row outside the conditions [`prepare_model`] was asked to keep holds
-/// instead of its features (never read by a fit under the same split).
-const NOT_PREPARED: &str = "not_prepared";
-
-/// One ok load-phase row of one model as the fit reads it, whatever its split: its condition,
-/// its served model and its features and targets (or the field that makes it unusable).
-#[derive(Debug)]
-struct Candidate<'a> {
-    condition: u32,
-    model: &'a str,
-    usable: Result<Usable, &'static str>,
+    let (folds_of, k) = assign_folds(splits, config.folds, config.seed)?;
+    let mut warnings = Vec::new();
+    if k < config.folds {
+        warnings.push(format!(
+            "only {k} fit-split conditions: using {k} folds instead of {}",
+            config.folds
+        ));
+    }
+    let places = condition_places(records.conditions(), splits, &folds_of);
+    let (efficient, capable) = per_model(config.parallel_models, |role| {
+        let mut own = Vec::new();
+        fit_model(records, &places, k, role, config, &mut own).map(|fit| (fit, own))
+    });
+    // Errors and warnings in model order, as one model after the other.
+    let (efficient, efficient_warnings) = efficient?;
+    let (capable, capable_warnings) = capable?;
+    warnings.extend(efficient_warnings);
+    warnings.extend(capable_warnings);
+    Ok(FitResult {
+        models: ModelFits { efficient, capable },
+        folds: k,
+        warnings,
+    })
 }
 
 /// The split-independent part of a fit row.
@@ -359,22 +358,6 @@ pub(crate) struct Usable {
     ttft: f64,
     /// Regression targets (blind, cache); Err = reason.
     pub(crate) target: [Result<f64, &'static str>; 2],
-}
-
-/// One model's Q table (or why there is none) and its candidate rows.
-#[derive(Debug)]
-struct PreparedModel<'a> {
-    q: Result<(QTable, QTableReport), QBuildError>,
-    rows: Vec<Candidate<'a>>,
-}
-
-/// What one fit needs that does not depend on the split: each model's Q table (from the Q-grid
-/// records) and the ok load-phase rows with their features and targets.
-#[derive(Debug)]
-struct Prepared<'a> {
-    records: &'a ProbeTable,
-    efficient: PreparedModel<'a>,
-    capable: PreparedModel<'a>,
 }
 
 /// `f` of the efficient and of the capable model, on two threads when `parallel` (the models
@@ -392,36 +375,6 @@ pub(crate) fn per_model<T: Send>(parallel: bool, f: impl Fn(Model) -> T + Sync) 
             Err(panic) => std::panic::resume_unwind(panic),
         }
     })
-}
-
-/// One model's Q table and candidate rows; only the rows of conditions `keep` accepts get
-/// their features and targets computed.
-fn prepare_model<'a>(
-    records: &'a ProbeTable,
-    role: Model,
-    keep: &dyn Fn(u32) -> bool,
-) -> PreparedModel<'a> {
-    let q = build_q_table(records, role);
-    let mut rows: Vec<Candidate<'a>> = Vec::new();
-    if let Ok((q, _)) = &q {
-        for r in load_rows(records, role) {
-            let condition = r.condition();
-            let usable = if keep(condition) {
-                usable_row(&r, q)
-            } else if rows.last().is_some_and(|c| c.condition == condition) {
-                // A run of rows not kept only matters where it starts (a condition change).
-                continue;
-            } else {
-                Err(NOT_PREPARED)
-            };
-            rows.push(Candidate {
-                condition,
-                model: r.model(),
-                usable,
-            });
-        }
-    }
-    PreparedModel { q, rows }
 }
 
 /// The ok load-phase rows of one model: the rows a fit reads.
@@ -442,42 +395,6 @@ pub(crate) fn usable_row(r: &sy_records::Row<'_>, q: &QTable) -> Result<Usable, 
     let target =
         ESTIMATORS.map(|e| regression_target(q, e, &obs, ttft).map_err(|err| reason(&err)));
     Ok(Usable { raw, ttft, target })
-}
-
-impl Prepared<'_> {
-    /// Fits both models under `splits` (see the module docs).
-    fn fit(&self, splits: &SplitTable, config: &FitConfig) -> Result<FitResult, FitError> {
-        if config.alpha_grid.is_empty() {
-            return Err(FitError::Settings("the alpha grid is empty".to_string()));
-        }
-        let (folds_of, k) = assign_folds(splits, config.folds, config.seed)?;
-        let mut warnings = Vec::new();
-        if k < config.folds {
-            warnings.push(format!(
-                "only {k} fit-split conditions: using {k} folds instead of {}",
-                config.folds
-            ));
-        }
-        let places = condition_places(self.records.conditions(), splits, &folds_of);
-        let (efficient, capable) = per_model(config.parallel_models, |role| {
-            let model = match role {
-                Model::Efficient => &self.efficient,
-                Model::Capable => &self.capable,
-            };
-            let mut own = Vec::new();
-            fit_model(model, &places, k, role, config, &mut own).map(|fit| (fit, own))
-        });
-        // Errors and warnings in model order, as one model after the other.
-        let (efficient, efficient_warnings) = efficient?;
-        let (capable, capable_warnings) = capable?;
-        warnings.extend(efficient_warnings);
-        warnings.extend(capable_warnings);
-        Ok(FitResult {
-            models: ModelFits { efficient, capable },
-            folds: k,
-            warnings,
-        })
-    }
 }
 
 /// Each condition of the table (by index): its split and fold, `None` when the split table
@@ -529,37 +446,44 @@ struct FitRows {
     skipped: BTreeMap<String, usize>,
 }
 
-/// The candidate rows of one model that are in the fit split, with their fold and a running
-/// condition number (a new number each time the condition changes between consecutive rows).
-fn fit_rows(model: &PreparedModel<'_>, places: &[Option<(Split, usize)>]) -> FitRows {
+/// The ok load-phase rows of one model that are in the fit split, with their features and
+/// targets, their fold and a running condition number (a new number each time the condition
+/// changes between consecutive rows of the model, whatever their split).
+fn fit_rows(
+    records: &ProbeTable,
+    role: Model,
+    q: &QTable,
+    places: &[Option<(Split, usize)>],
+) -> FitRows {
     let mut served: Vec<String> = Vec::new();
     let mut rows: Vec<Row> = Vec::new();
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
     let mut last: Option<(u32, ConditionInfo)> = None;
     let mut cond_counter: u32 = 0;
-    for c in &model.rows {
+    for r in load_rows(records, role) {
+        let condition = r.condition();
         let info = match last {
-            Some((l, info)) if l == c.condition => info,
+            Some((l, info)) if l == condition => info,
             _ => {
                 let info = places
-                    .get(c.condition as usize)
+                    .get(condition as usize)
                     .copied()
                     .flatten()
                     .map(|(s, fold)| {
                         cond_counter += 1;
                         (s, fold, cond_counter)
                     });
-                last = Some((c.condition, info));
+                last = Some((condition, info));
                 info
             }
         };
         let Some((Split::Fit, fold, cond)) = info else {
             continue;
         };
-        if !served.iter().any(|m| m == c.model) {
-            served.push(c.model.to_string());
+        if !served.iter().any(|m| m == r.model()) {
+            served.push(r.model().to_string());
         }
-        match &c.usable {
+        match usable_row(&r, q) {
             Ok(u) => rows.push(Row {
                 raw: u.raw,
                 ttft: u.ttft,
@@ -567,7 +491,7 @@ fn fit_rows(model: &PreparedModel<'_>, places: &[Option<(Split, usize)>]) -> Fit
                 cond,
                 target: u.target,
             }),
-            Err(field) => *skipped.entry((*field).to_string()).or_insert(0) += 1,
+            Err(field) => *skipped.entry(field.to_string()).or_insert(0) += 1,
         }
     }
     served.sort();
@@ -627,7 +551,7 @@ fn model_correction(
 
 /// One model: Q table → fit-split rows → standardiser → blind and cache corrections.
 fn fit_model(
-    model: &PreparedModel<'_>,
+    records: &ProbeTable,
     places: &[Option<(Split, usize)>],
     k: usize,
     role: Model,
@@ -635,13 +559,13 @@ fn fit_model(
     warnings: &mut Vec<String>,
 ) -> Result<ModelFit, FitError> {
     let name = role.as_str();
-    let (q, q_report) = model.q.clone()?;
+    let (q, q_report) = build_q_table(records, role)?;
     q_table_warnings(name, &q_report, warnings);
     let FitRows {
         served,
         rows,
         skipped,
-    } = fit_rows(model, places);
+    } = fit_rows(records, role, &q, places);
     if rows.is_empty() {
         return Err(FitError::NoRows {
             model: name,
