@@ -20,11 +20,18 @@ use sy_selector::{
 
 use crate::search::{GuardPass, SearchProbe};
 
-/// One paired probe, ready to be decided: both rule observations (no heap), the decision time
-/// and both measured TTFTs.
+/// One paired probe, ready to be decided: both rule observations (packed, no heap), the
+/// decision time and both measured TTFTs. [`EvalPair::input`] gives the exact
+/// [`DecisionInput`] back; the packed form is half its size (~150 bytes a pair instead of
+/// ~280), which is most of `sy-select`'s memory once the probe table is dropped and, at 10 M
+/// records, most of the time of pairing (the first write to fresh pages).
 #[derive(Debug, Clone, PartialEq)]
 pub struct EvalPair {
-    pub input: DecisionInput,
+    efficient: PackedObservation,
+    capable: PackedObservation,
+    now_ms: f64,
+    local_capable_in_flight: u64,
+    proposal: Model,
     pub ttft_eff_ms: f64,
     pub ttft_cap_ms: f64,
     /// Background generation length of the condition (`short`, `long`), when it has one.
@@ -32,6 +39,62 @@ pub struct EvalPair {
     /// The workload condition (a hash of run id and condition id): the unit the bootstrap
     /// resamples.
     pub condition: u64,
+}
+
+/// The rule's inputs of an [`Observation`] as values with a presence mask (56 bytes instead of
+/// 112); the recorded extras are not kept (no decision reads them).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PackedObservation {
+    /// N, K, R, booked prefill tokens, prefill capacity, observed at.
+    values: [f64; 6],
+    /// Bit i: `values[i]` is present.
+    present: u8,
+    schedulable: Option<bool>,
+}
+
+impl PackedObservation {
+    fn pack(o: &Observation) -> PackedObservation {
+        let fields = [
+            o.n,
+            o.k,
+            o.r,
+            o.prefill_tokens_booked,
+            o.prefill_capacity_tokens,
+            o.observed_at_ms,
+        ];
+        let mut values = [0.0; 6];
+        let mut present = 0u8;
+        for (i, f) in fields.iter().enumerate() {
+            if let Some(v) = f {
+                values[i] = *v;
+                present |= 1 << i;
+            }
+        }
+        PackedObservation {
+            values,
+            present,
+            schedulable: o.schedulable,
+        }
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> Option<f64> {
+        (self.present & (1 << i) != 0).then(|| self.values[i])
+    }
+
+    #[inline]
+    fn unpack(&self) -> Observation {
+        Observation {
+            n: self.get(0),
+            k: self.get(1),
+            r: self.get(2),
+            prefill_tokens_booked: self.get(3),
+            prefill_capacity_tokens: self.get(4),
+            schedulable: self.schedulable,
+            observed_at_ms: self.get(5),
+            recorded: None,
+        }
+    }
 }
 
 /// A stable key of (run id, condition id) for grouping pairs by condition.
@@ -85,19 +148,62 @@ impl EvalPair {
             Some("long") => Some(DecodeLength::Long),
             _ => None,
         };
-        Some(EvalPair {
-            input: DecisionInput {
-                proposal: Model::Efficient,
-                efficient: e.rule_observation(),
-                capable: c.rule_observation(),
-                now_ms: e.sent_at_unix_ms(),
-                local_capable_in_flight: 0,
-            },
+        let input = DecisionInput {
+            proposal: Model::Efficient,
+            efficient: e.rule_observation(),
+            capable: c.rule_observation(),
+            now_ms: e.sent_at_unix_ms(),
+            local_capable_in_flight: 0,
+        };
+        Some(EvalPair::new(
+            &input,
+            (ttft_eff_ms, ttft_cap_ms),
+            decode_length,
+            condition,
+        ))
+    }
+
+    /// A pair from its decision input, the measured TTFTs (efficient, capable), the background
+    /// generation length and the condition key.
+    pub fn new(
+        input: &DecisionInput,
+        (ttft_eff_ms, ttft_cap_ms): (f64, f64),
+        decode_length: Option<DecodeLength>,
+        condition: u64,
+    ) -> EvalPair {
+        EvalPair {
+            efficient: PackedObservation::pack(&input.efficient),
+            capable: PackedObservation::pack(&input.capable),
+            now_ms: input.now_ms,
+            local_capable_in_flight: input.local_capable_in_flight,
+            proposal: input.proposal,
             ttft_eff_ms,
             ttft_cap_ms,
             decode_length,
             condition,
-        })
+        }
+    }
+
+    /// The decision input (the recorded extras are not kept).
+    #[inline]
+    pub fn input(&self) -> DecisionInput {
+        DecisionInput {
+            proposal: self.proposal,
+            efficient: self.efficient.unpack(),
+            capable: self.capable.unpack(),
+            now_ms: self.now_ms,
+            local_capable_in_flight: self.local_capable_in_flight,
+        }
+    }
+
+    /// The efficient candidate's observation.
+    pub fn efficient(&self) -> Observation {
+        self.efficient.unpack()
+    }
+
+    /// The capable candidate's observation.
+    pub fn capable(&self) -> Observation {
+        self.capable.unpack()
     }
 
     /// The measured TTFT of the candidate `choice`.
@@ -146,13 +252,14 @@ impl GuardProbe {
 
     /// The search's view of one pair.
     pub fn search_probe(&self, pair: &EvalPair) -> SearchProbe {
-        let eff: &Observation = &pair.input.efficient;
+        let input = pair.input();
+        let eff: &Observation = &input.efficient;
         SearchProbe {
             r_eff: eff.valid_r().ok(),
             p_eff: eff.valid_p().ok(),
             ttft_eff_ms: pair.ttft_eff_ms,
             ttft_cap_ms: pair.ttft_cap_ms,
-            guard: self.guard(&pair.input),
+            guard: self.guard(&input),
         }
     }
 }
@@ -288,7 +395,7 @@ pub fn replay_variant<P: Borrow<EvalPair>>(
     let mut long = Acc::default();
     for pair in pairs {
         let pair = pair.borrow();
-        let d = decide(params, variant, &pair.input);
+        let d = decide(params, variant, &pair.input());
         let selected = pair.selected_ttft(d.choice);
         let oracle = pair.oracle_ttft();
         all.add(&d.reason, d.changed, selected, oracle);

@@ -191,9 +191,10 @@ pub fn decision_rows<'r>(
         let Some(e) = crate::evaluate::EvalPair::from_pair(&p) else {
             continue;
         };
-        let (oe, oc) = (&e.input.efficient, &e.input.capable);
+        let input = e.input();
+        let (oe, oc) = (&input.efficient, &input.capable);
         for variant in Variant::ALL {
-            let d = sy_selector::decide(&bundle.params, variant, &e.input);
+            let d = sy_selector::decide(&bundle.params, variant, &input);
             rows.push(DecisionRow {
                 run_id: p.run_id().to_string(),
                 condition_id: p.condition_id().to_string(),

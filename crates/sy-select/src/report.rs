@@ -249,7 +249,7 @@ fn variants(r: &mut Report, out: &SelectOutput) -> R {
 
 /// Prompt-length bucket of a pair: the nearest power of two of the efficient candidate's N.
 fn prompt_bucket(p: &EvalPair) -> Option<u64> {
-    let n = p.input.efficient.valid_n().ok()?;
+    let n = p.efficient().valid_n().ok()?;
     (n > 0.0).then(|| 2f64.powf(n.log2().round()) as u64)
 }
 
@@ -669,10 +669,10 @@ fn predictions(out: &SelectOutput, estimator: Estimator) -> Vec<Prediction> {
     let mut v = Vec::new();
     for p in &out.selection_pairs {
         for (efficient, est, obs, measured) in [
-            (true, &out.fit.efficient, &p.input.efficient, p.ttft_eff_ms),
-            (false, &out.fit.capable, &p.input.capable, p.ttft_cap_ms),
+            (true, &out.fit.efficient, p.efficient(), p.ttft_eff_ms),
+            (false, &out.fit.capable, p.capable(), p.ttft_cap_ms),
         ] {
-            if let Ok(pred) = sy_selector::predict(est, estimator, obs) {
+            if let Ok(pred) = sy_selector::predict(est, estimator, &obs) {
                 v.push((efficient, p.decode_length, pred, measured));
             }
         }

@@ -104,8 +104,8 @@ impl<'a> Shared<'a> {
             .indexed_in_split(condition_splits, Split::Uncertainty)
             .map(|(c, p)| MarginPair {
                 condition_id: self.names.get(c as usize).map_or("", String::as_str),
-                efficient: &p.input.efficient,
-                capable: &p.input.capable,
+                efficient: p.efficient(),
+                capable: p.capable(),
                 measured_ms: p.ttft_eff_ms - p.ttft_cap_ms,
             });
         let (blind, cache) = sy_margin::margins_of_pairs(fit, pairs, level);

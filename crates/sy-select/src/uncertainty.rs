@@ -96,7 +96,7 @@ pub fn selected_ttfts<P: std::borrow::Borrow<EvalPair>>(
         .iter()
         .map(|p| {
             let p = p.borrow();
-            p.selected_ttft(decide(params, variant, &p.input).choice)
+            p.selected_ttft(decide(params, variant, &p.input()).choice)
         })
         .collect()
 }

@@ -27,18 +27,18 @@ fn pair() -> impl Strategy<Value = EvalPair> {
         1.0..3_000.0,
         1.0..3_000.0,
     )
-        .prop_map(|(efficient, capable, local, eff, cap)| EvalPair {
-            input: DecisionInput {
+        .prop_map(|(efficient, capable, local, eff, cap)| {
+            let input = DecisionInput {
                 proposal: Model::Efficient,
                 efficient,
                 capable,
                 now_ms: NOW,
                 local_capable_in_flight: local,
-            },
-            ttft_eff_ms: eff,
-            ttft_cap_ms: cap,
-            decode_length: None,
-            condition: 0,
+            };
+            let pair = EvalPair::new(&input, (eff, cap), None, 0);
+            // The packed pair gives the same input back (NaN included, so compared as text).
+            assert_eq!(format!("{:?}", pair.input()), format!("{input:?}"));
+            pair
         })
 }
 
@@ -67,7 +67,7 @@ fn rule_of(variant: Variant, t: &Thresholds) -> ThresholdRule {
 
 /// Checks one pair for one variant; returns the decision's reason code.
 fn agree(params: &RuleParams, variant: Variant, pair: &EvalPair) -> &'static str {
-    let d = decide(params, variant, &pair.input);
+    let d = decide(params, variant, &pair.input());
     // The replay statistics of this one pair follow the decision.
     let replay = replay_variant(params, variant, std::slice::from_ref(pair));
     assert_eq!(
@@ -91,7 +91,7 @@ fn agree(params: &RuleParams, variant: Variant, pair: &EvalPair) -> &'static str
             d.reason,
             Reason::StageBaseline | Reason::TriggerDisabled
         )),
-        Some(reads) => match guard(&params.limits, reads, &pair.input) {
+        Some(reads) => match guard(&params.limits, reads, &pair.input()) {
             Err(reason) => assert_eq!(reason, d.reason, "{variant}"),
             Ok(readings) => match variant {
                 Variant::Count | Variant::CountPrefill => {
@@ -180,13 +180,8 @@ proptest! {
 /// on each.
 #[test]
 fn every_reason_is_covered() {
-    let base = || EvalPair {
-        input: common::example_input(),
-        ttft_eff_ms: 900.0,
-        ttft_cap_ms: 400.0,
-        decode_length: None,
-        condition: 0,
-    };
+    let pair_of = |input: &DecisionInput| EvalPair::new(input, (900.0, 400.0), None, 0);
+    let base = || pair_of(&common::example_input());
     let params = common::params();
     let mut seen = BTreeSet::new();
     let mut check = |params: &RuleParams, pair: &EvalPair| {
@@ -195,9 +190,9 @@ fn every_reason_is_covered() {
         }
     };
     check(&params, &base());
-    let mut capable = base();
-    capable.input.proposal = Model::Capable;
-    check(&params, &capable);
+    let mut capable = common::example_input();
+    capable.proposal = Model::Capable;
+    check(&params, &pair_of(&capable));
     let mut disabled = params.clone();
     disabled.thresholds = Thresholds { r: None, p: None };
     check(&disabled, &base());
@@ -209,19 +204,19 @@ fn every_reason_is_covered() {
     high.margins.blind = 1e9;
     high.margins.cache = 1e9;
     check(&high, &base());
-    let edits: [fn(&mut EvalPair); 7] = [
-        |x| x.input.capable.schedulable = Some(false),
-        |x| x.input.efficient.r = None,
-        |x| x.input.efficient.observed_at_ms = Some(NOW - 10_000.0),
-        |x| x.input.capable.r = Some(50.0),
-        |x| x.input.local_capable_in_flight = 99,
-        |x| x.input.capable.n = Some(1e7),
-        |x| x.input.efficient.n = Some(1_000.0),
+    let edits: [fn(&mut DecisionInput); 7] = [
+        |x| x.capable.schedulable = Some(false),
+        |x| x.efficient.r = None,
+        |x| x.efficient.observed_at_ms = Some(NOW - 10_000.0),
+        |x| x.capable.r = Some(50.0),
+        |x| x.local_capable_in_flight = 99,
+        |x| x.capable.n = Some(1e7),
+        |x| x.efficient.n = Some(1_000.0),
     ];
     for edit in edits {
-        let mut pair = base();
-        edit(&mut pair);
-        check(&params, &pair);
+        let mut input = common::example_input();
+        edit(&mut input);
+        check(&params, &pair_of(&input));
     }
     // A load correction that drives the efficient prediction below zero.
     let mut negative = params.clone();
