@@ -39,7 +39,10 @@ use sy_selector::{Estimator, InputFile, ModelEstimators, Observation, PredictErr
 
 pub use error::{InputsError, MarginError, MarginsFileError};
 pub use inputs::FitEstimators;
-pub use stats::{AdvantageError, ConditionScore, MarginEstimate, RepeatSummary, margin_from_pairs};
+pub use stats::{
+    AdvantageError, ConditionMaxima, ConditionScore, MarginEstimate, RepeatSummary,
+    margin_from_pairs,
+};
 /// Defined with the run directory's layout (`sy_run::layout`).
 pub use sy_run::MARGINS_SCHEMA_VERSION;
 /// The proposal's percentile level.
@@ -215,6 +218,34 @@ pub fn margins_of_pairs<'a, O: std::borrow::Borrow<Observation>>(
         }
     };
     (one(Estimator::Blind), one(Estimator::Cache))
+}
+
+/// The margins alone (blind, cache) of measured pairs given as `(condition index, efficient,
+/// capable, measured advantage)`: one pass, each pair's observations read once for both
+/// estimators. The same values as [`margins_of_pairs`] on the same pairs (grouped by condition
+/// index rather than name); what the stability seeds need.
+pub fn margin_values_of_pairs<O: std::borrow::Borrow<Observation>>(
+    fit: &FitEstimators,
+    pairs: impl Iterator<Item = (u32, O, O, f64)>,
+    conditions: usize,
+    level: f64,
+) -> (Option<f64>, Option<f64>) {
+    let mut blind = ConditionMaxima::new(conditions);
+    let mut cache = ConditionMaxima::new(conditions);
+    for (c, efficient, capable, measured) in pairs {
+        let (e, k) = (efficient.borrow(), capable.borrow());
+        blind.add(
+            c,
+            predicted_advantage(fit, Estimator::Blind, e, k).ok(),
+            measured,
+        );
+        cache.add(
+            c,
+            predicted_advantage(fit, Estimator::Cache, e, k).ok(),
+            measured,
+        );
+    }
+    (blind.margin(level), cache.margin(level))
 }
 
 /// Everything `sy-margin` needs to run.

@@ -35,6 +35,59 @@ pub struct AdvantageError<'a> {
     pub measured_ms: f64,
 }
 
+/// A pair's signed advantage error `predicted − measured` (ms), or `None` when the pair is not
+/// usable (no valid prediction, or either value non-finite): the one rule every margin applies.
+#[inline]
+pub fn signed_error(predicted_ms: Option<f64>, measured_ms: f64) -> Option<f64> {
+    let pred = predicted_ms.filter(|p| p.is_finite())?;
+    measured_ms.is_finite().then_some(pred - measured_ms)
+}
+
+/// The margin from the condition scores sorted ascending: their `level` percentile (the
+/// proposal's definition; `None` without any condition).
+pub fn margin_of_sorted_scores(sorted: &[f64], level: f64) -> Option<f64> {
+    quantile_sorted(sorted, level)
+}
+
+/// Each condition's score (largest absolute advantage error), kept by condition index: what a
+/// margin needs when only its value is wanted (the stability seeds), without names, per-pair
+/// errors or the report's detail. Gives the same value as [`margin_from_pairs`] on the same
+/// pairs grouped by condition.
+#[derive(Debug, Clone)]
+pub struct ConditionMaxima {
+    /// Per condition index; negative = no usable pair yet.
+    scores: Vec<f64>,
+}
+
+impl ConditionMaxima {
+    /// No condition scored yet, room for condition indexes `0..conditions`.
+    pub fn new(conditions: usize) -> Self {
+        ConditionMaxima {
+            scores: vec![-1.0; conditions],
+        }
+    }
+
+    /// Adds one pair of condition `c` (ignored when not usable, see [`signed_error`]).
+    #[inline]
+    pub fn add(&mut self, c: u32, predicted_ms: Option<f64>, measured_ms: f64) {
+        let Some(err) = signed_error(predicted_ms, measured_ms) else {
+            return;
+        };
+        let c = c as usize;
+        if c >= self.scores.len() {
+            self.scores.resize(c + 1, -1.0);
+        }
+        self.scores[c] = self.scores[c].max(err.abs());
+    }
+
+    /// The margin at `level` over the conditions with at least one usable pair.
+    pub fn margin(&self, level: f64) -> Option<f64> {
+        let mut sorted: Vec<f64> = self.scores.iter().copied().filter(|s| *s >= 0.0).collect();
+        sorted.sort_by(f64::total_cmp);
+        margin_of_sorted_scores(&sorted, level)
+    }
+}
+
 /// One condition's score: the largest absolute advantage error over its repeats.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConditionScore {
@@ -96,15 +149,10 @@ pub fn margin_from_pairs<'a>(
     let mut excluded = 0u64;
     let mut signed_sum = 0.0;
     for pair in pairs {
-        let Some(pred) = pair.predicted_ms.filter(|p| p.is_finite()) else {
+        let Some(err) = signed_error(pair.predicted_ms, pair.measured_ms) else {
             excluded += 1;
             continue;
         };
-        if !pair.measured_ms.is_finite() {
-            excluded += 1;
-            continue;
-        }
-        let err = pred - pair.measured_ms;
         signed_sum += err;
         let abs = err.abs();
         all_errors.push(abs);
@@ -140,7 +188,7 @@ pub fn margin_from_pairs<'a>(
         }
     });
     MarginEstimate {
-        delta_ms: quantile_sorted(&sorted, level),
+        delta_ms: margin_of_sorted_scores(&sorted, level),
         level,
         conditions: g as u64,
         conformal_ms: conformal_order_statistic(&sorted, level),
@@ -175,6 +223,44 @@ mod tests {
         // ceil(0.9 * 21) = ceil(18.9) = 19
         assert_eq!(conformal_order_statistic(&twenty, 0.9), Some(19.0));
         assert_eq!(conformal_order_statistic(&[], 0.9), None);
+    }
+
+    proptest::proptest! {
+        /// The margin alone, by condition index, is the full computation's margin.
+        #[test]
+        fn condition_maxima_give_the_margin_of_margin_from_pairs(
+            pairs in proptest::collection::vec(
+                (
+                    0u32..12,
+                    proptest::option::of(proptest::prop_oneof![
+                        8 => -1e4f64..1e4,
+                        1 => proptest::strategy::Just(f64::NAN),
+                        1 => proptest::strategy::Just(f64::INFINITY),
+                    ]),
+                    proptest::prop_oneof![
+                        9 => -1e4f64..1e4,
+                        1 => proptest::strategy::Just(f64::NEG_INFINITY),
+                    ],
+                ),
+                0..200,
+            ),
+            level in 0.05f64..0.99,
+        ) {
+            let ids: Vec<String> = (0..12).map(|c| format!("c{c}")).collect();
+            let full = margin_from_pairs(
+                pairs.iter().map(|&(c, predicted_ms, measured_ms)| AdvantageError {
+                    condition_id: ids[c as usize].as_str(),
+                    predicted_ms,
+                    measured_ms,
+                }),
+                level,
+            );
+            let mut maxima = ConditionMaxima::new(4);
+            for &(c, predicted, measured) in &pairs {
+                maxima.add(c, predicted, measured);
+            }
+            proptest::prop_assert_eq!(maxima.margin(level), full.delta_ms);
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use sy_fit::ConditionSumsTable;
-use sy_margin::{FitEstimators, MarginPair};
+use sy_margin::FitEstimators;
 use sy_records::{Split, SplitFractions, SplitTable};
 use sy_selector::{GuardLimits, Margins, RuleParams, Thresholds, Variant};
 
@@ -70,24 +70,14 @@ struct Shared<'a> {
     inputs: &'a ConditionSumsTable,
     pairs: &'a AllPairs,
     probes: Vec<Option<SearchProbe>>,
-    /// Each condition's name in margins (`sy_records::condition_key`), by condition index.
-    names: Vec<String>,
 }
 
 impl<'a> Shared<'a> {
     fn new(inputs: &'a ConditionSumsTable, pairs: &'a AllPairs, limits: GuardLimits) -> Shared<'a> {
-        let conditions = inputs.conditions();
-        let names = (0..conditions.count())
-            .map(|c| {
-                let (run_id, condition_id) = conditions.key(c as u32);
-                sy_records::condition_key(run_id, condition_id)
-            })
-            .collect();
         Shared {
             inputs,
             pairs,
             probes: pairs.search_probes(&GuardProbe::with_limits(limits)),
-            names,
         }
     }
 
@@ -102,22 +92,12 @@ impl<'a> Shared<'a> {
         let pairs = self
             .pairs
             .indexed_in_split(condition_splits, Split::Uncertainty)
-            .map(|(c, p)| MarginPair {
-                condition_id: self.names.get(c as usize).map_or("", String::as_str),
-                efficient: p.efficient(),
-                capable: p.capable(),
-                measured_ms: p.ttft_eff_ms - p.ttft_cap_ms,
-            });
-        let (blind, cache) = sy_margin::margins_of_pairs(fit, pairs, level);
+            .map(|(c, p)| (c, p.efficient(), p.capable(), p.ttft_eff_ms - p.ttft_cap_ms));
+        let (blind, cache) =
+            sy_margin::margin_values_of_pairs(fit, pairs, condition_splits.len(), level);
         Ok(Margins {
-            blind: blind
-                .estimate
-                .delta_ms
-                .ok_or(SeedError::NoUncertaintyPair("blind"))?,
-            cache: cache
-                .estimate
-                .delta_ms
-                .ok_or(SeedError::NoUncertaintyPair("cache"))?,
+            blind: blind.ok_or(SeedError::NoUncertaintyPair("blind"))?,
+            cache: cache.ok_or(SeedError::NoUncertaintyPair("cache"))?,
         })
     }
 
