@@ -1,6 +1,6 @@
 //! The flags every tool shares, logging set-up and shell completions.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Command};
 use clap_complete::Shell;
@@ -48,6 +48,27 @@ impl CommonArgs {
     pub fn show_progress(&self) -> bool {
         use std::io::IsTerminal;
         !self.no_progress && !self.quiet && !self.json && std::io::stderr().is_terminal()
+    }
+}
+
+/// The probe-table cache flag of the calibration tools (`sy-fit`, `sy-margin`, `sy-select`).
+/// Flatten into a tool's clap struct with `#[command(flatten)]`.
+#[derive(Debug, Clone, Args)]
+pub struct CacheArgs {
+    /// Neither use nor write the run directory's probe-table cache (probe-table.cache), which
+    /// sy-fit and sy-margin write once they succeed and the next tool reads instead of the
+    /// records when it was made from the same record files. Without --run-dir there is none.
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+impl CacheArgs {
+    /// The probe-table cache of `run_dir` (`sy_run::Artifact::ProbeCache`), unless `--no-cache`.
+    pub fn path(&self, run_dir: Option<&Path>) -> Option<PathBuf> {
+        match run_dir {
+            Some(dir) if !self.no_cache => Some(sy_run::Artifact::ProbeCache.path(dir)),
+            _ => None,
+        }
     }
 }
 

@@ -10,7 +10,7 @@ mod common;
 mod error;
 mod progress;
 
-pub use common::{CommonArgs, init_tracing, print_completions};
+pub use common::{CacheArgs, CommonArgs, init_tracing, print_completions};
 pub use error::{ExitStatus, RunDirError, ToolError, run_main};
 pub use progress::{Phases, progress_bar, spinner};
 pub use sy_run::{

@@ -78,6 +78,8 @@ fn chain_matches_golden(records: &Path, golden: &str) {
         "-q",
     ];
     run("sy-fit", &[&common[..], &["--seed", "7"]].concat());
+    // sy-margin and sy-select read the records from the probe-table cache sy-fit left.
+    assert!(dir.path().join("probe-table.cache").is_file());
     run("sy-margin", &common);
     let select = [
         "--no-report",

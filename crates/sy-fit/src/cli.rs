@@ -6,7 +6,7 @@ use sy_run::Artifact;
 
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
-use sy_cli::{CommonArgs, RunDirError, RunError};
+use sy_cli::{CacheArgs, CommonArgs, RunDirError, RunError};
 use sy_records::{LoadOptions, Phase, ProbeTable, RecordsError, Split, SplitFractions, SplitTable};
 
 use crate::fit::{
@@ -61,6 +61,8 @@ pub struct FitArgs {
     /// Skip (count and report) invalid records instead of failing on the first one.
     #[arg(long)]
     pub skip_invalid: bool,
+    #[command(flatten)]
+    pub cache: CacheArgs,
 }
 
 fn parse_fractions(s: &str) -> Result<SplitFractions, String> {
@@ -256,10 +258,14 @@ fn fit_paths(common: &CommonArgs, args: &FitArgs) -> Result<FitPaths, CliError> 
 /// Loads the records and logs what was read, skipped and ignored.
 fn load_records(
     inputs: &[PathBuf],
-    skip_invalid: bool,
+    options: &LoadOptions,
+    cache: Option<&Path>,
     started: Instant,
 ) -> Result<ProbeTable, CliError> {
-    let loaded = ProbeTable::load(inputs, &LoadOptions { skip_invalid })?;
+    let loaded = match cache {
+        Some(cache) => ProbeTable::load_cached(inputs, options, cache)?,
+        None => ProbeTable::load(inputs, options)?,
+    };
     tracing::info!(
         "loaded {} records in {:.2} s",
         loaded.len(),
@@ -343,13 +349,7 @@ fn fit_file(
             loaded.skipped_by_field()
         ));
     }
-    let mut input_files = Vec::with_capacity(loaded.files().len());
-    for f in loaded.files() {
-        input_files.push(sy_selector::InputFile {
-            path: f.path.display().to_string(),
-            sha256: sy_cli::file_sha256(&f.path)?,
-        });
-    }
+    let input_files = loaded.input_files();
     Ok(FitFile {
         schema_version: FIT_SCHEMA_VERSION,
         tool: ToolInfo {
@@ -387,7 +387,11 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), CliError> {
     let paths = fit_paths(common, args)?;
     let mut phases = sy_cli::Phases::new(common.show_progress());
     phases.start("loading records");
-    let loaded = load_records(&paths.inputs, args.skip_invalid, started)?;
+    let options = LoadOptions {
+        skip_invalid: args.skip_invalid,
+    };
+    let cache = args.cache.path(common.run_dir.as_deref());
+    let loaded = load_records(&paths.inputs, &options, cache.as_deref(), started)?;
 
     phases.start("splitting");
     let (splits, reused) =
@@ -419,6 +423,7 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), CliError> {
         ),
         (paths.out.clone(), sy_cli::json_bytes(&paths.out, &file)?),
     ])?;
+    loaded.save_cache();
     phases.finish();
 
     for w in &file.warnings {

@@ -6,7 +6,7 @@ use sy_run::Artifact;
 
 use crate::{DEFAULT_LEVEL, MarginOptions, inputs};
 use clap::Parser;
-use sy_cli::{CommonArgs, ToolError};
+use sy_cli::{CacheArgs, CommonArgs, ToolError};
 
 /// Computes delta_blind and delta_cache on the uncertainty split and writes margins.json.
 #[derive(Debug, Parser)]
@@ -20,6 +20,8 @@ use sy_cli::{CommonArgs, ToolError};
 struct Cli {
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    cache: CacheArgs,
     /// Record files or run directories (default: the run directory).
     #[arg(long, value_name = "PATH", num_args = 1..)]
     records: Vec<PathBuf>,
@@ -58,6 +60,7 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
         splits: inputs::input_path(cli.splits.as_deref(), run_dir, Artifact::Splits, "--splits")?,
         out: inputs::input_path(cli.out.as_deref(), run_dir, Artifact::Margins, "--out")?,
         level: cli.level,
+        records_cache: cli.cache.path(run_dir),
         skip_invalid: cli.skip_invalid,
         show_progress: cli.common.show_progress(),
     };

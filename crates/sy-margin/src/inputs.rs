@@ -50,9 +50,18 @@ pub fn record_paths(
     }
 }
 
-/// Loads and validates the records' calibration columns (see `sy_records::ProbeTable::load`).
-pub fn load_records(paths: &[PathBuf], skip_invalid: bool) -> Result<ProbeTable, InputsError> {
-    let loaded = ProbeTable::load(paths, &LoadOptions { skip_invalid })?;
+/// Loads and validates the records' calibration columns (see `sy_records::ProbeTable::load`),
+/// through the probe-table cache `cache` when given (`sy_records::ProbeTable::load_cached`).
+pub fn load_records(
+    paths: &[PathBuf],
+    skip_invalid: bool,
+    cache: Option<&Path>,
+) -> Result<ProbeTable, InputsError> {
+    let options = LoadOptions { skip_invalid };
+    let loaded = match cache {
+        Some(cache) => ProbeTable::load_cached(paths, &options, cache)?,
+        None => ProbeTable::load(paths, &options)?,
+    };
     if !loaded.skipped().is_empty() {
         tracing::warn!(
             skipped = loaded.skipped().len(),

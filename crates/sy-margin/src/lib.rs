@@ -258,6 +258,8 @@ pub struct MarginOptions {
     pub level: f64,
     pub skip_invalid: bool,
     pub show_progress: bool,
+    /// The probe-table cache to read or write (`sy_run::Artifact::ProbeCache`), if any.
+    pub records_cache: Option<PathBuf>,
 }
 
 /// The run's inputs, read and checked against each other: the fit, the split table, the
@@ -272,11 +274,12 @@ struct Inputs {
 fn load_inputs(opts: &MarginOptions) -> Result<Inputs, MarginError> {
     let fit = inputs::read_fit(&opts.fit)?;
     let splits = inputs::read_splits(&opts.splits)?;
-    let records = inputs::load_records(&opts.records, opts.skip_invalid)?;
-    let mut input_files = Vec::new();
-    for f in records.files() {
-        input_files.push(inputs::input_file(&f.path)?);
-    }
+    let records = inputs::load_records(
+        &opts.records,
+        opts.skip_invalid,
+        opts.records_cache.as_deref(),
+    )?;
+    let mut input_files = records.input_files();
     inputs::check_derived_from(
         &opts.fit,
         "input_files",
@@ -383,6 +386,7 @@ pub fn run(opts: &MarginOptions) -> Result<MarginsFile, MarginError> {
         warnings,
     };
     sy_cli::atomic_write_json(&opts.out, &file)?;
+    records.save_cache();
     Ok(file)
 }
 

@@ -22,7 +22,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{RecordsError, RowIssue};
 use crate::frame::{frame_to_records, unknown_columns};
@@ -79,7 +79,7 @@ pub struct LoadOptions {
 }
 
 /// Record file format (by extension).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Format {
     Parquet,
@@ -101,7 +101,8 @@ impl Format {
 }
 
 /// Where a loaded record came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
 pub struct RowOrigin {
     /// Index into [`LoadedRecords::files`].
     pub file: u32,
@@ -110,7 +111,7 @@ pub struct RowOrigin {
 }
 
 /// What was read from one file.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FileSummary {
     pub path: PathBuf,
     pub format: Format,

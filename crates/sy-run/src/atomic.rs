@@ -126,7 +126,45 @@ pub fn atomic_write_all(files: &[(PathBuf, Vec<u8>)]) -> Result<(), RunError> {
 }
 
 /// Writes `bytes` to a synced temporary file beside `path` and returns its path.
+/// Whether [`atomic_write_with`] syncs the file to disk before renaming it into place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Synced: after a crash the path holds the old file or the whole new one.
+    Synced,
+    /// Not synced, for files whose reader verifies every byte (a checksummed cache): after a
+    /// crash the path may hold a damaged file, which that reader refuses.
+    Verified,
+}
+
+/// Writes `path` atomically, like [`atomic_write`], from what `write` puts into a buffered
+/// writer: for large files that are better streamed than held in memory first.
+pub fn atomic_write_with(
+    path: &Path,
+    durability: Durability,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), RunError> {
+    let tmp = stage_with(path, durability, |file| {
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        write(&mut out)?;
+        out.flush()
+    })?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io_error("cannot write", path)(e)
+    })
+}
+
 fn stage(path: &Path, bytes: &[u8]) -> Result<PathBuf, RunError> {
+    stage_with(path, Durability::Synced, |file| file.write_all(bytes))
+}
+
+/// Writes a temporary file beside `path` with `write`, syncs it (if `Synced`) and returns its
+/// path (removed again if anything fails).
+fn stage_with(
+    path: &Path,
+    durability: Durability,
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> Result<PathBuf, RunError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -139,8 +177,11 @@ fn stage(path: &Path, bytes: &[u8]) -> Result<PathBuf, RunError> {
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let result = (|| {
         let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()
+        write(&mut file)?;
+        match durability {
+            Durability::Synced => file.sync_all(),
+            Durability::Verified => Ok(()),
+        }
     })();
     if let Err(e) = result {
         let _ = std::fs::remove_file(&tmp);

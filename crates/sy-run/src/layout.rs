@@ -9,6 +9,8 @@
 //!   attempts.jsonl     retried and incomplete attempts, never dropped (sy-collect)
 //!   records.parquet    the records, columnar (sy-collect, at the end of a run)
 //!   manifest.json      what was collected, against what, and whether it is complete (sy-collect)
+//!   probe-table.cache  the validated, paired records as columns, for the next tool to map
+//!                      instead of reading the records again (the first calibration tool)
 //!   splits.json        the grouped fit / uncertainty / selection split (sy-fit)
 //!   fit.json           Q tables, standardisers, ridge corrections (sy-fit)
 //!   margins.json       90th-percentile margins per estimator (sy-margin)
@@ -31,6 +33,8 @@ use crate::atomic::json_error_with_field;
 pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
 /// Version of a record's layout (each line of `records.jsonl`, each row of `records.parquet`).
 pub const RECORD_SCHEMA_VERSION: u32 = 1;
+/// Version of the `probe-table.cache` layout (`sy_records::ProbeTable`'s columns and header).
+pub const PROBE_CACHE_SCHEMA_VERSION: u32 = 1;
 /// Version of the `splits.json` layout.
 pub const SPLITS_SCHEMA_VERSION: u32 = 1;
 /// Version of the `fit.json` layout. 2: each Q table row has its own cached-fraction axis (the
@@ -49,6 +53,7 @@ pub enum Artifact {
     Attempts,
     RecordsParquet,
     Manifest,
+    ProbeCache,
     Splits,
     Fit,
     Margins,
@@ -61,12 +66,13 @@ pub enum Artifact {
 
 impl Artifact {
     /// Every artifact, in the order a run produces them.
-    pub const ALL: [Artifact; 13] = [
+    pub const ALL: [Artifact; 14] = [
         Artifact::Plan,
         Artifact::Records,
         Artifact::Attempts,
         Artifact::RecordsParquet,
         Artifact::Manifest,
+        Artifact::ProbeCache,
         Artifact::Splits,
         Artifact::Fit,
         Artifact::Margins,
@@ -95,6 +101,7 @@ impl Artifact {
             Artifact::Attempts => "attempts.jsonl",
             Artifact::RecordsParquet => "records.parquet",
             Artifact::Manifest => "manifest.json",
+            Artifact::ProbeCache => "probe-table.cache",
             Artifact::Splits => "splits.json",
             Artifact::Fit => "fit.json",
             Artifact::Margins => "margins.json",
@@ -113,6 +120,7 @@ impl Artifact {
             Artifact::Records | Artifact::RecordsParquet => "records",
             Artifact::Attempts => "attempts",
             Artifact::Manifest => "run manifest",
+            Artifact::ProbeCache => "probe-table cache",
             Artifact::Splits => "split table",
             Artifact::Fit => "fit",
             Artifact::Margins => "margins",
@@ -131,6 +139,9 @@ impl Artifact {
             | Artifact::Attempts
             | Artifact::RecordsParquet
             | Artifact::Manifest => "sy-collect",
+            Artifact::ProbeCache => {
+                "sy-fit, sy-margin or sy-select (the first to read the records)"
+            }
             Artifact::Splits | Artifact::Fit => "sy-fit",
             Artifact::Margins => "sy-margin",
             Artifact::Selection
@@ -148,6 +159,7 @@ impl Artifact {
             Artifact::Records | Artifact::Attempts | Artifact::RecordsParquet => {
                 Some(RECORD_SCHEMA_VERSION)
             }
+            Artifact::ProbeCache => Some(PROBE_CACHE_SCHEMA_VERSION),
             Artifact::Splits => Some(SPLITS_SCHEMA_VERSION),
             Artifact::Fit => Some(FIT_SCHEMA_VERSION),
             Artifact::Margins => Some(MARGINS_SCHEMA_VERSION),

@@ -12,11 +12,11 @@ pub mod atomic;
 pub mod layout;
 
 pub use atomic::{
-    RunError, atomic_write, atomic_write_all, atomic_write_json, check_output_path, file_sha256,
-    json_bytes, json_error_with_field,
+    Durability, RunError, atomic_write, atomic_write_all, atomic_write_json, atomic_write_with,
+    check_output_path, file_sha256, json_bytes, json_error_with_field,
 };
 pub use layout::{
     Artifact, ArtifactError, FIT_SCHEMA_VERSION, MANIFEST_SCHEMA_VERSION, MARGINS_SCHEMA_VERSION,
-    RECORD_SCHEMA_VERSION, SELECTION_SCHEMA_VERSION, SPLITS_SCHEMA_VERSION, check_document,
-    read_artifact, read_document,
+    PROBE_CACHE_SCHEMA_VERSION, RECORD_SCHEMA_VERSION, SELECTION_SCHEMA_VERSION,
+    SPLITS_SCHEMA_VERSION, check_document, read_artifact, read_document,
 };

@@ -7,7 +7,7 @@ use sy_run::Artifact;
 
 use crate::select::{DEFAULT_LIMITS, SelectOptions};
 use clap::{Parser, Subcommand, ValueEnum};
-use sy_cli::{CommonArgs, ToolError};
+use sy_cli::{CacheArgs, CommonArgs, ToolError};
 use sy_margin::inputs;
 use sy_records::Split;
 use sy_selector::{GuardLimits, Variant};
@@ -34,6 +34,8 @@ struct Cli {
 
 #[derive(Debug, clap::Args)]
 struct SelectArgs {
+    #[command(flatten)]
+    cache: CacheArgs,
     /// Record files or run directories (default: the run directory).
     #[arg(long, value_name = "PATH", num_args = 1..)]
     records: Vec<PathBuf>,
@@ -169,6 +171,7 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
         limits,
         zero_margins: a.zero_margins,
         skip_invalid: a.skip_invalid,
+        records_cache: a.cache.path(run_dir),
         show_progress: common.show_progress(),
         created_at: None,
         bootstrap: sy_stats::BootstrapConfig {

@@ -51,7 +51,7 @@ pub const IN_SAMPLE_WARNING: &str = "these records include the bundle's own cali
 /// Replays every variant with the bundle's parameters.
 pub fn replay(opts: &ReplayOptions) -> Result<ReplayResult, ReplayError> {
     let bundle = load_bundle(&opts.bundle)?;
-    let loaded = inputs::load_records(&opts.records, opts.skip_invalid)?;
+    let loaded = inputs::load_records(&opts.records, opts.skip_invalid, None)?;
     let table = match &opts.split {
         Some((path, split)) => {
             let t = inputs::read_splits(path)?;

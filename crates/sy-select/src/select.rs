@@ -97,6 +97,8 @@ pub struct SelectOptions {
     /// Compare with zero margins (development check), instead of margins.json's.
     pub zero_margins: bool,
     pub skip_invalid: bool,
+    /// The probe-table cache to read or write (`sy_run::Artifact::ProbeCache`), if any.
+    pub records_cache: Option<PathBuf>,
     pub show_progress: bool,
     /// Creation time for the provenance (RFC 3339); `None` = now.
     pub created_at: Option<String>,
@@ -247,11 +249,12 @@ fn load_inputs(opts: &SelectOptions) -> Result<(Inputs, sy_records::ProbeTable),
     let fit_file = sy_fit::FitFile::read(&opts.fit).ok();
     let margins_file = MarginsFile::read(&opts.margins)?;
     let splits = inputs::read_splits(&opts.splits)?;
-    let loaded = inputs::load_records(&opts.records, opts.skip_invalid)?;
-    let mut input_files = Vec::new();
-    for f in loaded.files() {
-        input_files.push(inputs::input_file(&f.path)?);
-    }
+    let loaded = inputs::load_records(
+        &opts.records,
+        opts.skip_invalid,
+        opts.records_cache.as_deref(),
+    )?;
+    let mut input_files = loaded.input_files();
     check_chain(opts, &margins_file, &input_files)?;
     for p in [&opts.fit, &opts.margins, &opts.splits] {
         input_files.push(inputs::input_file(p)?);

@@ -63,6 +63,7 @@ fn prepare_with(dir: &Path, edit: impl Fn(&mut [sy_records::Record])) -> Vec<sy_
         level: 0.9,
         skip_invalid: false,
         show_progress: false,
+        records_cache: None,
     })
     .unwrap();
     records

@@ -14,6 +14,8 @@
 //! ~190 MB for a million records, plus two Parquet slices: the one being converted and the next,
 //! which a second thread decodes meanwhile.
 
+mod cache;
+mod column;
 mod native;
 
 use crate::record::Model;
@@ -35,6 +37,7 @@ use crate::load::{
 use crate::pairing::{PairKeys, check_pairing};
 use crate::record::{Phase, Record, Status};
 use crate::splits::{Split, SplitTable};
+use column::Column;
 use native::NativeFrame;
 
 /// `decode_length` of a row without one.
@@ -60,6 +63,12 @@ impl Interner {
 
     fn get(&self, i: u32) -> &str {
         self.values.get(i as usize).map_or("", String::as_str)
+    }
+
+    /// The interner of distinct `values` (as a cache holds them).
+    fn from_values(values: Vec<String>) -> Self {
+        let index = values.iter().cloned().zip(0..).collect();
+        Interner { values, index }
     }
 }
 
@@ -131,6 +140,38 @@ impl ConditionIndex {
         c
     }
 
+    /// (run index, condition id, has load-phase rows) by condition index (what a cache holds).
+    fn entries(&self) -> Vec<(u32, String, bool)> {
+        self.conditions
+            .iter()
+            .zip(&self.is_load)
+            .map(|((run, cond), &load)| (*run, cond.clone(), load))
+            .collect()
+    }
+
+    /// The index of `runs` and [`ConditionIndex::entries`]; refuses a run index out of range or
+    /// a condition listed twice.
+    fn from_entries(runs: Vec<String>, entries: Vec<(u32, String, bool)>) -> Result<Self, String> {
+        let mut index = ConditionIndex {
+            runs: Interner::from_values(runs),
+            ..ConditionIndex::default()
+        };
+        for (run, condition, load) in entries {
+            let name = index.runs.values.get(run as usize).cloned();
+            let Some(name) = name else {
+                return Err(format!(
+                    "condition {condition}: run index {run} out of range"
+                ));
+            };
+            let before = index.conditions.len();
+            let c = index.intern(&name, &condition, load) as usize;
+            if c != before || index.conditions.get(c).map(|e| e.0) != Some(run) {
+                return Err(format!("condition {condition} of run {name} listed twice"));
+            }
+        }
+        Ok(index)
+    }
+
     fn mark_load(&mut self, c: u32) {
         if let Some(l) = self.is_load.get_mut(c as usize) {
             *l = true;
@@ -144,33 +185,96 @@ pub struct ProbeTable {
     conditions: ConditionIndex,
     models: Interner,
     decode_lengths: Interner,
-    probe_text: String,
-    probe_end: Vec<usize>,
-    condition: Vec<u32>,
-    phase: Vec<Phase>,
-    role: Vec<Model>,
-    status: Vec<Status>,
-    repeat: Vec<u32>,
-    model: Vec<u32>,
-    decode_length: Vec<u32>,
-    planned_n: Vec<u64>,
-    planned_f: Vec<f64>,
-    n: Vec<Option<u64>>,
-    k: Vec<Option<u64>>,
-    r: Vec<Option<u64>>,
-    prefill_tokens_booked: Vec<Option<u64>>,
-    prefill_capacity_tokens: Vec<Option<u64>>,
-    schedulable: Vec<Option<bool>>,
-    observed_at_unix_ms: Vec<Option<f64>>,
-    sent_at_unix_ms: Vec<f64>,
-    ttft_ms: Vec<Option<f64>>,
-    client_server_gap_ms: Vec<Option<f64>>,
+    /// Every row's probe id, one after another (UTF-8); row `i`'s ends at `probe_end[i]`.
+    probe_text: Column<u8>,
+    probe_end: Column<u64>,
+    condition: Column<u32>,
+    /// [`Phase`], [`Model`] and [`Status`] as codes (see [`codes`]).
+    phase: Column<u8>,
+    role: Column<u8>,
+    status: Column<u8>,
+    repeat: Column<u32>,
+    model: Column<u32>,
+    decode_length: Column<u32>,
+    planned_n: Column<u64>,
+    planned_f: Column<f64>,
+    /// Which optional values a row has, and `schedulable` (bits of [`present`]); an absent
+    /// value's slot holds 0.
+    present: Column<u16>,
+    n: Column<u64>,
+    k: Column<u64>,
+    r: Column<u64>,
+    prefill_tokens_booked: Column<u64>,
+    prefill_capacity_tokens: Column<u64>,
+    observed_at_unix_ms: Column<f64>,
+    sent_at_unix_ms: Column<f64>,
+    ttft_ms: Column<f64>,
+    client_server_gap_ms: Column<f64>,
     /// 0 no reservation; 1 reserved, `pick_differs` unknown; 2 / 3 reserved, differs false / true.
-    pick: Vec<u8>,
-    origins: Vec<RowOrigin>,
+    pick: Column<u8>,
+    origins: Column<RowOrigin>,
     files: Vec<FileSummary>,
     skipped: Vec<RowIssue>,
-    pairs: Vec<(u32, u32)>,
+    /// (efficient row, capable row) of each load-phase probe.
+    pairs: Column<[u32; 2]>,
+    /// The SHA-256 of each file in `files`.
+    digests: Vec<String>,
+    /// Where and under which key [`ProbeTable::save_cache`] writes this table's cache.
+    unsaved_cache: Option<(PathBuf, cache::CacheKey)>,
+}
+
+/// The bits of [`ProbeTable`]'s `present` column.
+mod present {
+    pub const N: u16 = 1;
+    pub const K: u16 = 1 << 1;
+    pub const R: u16 = 1 << 2;
+    pub const PREFILL_TOKENS_BOOKED: u16 = 1 << 3;
+    pub const PREFILL_CAPACITY_TOKENS: u16 = 1 << 4;
+    pub const OBSERVED_AT: u16 = 1 << 5;
+    pub const TTFT: u16 = 1 << 6;
+    pub const CLIENT_SERVER_GAP: u16 = 1 << 7;
+    pub const SCHEDULABLE: u16 = 1 << 8;
+    /// `schedulable` is true (with [`SCHEDULABLE`]).
+    pub const SCHEDULABLE_TRUE: u16 = 1 << 9;
+    /// Every bit a row may carry.
+    pub const ALL: u16 = (1 << 10) - 1;
+}
+
+/// The codes of [`ProbeTable`]'s `phase`, `role` and `status` columns.
+mod codes {
+    use crate::record::{Model, Phase, Status};
+
+    pub fn phase(p: Phase) -> u8 {
+        match p {
+            Phase::Qgrid => 0,
+            Phase::Load => 1,
+        }
+    }
+    pub fn to_phase(c: u8) -> Phase {
+        if c == 1 { Phase::Load } else { Phase::Qgrid }
+    }
+    pub fn role(m: Model) -> u8 {
+        match m {
+            Model::Efficient => 0,
+            Model::Capable => 1,
+        }
+    }
+    pub fn to_role(c: u8) -> Model {
+        if c == 1 {
+            Model::Capable
+        } else {
+            Model::Efficient
+        }
+    }
+    pub fn status(s: Status) -> u8 {
+        match s {
+            Status::Ok => 0,
+            Status::Error => 1,
+        }
+    }
+    pub fn to_status(c: u8) -> Status {
+        if c == 1 { Status::Error } else { Status::Ok }
+    }
 }
 
 /// One row of a [`ProbeTable`] (one candidate of one probe).
@@ -206,13 +310,13 @@ impl<'a> Row<'a> {
         self.table.probe_id_of(self.i)
     }
     pub fn phase(&self) -> Phase {
-        self.table.phase[self.i]
+        codes::to_phase(self.table.phase[self.i])
     }
     pub fn role(&self) -> Model {
-        self.table.role[self.i]
+        codes::to_role(self.table.role[self.i])
     }
     pub fn status(&self) -> Status {
-        self.table.status[self.i]
+        codes::to_status(self.table.status[self.i])
     }
     pub fn repeat(&self) -> u32 {
         self.table.repeat[self.i]
@@ -227,20 +331,21 @@ impl<'a> Row<'a> {
         self.table.planned_f[self.i]
     }
     pub fn n(&self) -> Option<u64> {
-        self.table.n[self.i]
+        self.table.value(&self.table.n, present::N, self.i)
     }
     pub fn k(&self) -> Option<u64> {
-        self.table.k[self.i]
+        self.table.value(&self.table.k, present::K, self.i)
     }
     pub fn ttft_ms(&self) -> Option<f64> {
-        self.table.ttft_ms[self.i]
+        self.table.value(&self.table.ttft_ms, present::TTFT, self.i)
     }
     /// When the probe was sent, milliseconds since the Unix epoch.
     pub fn sent_at_unix_ms(&self) -> f64 {
         self.table.sent_at_unix_ms[self.i]
     }
     pub fn client_server_gap_ms(&self) -> Option<f64> {
-        self.table.client_server_gap_ms[self.i]
+        let t = self.table;
+        t.value(&t.client_server_gap_ms, present::CLIENT_SERVER_GAP, self.i)
     }
     /// The background's `decode_length` (`"short"` / `"long"`), if any.
     pub fn decode_length(&self) -> Option<&'a str> {
@@ -254,16 +359,20 @@ impl<'a> Row<'a> {
     pub fn rule_observation(&self) -> Observation {
         let t = self.table;
         let i = self.i;
+        let bits = t.present[i];
+        let at = |column: &[u64], bit: u16| (bits & bit != 0).then(|| column[i]);
+        let schedulable =
+            (bits & present::SCHEDULABLE != 0).then_some(bits & present::SCHEDULABLE_TRUE != 0);
         sy_wire::observed::rule_observation(
             [
-                t.n[i],
-                t.k[i],
-                t.r[i],
-                t.prefill_tokens_booked[i],
-                t.prefill_capacity_tokens[i],
+                at(&t.n, present::N),
+                at(&t.k, present::K),
+                at(&t.r, present::R),
+                at(&t.prefill_tokens_booked, present::PREFILL_TOKENS_BOOKED),
+                at(&t.prefill_capacity_tokens, present::PREFILL_CAPACITY_TOKENS),
             ],
-            t.schedulable[i],
-            t.observed_at_unix_ms[i],
+            schedulable,
+            (bits & present::OBSERVED_AT != 0).then(|| t.observed_at_unix_ms[i]),
         )
     }
 }
@@ -303,10 +412,10 @@ impl PairKeys for ProbeTable {
         self.phase.len()
     }
     fn phase(&self, i: usize) -> Phase {
-        self.phase[i]
+        codes::to_phase(self.phase[i])
     }
     fn role(&self, i: usize) -> Model {
-        self.role[i]
+        codes::to_role(self.role[i])
     }
     fn run_id(&self, i: usize) -> &str {
         self.run_id_of(i)
@@ -327,6 +436,66 @@ impl ProbeTable {
     /// [`crate::load_records`], whose rules apply unchanged).
     pub fn load(paths: &[PathBuf], options: &LoadOptions) -> Result<ProbeTable, RecordsError> {
         let files = resolve_inputs(paths)?;
+        let digests = digests(&files)?;
+        let mut t = ProbeTable::read_files(&files, options)?;
+        t.digests = digests;
+        Ok(t)
+    }
+
+    /// [`ProbeTable::load`] through the probe-table cache at `cache` ([`sy_run::Artifact::ProbeCache`],
+    /// see the `cache` module): the cached table when it was made from the same record files
+    /// (by SHA-256) with the same options and passes its checks; otherwise the records are read,
+    /// and [`ProbeTable::save_cache`] (called once the tool has succeeded: a failed run leaves
+    /// the run directory as it was) writes the cache for the next tool.
+    pub fn load_cached(
+        paths: &[PathBuf],
+        options: &LoadOptions,
+        cache: &Path,
+    ) -> Result<ProbeTable, RecordsError> {
+        let files = resolve_inputs(paths)?;
+        let digests = digests(&files)?;
+        let key = cache::CacheKey::new(&files, &digests, options);
+        match cache::open(cache, &key) {
+            Ok(mut t) => {
+                tracing::info!(cache = %cache.display(), rows = t.len(), "probe table read from its cache");
+                t.digests = digests;
+                return Ok(t);
+            }
+            Err(why) if cache.exists() => {
+                tracing::info!(cache = %cache.display(), "probe-table cache not used: {why}");
+            }
+            Err(_) => {}
+        }
+        let mut t = ProbeTable::read_files(&files, options)?;
+        t.digests = digests;
+        t.unsaved_cache = Some((cache.to_path_buf(), key));
+        Ok(t)
+    }
+
+    /// Writes the probe-table cache of a table [`ProbeTable::load_cached`] read from the records
+    /// (nothing for a table read from its cache or loaded without one). A cache that cannot be
+    /// written is only reported: the next tool reads the records instead. Returns whether it
+    /// was written.
+    pub fn save_cache(&self) -> bool {
+        let Some((path, key)) = &self.unsaved_cache else {
+            return false;
+        };
+        let started = std::time::Instant::now();
+        match cache::write(self, key, path) {
+            Ok(()) => {
+                let seconds = started.elapsed().as_secs_f64();
+                tracing::debug!(cache = %path.display(), seconds, "probe-table cache written");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(cache = %path.display(), "cannot write the probe-table cache: {e}");
+                false
+            }
+        }
+    }
+
+    /// Reads, validates and pairs the records of `files` (already resolved).
+    fn read_files(files: &[PathBuf], options: &LoadOptions) -> Result<ProbeTable, RecordsError> {
         let mut t = ProbeTable::default();
         for (index, path) in files.iter().enumerate() {
             let file = u32::try_from(index).unwrap_or(u32::MAX);
@@ -336,9 +505,24 @@ impl ProbeTable {
         t.pair_up(options)?;
         count_per_file(&mut t.files, &t.origins, &t.skipped);
         if t.is_empty() {
-            return Err(no_valid_records(&files));
+            return Err(no_valid_records(files));
         }
         Ok(t)
+    }
+
+    /// The record files read, each with its SHA-256 (hashed once, when loaded), in argument
+    /// order: the records' provenance in every file a tool writes.
+    pub fn input_files(&self) -> Vec<sy_selector::InputFile> {
+        let digests = self.digests.iter().map(String::as_str);
+        let digests = digests.chain(std::iter::repeat(""));
+        self.files
+            .iter()
+            .zip(digests)
+            .map(|(f, sha256)| sy_selector::InputFile {
+                path: f.path.display().to_string(),
+                sha256: sha256.to_string(),
+            })
+            .collect()
     }
 
     /// The table of records already in memory (all valid; paired like [`ProbeTable::load`]).
@@ -382,7 +566,7 @@ impl ProbeTable {
 
     /// The load-phase probes, in order of first appearance.
     pub fn pairs(&self) -> impl ExactSizeIterator<Item = ProbePair<'_>> + '_ {
-        self.pairs.iter().map(move |&(e, c)| ProbePair {
+        self.pairs.iter().map(move |&[e, c]| ProbePair {
             efficient: self.row(e as usize),
             capable: self.row(c as usize),
         })
@@ -415,7 +599,7 @@ impl ProbeTable {
     /// How the observations relate to the advisory pick (see [`PickSummary`]).
     pub fn pick_summary(&self) -> PickSummary {
         let mut s = PickSummary::default();
-        for &p in &self.pick {
+        for &p in self.pick.iter() {
             let differs = match p {
                 2 => Some(false),
                 3 => Some(true),
@@ -474,10 +658,18 @@ impl ProbeTable {
     }
 
     fn probe_id_of(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.probe_end[i - 1] };
+        let end = |i: usize| usize::try_from(self.probe_end[i]).unwrap_or(usize::MAX);
+        let start = if i == 0 { 0 } else { end(i - 1) };
         self.probe_text
-            .get(start..self.probe_end[i])
+            .get(start..end(i))
+            .and_then(|b| std::str::from_utf8(b).ok())
             .unwrap_or_default()
+    }
+
+    /// Optional value `i` of `column`, present when the row's `present` bits have `bit`.
+    #[inline]
+    fn value<T: Copy>(&self, column: &[T], bit: u16, i: usize) -> Option<T> {
+        (self.present[i] & bit != 0).then(|| column[i])
     }
 
     /// Appends one valid row.
@@ -498,11 +690,13 @@ impl ProbeTable {
             _ => self.conditions.intern(row.run_id, row.condition_id, load),
         };
         self.condition.push(condition);
-        self.probe_text.push_str(row.probe_id);
-        self.probe_end.push(self.probe_text.len());
-        self.phase.push(row.phase);
-        self.role.push(row.role);
-        self.status.push(row.status);
+        let text = self.probe_text.vec();
+        text.extend_from_slice(row.probe_id.as_bytes());
+        let end = text.len() as u64;
+        self.probe_end.push(end);
+        self.phase.push(codes::phase(row.phase));
+        self.role.push(codes::role(row.role));
+        self.status.push(codes::status(row.status));
         self.repeat.push(row.repeat);
         let model = match self.model.last() {
             Some(&m) if self.models.get(m) == row.model => m,
@@ -515,17 +709,20 @@ impl ProbeTable {
         self.decode_length.push(decode_length);
         self.planned_n.push(row.planned_n);
         self.planned_f.push(row.planned_f);
-        self.n.push(row.n);
-        self.k.push(row.k);
-        self.r.push(row.r);
-        self.prefill_tokens_booked.push(row.prefill_tokens_booked);
+        self.present.push(row.present_bits());
+        self.n.push(row.n.unwrap_or(0));
+        self.k.push(row.k.unwrap_or(0));
+        self.r.push(row.r.unwrap_or(0));
+        self.prefill_tokens_booked
+            .push(row.prefill_tokens_booked.unwrap_or(0));
         self.prefill_capacity_tokens
-            .push(row.prefill_capacity_tokens);
-        self.schedulable.push(row.schedulable);
-        self.observed_at_unix_ms.push(row.observed_at_unix_ms);
+            .push(row.prefill_capacity_tokens.unwrap_or(0));
+        self.observed_at_unix_ms
+            .push(row.observed_at_unix_ms.unwrap_or(0.0));
         self.sent_at_unix_ms.push(row.sent_at_unix_ms);
-        self.ttft_ms.push(row.ttft_ms);
-        self.client_server_gap_ms.push(row.client_server_gap_ms);
+        self.ttft_ms.push(row.ttft_ms.unwrap_or(0.0));
+        self.client_server_gap_ms
+            .push(row.client_server_gap_ms.unwrap_or(0.0));
         self.pick.push(match (row.reserved, row.pick_differs) {
             (false, _) => 0,
             (true, None) => 1,
@@ -638,28 +835,28 @@ impl ProbeTable {
     }
 
     fn reserve(&mut self, rows: usize) {
-        self.condition.reserve(rows);
-        self.phase.reserve(rows);
-        self.role.reserve(rows);
-        self.status.reserve(rows);
-        self.repeat.reserve(rows);
-        self.model.reserve(rows);
-        self.decode_length.reserve(rows);
-        self.planned_n.reserve(rows);
-        self.planned_f.reserve(rows);
-        self.n.reserve(rows);
-        self.k.reserve(rows);
-        self.r.reserve(rows);
-        self.prefill_tokens_booked.reserve(rows);
-        self.prefill_capacity_tokens.reserve(rows);
-        self.schedulable.reserve(rows);
-        self.observed_at_unix_ms.reserve(rows);
-        self.sent_at_unix_ms.reserve(rows);
-        self.ttft_ms.reserve(rows);
-        self.client_server_gap_ms.reserve(rows);
-        self.pick.reserve(rows);
-        self.origins.reserve(rows);
-        self.probe_end.reserve(rows);
+        self.condition.vec().reserve(rows);
+        self.phase.vec().reserve(rows);
+        self.role.vec().reserve(rows);
+        self.status.vec().reserve(rows);
+        self.repeat.vec().reserve(rows);
+        self.model.vec().reserve(rows);
+        self.decode_length.vec().reserve(rows);
+        self.planned_n.vec().reserve(rows);
+        self.planned_f.vec().reserve(rows);
+        self.present.vec().reserve(rows);
+        self.n.vec().reserve(rows);
+        self.k.vec().reserve(rows);
+        self.r.vec().reserve(rows);
+        self.prefill_tokens_booked.vec().reserve(rows);
+        self.prefill_capacity_tokens.vec().reserve(rows);
+        self.observed_at_unix_ms.vec().reserve(rows);
+        self.sent_at_unix_ms.vec().reserve(rows);
+        self.ttft_ms.vec().reserve(rows);
+        self.client_server_gap_ms.vec().reserve(rows);
+        self.pick.vec().reserve(rows);
+        self.origins.vec().reserve(rows);
+        self.probe_end.vec().reserve(rows);
     }
 
     /// Converts and validates one frame (rows `offset + 1 ..` of `path`) and appends its rows.
@@ -780,54 +977,64 @@ impl ProbeTable {
 
     /// Keeps the rows whose `drop` flag is false.
     fn retain(&mut self, drop: &[bool]) {
-        fn keep<T: Clone>(v: &mut Vec<T>, drop: &[bool]) {
-            let mut it = drop.iter();
-            v.retain(|_| !it.next().copied().unwrap_or(false));
-        }
-        let mut text = String::with_capacity(self.probe_text.len());
+        let mut text = Vec::with_capacity(self.probe_text.len());
         let mut ends = Vec::with_capacity(self.probe_end.len());
         for (i, d) in drop.iter().enumerate() {
             if !d {
-                text.push_str(self.probe_id_of(i));
-                ends.push(text.len());
+                text.extend_from_slice(self.probe_id_of(i).as_bytes());
+                ends.push(text.len() as u64);
             }
         }
-        self.probe_text = text;
-        self.probe_end = ends;
-        keep(&mut self.condition, drop);
-        keep(&mut self.phase, drop);
-        keep(&mut self.role, drop);
-        keep(&mut self.status, drop);
-        keep(&mut self.repeat, drop);
-        keep(&mut self.model, drop);
-        keep(&mut self.decode_length, drop);
-        keep(&mut self.planned_n, drop);
-        keep(&mut self.planned_f, drop);
-        keep(&mut self.n, drop);
-        keep(&mut self.k, drop);
-        keep(&mut self.r, drop);
-        keep(&mut self.prefill_tokens_booked, drop);
-        keep(&mut self.prefill_capacity_tokens, drop);
-        keep(&mut self.schedulable, drop);
-        keep(&mut self.observed_at_unix_ms, drop);
-        keep(&mut self.sent_at_unix_ms, drop);
-        keep(&mut self.ttft_ms, drop);
-        keep(&mut self.client_server_gap_ms, drop);
-        keep(&mut self.pick, drop);
-        keep(&mut self.origins, drop);
+        self.probe_text = Column::from(text);
+        self.probe_end = Column::from(ends);
+        self.condition.retain_unless(drop);
+        self.phase.retain_unless(drop);
+        self.role.retain_unless(drop);
+        self.status.retain_unless(drop);
+        self.repeat.retain_unless(drop);
+        self.model.retain_unless(drop);
+        self.decode_length.retain_unless(drop);
+        self.planned_n.retain_unless(drop);
+        self.planned_f.retain_unless(drop);
+        self.present.retain_unless(drop);
+        self.n.retain_unless(drop);
+        self.k.retain_unless(drop);
+        self.r.retain_unless(drop);
+        self.prefill_tokens_booked.retain_unless(drop);
+        self.prefill_capacity_tokens.retain_unless(drop);
+        self.observed_at_unix_ms.retain_unless(drop);
+        self.sent_at_unix_ms.retain_unless(drop);
+        self.ttft_ms.retain_unless(drop);
+        self.client_server_gap_ms.retain_unless(drop);
+        self.pick.retain_unless(drop);
+        self.origins.retain_unless(drop);
     }
 }
 
-fn to_u32_pairs(pairs: &[(usize, usize)]) -> Vec<(u32, u32)> {
-    pairs
+/// The SHA-256 of each file, in hex.
+fn digests(files: &[PathBuf]) -> Result<Vec<String>, RecordsError> {
+    files
         .iter()
-        .map(|&(e, c)| {
-            (
-                u32::try_from(e).unwrap_or(u32::MAX),
-                u32::try_from(c).unwrap_or(u32::MAX),
-            )
+        .map(|f| {
+            sy_run::file_sha256(f).map_err(|e| RecordsError::Read {
+                path: f.clone(),
+                message: e.to_string(),
+            })
         })
         .collect()
+}
+
+fn to_u32_pairs(pairs: &[(usize, usize)]) -> Column<[u32; 2]> {
+    let pairs: Vec<[u32; 2]> = pairs
+        .iter()
+        .map(|&(e, c)| {
+            [
+                u32::try_from(e).unwrap_or(u32::MAX),
+                u32::try_from(c).unwrap_or(u32::MAX),
+            ]
+        })
+        .collect();
+    Column::from(pairs)
 }
 
 /// The first cell problem of each row that has one (earliest field in the record layout).
@@ -946,6 +1153,30 @@ impl<'a> RowValues<'a> {
             ttft_ms: c.ttft_ms[i],
             client_server_gap_ms: c.client_server_gap_ms[i],
         })
+    }
+
+    /// The row's bits of [`ProbeTable`]'s `present` column.
+    fn present_bits(&self) -> u16 {
+        let bit = |has: bool, bit: u16| if has { bit } else { 0 };
+        bit(self.n.is_some(), present::N)
+            | bit(self.k.is_some(), present::K)
+            | bit(self.r.is_some(), present::R)
+            | bit(
+                self.prefill_tokens_booked.is_some(),
+                present::PREFILL_TOKENS_BOOKED,
+            )
+            | bit(
+                self.prefill_capacity_tokens.is_some(),
+                present::PREFILL_CAPACITY_TOKENS,
+            )
+            | bit(self.observed_at_unix_ms.is_some(), present::OBSERVED_AT)
+            | bit(self.ttft_ms.is_some(), present::TTFT)
+            | bit(
+                self.client_server_gap_ms.is_some(),
+                present::CLIENT_SERVER_GAP,
+            )
+            | bit(self.schedulable.is_some(), present::SCHEDULABLE)
+            | bit(self.schedulable == Some(true), present::SCHEDULABLE_TRUE)
     }
 
     fn checked(&self) -> CheckedFields<'a> {
