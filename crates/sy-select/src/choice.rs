@@ -11,8 +11,8 @@ use sy_selector::{RuleParams, Thresholds, Variant};
 pub use crate::error::ChoiceError;
 use crate::evaluate::{EvalPair, GuardProbe, Replay, VariantStats, replay_variant};
 use crate::search::{
-    Landscape, RuleFamily, SearchOutcome, SearchProbe, TIE_TOLERANCE_MS, ThresholdRule,
-    search_thresholds,
+    Landscape, RuleFamily, SearchInput, SearchOutcome, SearchProbe, TIE_TOLERANCE_MS,
+    ThresholdRule, search_prepared,
 };
 
 /// How a candidate was chosen.
@@ -102,22 +102,24 @@ pub fn search_and_choose<P: std::borrow::Borrow<EvalPair>>(
         .iter()
         .map(|p| guard.search_probe(p.borrow()))
         .collect();
+    let probes = SearchInput::new(&probes).map_err(ChoiceError::Search)?;
     choose_on_probes(base, &probes, sel_pairs, sel_unmeasured, landscape_columns)
 }
 
 /// [`search_and_choose`] with the fit split already in the search's view
-/// ([`GuardProbe::search_probe`] of each fit pair, with `base`'s limits).
+/// ([`GuardProbe::search_probe`] of each fit pair, with `base`'s limits, prepared as a
+/// [`SearchInput`]).
 pub fn choose_on_probes<P: std::borrow::Borrow<EvalPair>>(
     base: &RuleParams,
-    probes: &[SearchProbe],
+    probes: &SearchInput,
     sel_pairs: &[P],
     sel_unmeasured: u64,
     landscape_columns: usize,
 ) -> Result<Choices, ChoiceError> {
     let (search_count, _) =
-        search_thresholds(probes, RuleFamily::Count, 0).map_err(ChoiceError::Search)?;
+        search_prepared(probes, RuleFamily::Count, 0).map_err(ChoiceError::Search)?;
     let (search_cp, landscape) =
-        search_thresholds(probes, RuleFamily::CountPrefill, landscape_columns)
+        search_prepared(probes, RuleFamily::CountPrefill, landscape_columns)
             .map_err(ChoiceError::Search)?;
 
     let count_params = with_rule(base, search_count.best.rule);

@@ -29,7 +29,10 @@
 //!   every p for that r in one pass.
 //!
 //! The cost is `O(n log n + |r| · (n + |p|))`, where `|r|` is the number of distinct observed
-//! booked-request counts (small: R is an integer count of requests on one worker).
+//! booked-request counts (small: R is an integer count of requests on one worker). The two sorts
+//! are made once per set of probes ([`SearchInput`]): both rule families read them, and a subset
+//! (another seed's fit split, [`SearchInput::subset`]) is a filter of them, which keeps their
+//! order, so the stability seeds search without sorting.
 //!
 //! Sums are exact: TTFTs are quantised to integer units of 1e-9 ms and summed in `i128`, so two
 //! rules that trigger the same probes always tie exactly, whatever the summation order.
@@ -210,14 +213,73 @@ fn tie_better(a: &ThresholdRule, a_over: u64, b: &ThresholdRule, b_over: u64) ->
 }
 
 /// One probe in a term's sorted list: the term's value, the other term's valid value (P in
-/// the list by R, R in the list by P; read by the both-term rules), the probe's gain and its
-/// guard.
-#[derive(Clone, Copy)]
+/// the list by R, R in the list by P; read by the both-term rules), the probe's gain, its guard
+/// and its index among the probes.
+#[derive(Debug, Clone, Copy)]
 struct Sorted {
     value: f64,
     other: Option<f64>,
     gain: i64,
     guard: GuardPass,
+    probe: u32,
+}
+
+/// Probes ready for the search: their TTFTs in exact units and their two sorted lists (by R
+/// and by P, descending), made once and read by both rule families and every subset.
+#[derive(Debug)]
+pub struct SearchInput {
+    /// Each probe's (efficient, capable) TTFT in units.
+    units: Vec<(i64, i64)>,
+    by_r: Vec<Sorted>,
+    by_p: Vec<Sorted>,
+}
+
+impl SearchInput {
+    /// Checks the probes' TTFTs and sorts them by R and by P.
+    pub fn new(probes: &[SearchProbe]) -> Result<SearchInput, SearchError> {
+        let units = quantised(probes)?;
+        Ok(SearchInput {
+            by_r: descending(probes, &units, |p| p.r_eff, |p| p.p_eff),
+            by_p: descending(probes, &units, |p| p.p_eff, |p| p.r_eff),
+            units,
+        })
+    }
+
+    /// The probes whose `keep` flag (by probe index) is set, in the same order, without
+    /// sorting again.
+    pub fn subset(&self, keep: &[bool]) -> SearchInput {
+        let mut renumbered = Vec::with_capacity(self.units.len());
+        let mut units = Vec::new();
+        for (i, &u) in self.units.iter().enumerate() {
+            renumbered.push(units.len() as u32);
+            if keep.get(i).copied().unwrap_or(false) {
+                units.push(u);
+            }
+        }
+        let filter = |list: &[Sorted]| -> Vec<Sorted> {
+            list.iter()
+                .filter(|s| keep.get(s.probe as usize).copied().unwrap_or(false))
+                .map(|s| Sorted {
+                    probe: renumbered[s.probe as usize],
+                    ..*s
+                })
+                .collect()
+        };
+        SearchInput {
+            by_r: filter(&self.by_r),
+            by_p: filter(&self.by_p),
+            units,
+        }
+    }
+
+    /// Number of probes.
+    pub fn len(&self) -> usize {
+        self.units.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.units.is_empty()
+    }
 }
 
 /// The probes with a valid `value`, by descending value, each with its valid `other` value.
@@ -225,19 +287,21 @@ struct Sorted {
 /// order.
 fn descending(
     probes: &[SearchProbe],
-    gains: &[i64],
+    units: &[(i64, i64)],
     value: fn(&SearchProbe) -> Option<f64>,
     other: fn(&SearchProbe) -> Option<f64>,
 ) -> Vec<Sorted> {
     let mut v: Vec<Sorted> = probes
         .iter()
-        .zip(gains)
-        .filter_map(|(p, &gain)| {
+        .zip(units)
+        .enumerate()
+        .filter_map(|(i, (p, &(e, c)))| {
             valid(value(p)).map(|value| Sorted {
                 value,
                 other: valid(other(p)),
-                gain,
+                gain: c - e,
                 guard: p.guard,
+                probe: u32::try_from(i).unwrap_or(u32::MAX),
             })
         })
         .collect();
@@ -301,20 +365,10 @@ fn landscape_columns(p_len: usize, max: usize) -> Vec<usize> {
     cols
 }
 
-/// The probes' TTFTs in exact integer units: the Stage total, the oracle total and each probe's
-/// gain `cap − eff` if overridden.
-struct Quantised {
-    base: i128,
-    oracle: i128,
-    gains: Vec<i64>,
-}
-
-fn quantised(probes: &[SearchProbe]) -> Result<Quantised, SearchError> {
-    let mut q = Quantised {
-        base: 0,
-        oracle: 0,
-        gains: Vec::with_capacity(probes.len()),
-    };
+/// The probes' TTFTs in exact integer units, (efficient, capable) per probe; an error names
+/// the first probe whose TTFT is not finite and non-negative.
+fn quantised(probes: &[SearchProbe]) -> Result<Vec<(i64, i64)>, SearchError> {
+    let mut units = Vec::with_capacity(probes.len());
     for (index, pr) in probes.iter().enumerate() {
         let ok = |v: f64| v.is_finite() && v >= 0.0;
         if !ok(pr.ttft_eff_ms) || !ok(pr.ttft_cap_ms) {
@@ -324,12 +378,9 @@ fn quantised(probes: &[SearchProbe]) -> Result<Quantised, SearchError> {
                 cap: pr.ttft_cap_ms,
             });
         }
-        let (e, c) = (quantise(pr.ttft_eff_ms), quantise(pr.ttft_cap_ms));
-        q.base += i128::from(e);
-        q.oracle += i128::from(e.min(c));
-        q.gains.push(c - e);
+        units.push((quantise(pr.ttft_eff_ms), quantise(pr.ttft_cap_ms)));
     }
-    Ok(q)
+    Ok(units)
 }
 
 fn valid(v: Option<f64>) -> Option<f64> {
@@ -356,22 +407,18 @@ struct Sweep {
 }
 
 impl Sweep {
-    fn new(probes: &[SearchProbe], gains: &[i64], family: RuleFamily) -> Sweep {
+    fn new(input: &SearchInput, family: RuleFamily) -> Sweep {
         let prefill = family == RuleFamily::CountPrefill;
-        let by_r = descending(probes, gains, |p| p.r_eff, |p| p.p_eff);
-        let by_p_all = if prefill {
-            descending(probes, gains, |p| p.p_eff, |p| p.r_eff)
-        } else {
-            Vec::new()
-        };
-        let r_values = distinct_ascending(&by_r);
-        let p_values = distinct_ascending(&by_p_all);
-        let (r_sum, r_cnt) = single_term_sums(eligible(&by_r, |g| g.r_only), &r_values, r_trigger);
+        let by_r = &input.by_r[..];
+        let by_p_all = if prefill { &input.by_p[..] } else { &[] };
+        let r_values = distinct_ascending(by_r);
+        let p_values = distinct_ascending(by_p_all);
+        let (r_sum, r_cnt) = single_term_sums(eligible(by_r, |g| g.r_only), &r_values, r_trigger);
         let (p_sum, p_cnt) =
-            single_term_sums(eligible(&by_p_all, |g| g.p_only), &p_values, p_trigger);
+            single_term_sums(eligible(by_p_all, |g| g.p_only), &p_values, p_trigger);
         // The both-term rules' `R >= r` part (no r values without the p term: nothing to sum).
         let both: fn(&GuardPass) -> bool = if prefill { |g| g.both } else { |_| false };
-        let (br_sum, br_cnt) = single_term_sums(eligible(&by_r, both), &r_values, r_trigger);
+        let (br_sum, br_cnt) = single_term_sums(eligible(by_r, both), &r_values, r_trigger);
         // Both-term probes by ascending R: those without a valid R (never triggered by R)
         // first, then `by_r` reversed.
         let fires_at = |p: f64| p_values.partition_point(|&t| p_trigger(p, t));
@@ -565,14 +612,24 @@ pub fn search_thresholds(
     family: RuleFamily,
     landscape_p_columns: usize,
 ) -> Result<(SearchOutcome, Option<Landscape>), SearchError> {
-    if probes.is_empty() {
+    search_prepared(&SearchInput::new(probes)?, family, landscape_p_columns)
+}
+
+/// [`search_thresholds`] on probes already prepared (sorted) for it.
+pub fn search_prepared(
+    input: &SearchInput,
+    family: RuleFamily,
+    landscape_p_columns: usize,
+) -> Result<(SearchOutcome, Option<Landscape>), SearchError> {
+    if input.is_empty() {
         return Err(SearchError::NoProbes);
     }
-    let q = quantised(probes)?;
-    let n = probes.len();
+    let base: i128 = input.units.iter().map(|&(e, _)| i128::from(e)).sum();
+    let oracle: i128 = input.units.iter().map(|&(e, c)| i128::from(e.min(c))).sum();
+    let n = input.len();
     let n_f = n as f64;
-    let to_mean = |gain: i128| (q.base + gain) as f64 / UNITS_PER_MS / n_f;
-    let sweep = Sweep::new(probes, &q.gains, family);
+    let to_mean = |gain: i128| (base + gain) as f64 / UNITS_PER_MS / n_f;
+    let sweep = Sweep::new(input, family);
     let mut chooser = Chooser {
         // Tolerance on the mean (1e-9 ms) as a tolerance on the summed units: n units.
         tol_units: (TIE_TOLERANCE_MS * UNITS_PER_MS).round() as i128 * n as i128,
@@ -640,7 +697,7 @@ pub fn search_thresholds(
             overrides: chosen.overrides,
         },
         stage_mean_ttft_ms: to_mean(0),
-        oracle_mean_ttft_ms: q.oracle as f64 / UNITS_PER_MS / n_f,
+        oracle_mean_ttft_ms: oracle as f64 / UNITS_PER_MS / n_f,
         probes: n as u64,
         r_candidates: sweep.r_values.len() as u64,
         p_candidates: sweep.p_values.len() as u64,
@@ -951,6 +1008,38 @@ mod tests {
             proptest::prop_assert_eq!(out.best.rule, expect.rule);
             proptest::prop_assert_eq!(out.best.overrides, expect.overrides);
             proptest::prop_assert!((out.best.mean_selected_ttft_ms - expect.mean_selected_ttft_ms).abs() < 1e-9);
+        }
+
+        /// A subset taken from prepared probes searches exactly like the subset prepared anew
+        /// (what the stability seeds rely on): same outcome and landscape, bit for bit.
+        #[test]
+        fn a_subset_searches_like_its_probes(
+            raw in proptest::collection::vec(
+                (proptest::option::weighted(0.9, 0u8..6), proptest::option::weighted(0.9, 0u8..8),
+                 0u16..50, 0u16..50, proptest::bool::weighted(0.8), proptest::bool::ANY),
+                1..60),
+            prefill in proptest::bool::ANY,
+        ) {
+            let probes: Vec<SearchProbe> = raw.iter().map(|&(r, p, e, c, g, _)| SearchProbe {
+                r_eff: r.map(f64::from),
+                p_eff: p.map(|p| f64::from(p) / 4.0),
+                ttft_eff_ms: f64::from(e) * 10.0,
+                ttft_cap_ms: f64::from(c) * 10.0,
+                guard: GuardPass { r_only: g, p_only: true, both: g },
+            }).collect();
+            let keep: Vec<bool> = raw.iter().map(|t| t.5).collect();
+            let kept: Vec<SearchProbe> =
+                probes.iter().zip(&keep).filter(|(_, k)| **k).map(|(p, _)| *p).collect();
+            let family = if prefill { RuleFamily::CountPrefill } else { RuleFamily::Count };
+            let subset = SearchInput::new(&probes).unwrap().subset(&keep);
+            proptest::prop_assert_eq!(subset.len(), kept.len());
+            let from_subset = search_prepared(&subset, family, 7);
+            let anew = search_thresholds(&kept, family, 7);
+            match (from_subset, anew) {
+                (Ok(a), Ok(b)) => proptest::prop_assert_eq!(a, b),
+                (Err(a), Err(b)) => proptest::prop_assert_eq!(a, b),
+                (a, b) => proptest::prop_assert!(false, "{:?} vs {:?}", a, b),
+            }
         }
     }
 }

@@ -17,7 +17,7 @@ use sy_selector::{GuardLimits, Margins, RuleParams, Thresholds, Variant};
 use crate::choice::choose_on_probes;
 pub use crate::error::SeedError;
 use crate::evaluate::{AllPairs, GuardProbe};
-use crate::search::SearchProbe;
+use crate::search::{SearchError, SearchInput};
 
 /// Share of seeds that must agree with the run's choice for it to be called stable.
 pub const STABLE_SHARE: f64 = 0.8;
@@ -65,19 +65,28 @@ pub struct Stability {
 }
 
 /// What every seed's calibration shares: the seed inputs, every pair's decision input and
-/// search view (guard G depends only on the limits).
+/// the search view of every measured pair (guard G depends only on the limits), sorted once.
 struct Shared<'a> {
     inputs: &'a ConditionSumsTable,
     pairs: &'a AllPairs,
-    probes: Vec<Option<SearchProbe>>,
+    /// The measured pairs' search probes, and the pair index of each.
+    probes: Result<SearchInput, SearchError>,
+    pair_of_probe: Vec<usize>,
 }
 
 impl<'a> Shared<'a> {
     fn new(inputs: &'a ConditionSumsTable, pairs: &'a AllPairs, limits: GuardLimits) -> Shared<'a> {
+        let (pair_of_probe, probes): (Vec<usize>, Vec<_>) = pairs
+            .search_probes(&GuardProbe::with_limits(limits))
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, p)| Some((i, p?)))
+            .unzip();
         Shared {
             inputs,
             pairs,
-            probes: pairs.search_probes(&GuardProbe::with_limits(limits)),
+            probes: SearchInput::new(&probes),
+            pair_of_probe,
         }
     }
 
@@ -102,14 +111,20 @@ impl<'a> Shared<'a> {
     }
 
     /// The search probes of the measured pairs of the conditions in `split`.
-    fn search_probes(&self, condition_splits: &[Option<Split>], split: Split) -> Vec<SearchProbe> {
-        self.pairs
-            .mask(condition_splits, split)
-            .into_iter()
-            .zip(&self.probes)
-            .filter(|(keep, _)| *keep)
-            .filter_map(|(_, probe)| *probe)
-            .collect()
+    fn search_probes(
+        &self,
+        condition_splits: &[Option<Split>],
+        split: Split,
+    ) -> Result<SearchInput, SeedError> {
+        let all = self
+            .probes
+            .as_ref()
+            .map_err(|e| SeedError::Choice(crate::choice::ChoiceError::Search(e.clone())))?;
+        let mask = self.pairs.mask(condition_splits, split);
+        let keep: Vec<bool> = (self.pair_of_probe.iter())
+            .map(|&i| mask.get(i).copied().unwrap_or(false))
+            .collect();
+        Ok(all.subset(&keep))
     }
 }
 
@@ -143,7 +158,7 @@ fn one_seed(
         limits: s.limits,
     };
     base.validate().map_err(SeedError::Params)?;
-    let fit_probes = shared.search_probes(&condition_splits, Split::Fit);
+    let fit_probes = shared.search_probes(&condition_splits, Split::Fit)?;
     let (sel_pairs, sel_unmeasured) = shared.pairs.of_split(&condition_splits, Split::Selection);
     if fit_probes.is_empty() || sel_pairs.is_empty() {
         return Err(SeedError::EmptySplit);
