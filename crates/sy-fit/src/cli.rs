@@ -382,6 +382,38 @@ fn fit_file(
 
 /// The fit: paths → records → split (reused or new) → fit → `fit.json` and `splits.json` (both
 /// or neither) → summary.
+/// The split table (built or reused, and whether reused) and the fit file of the records.
+fn split_and_fit(
+    common: &CommonArgs,
+    args: &FitArgs,
+    paths: &FitPaths,
+    loaded: &ProbeTable,
+    phases: &mut sy_cli::Phases,
+    started: Instant,
+) -> Result<(SplitTable, bool, FitFile), CliError> {
+    phases.start("splitting");
+    let (splits, reused) =
+        SplitTable::load_or_build(&paths.splits, loaded, common.seed, args.split_fractions)?;
+
+    phases.start("fitting");
+    let config = FitConfig {
+        folds: args.folds,
+        alpha_grid: args.alpha_grid.clone().unwrap_or_else(default_alpha_grid),
+        seed: splits.seed,
+        coefficient_intervals: true,
+        parallel_models: true,
+    };
+    let fit_started = Instant::now();
+    let result = fit_records(loaded, &splits, &config)?;
+    tracing::info!(
+        "split and fitted in {:.2} s (fit alone {:.2} s)",
+        started.elapsed().as_secs_f64(),
+        fit_started.elapsed().as_secs_f64()
+    );
+    let file = fit_file(loaded, &splits, &paths.splits, &config, result)?;
+    Ok((splits, reused, file))
+}
+
 fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), CliError> {
     let started = Instant::now();
     let paths = fit_paths(common, args)?;
@@ -393,26 +425,14 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), CliError> {
     let cache = args.cache.path(common.run_dir.as_deref());
     let loaded = load_records(&paths.inputs, &options, cache.as_deref(), started)?;
 
-    phases.start("splitting");
-    let (splits, reused) =
-        SplitTable::load_or_build(&paths.splits, &loaded, common.seed, args.split_fractions)?;
-
-    phases.start("fitting");
-    let config = FitConfig {
-        folds: args.folds,
-        alpha_grid: args.alpha_grid.clone().unwrap_or_else(default_alpha_grid),
-        seed: splits.seed,
-        coefficient_intervals: true,
-        parallel_models: true,
-    };
-    let fit_started = Instant::now();
-    let result = fit_records(&loaded, &splits, &config)?;
-    tracing::info!(
-        "split and fitted in {:.2} s (fit alone {:.2} s)",
-        started.elapsed().as_secs_f64(),
-        fit_started.elapsed().as_secs_f64()
-    );
-    let file = fit_file(&loaded, &splits, &paths.splits, &config, result)?;
+    // A probe-table cache to make (the records were read, not mapped) is written on a second
+    // thread while the table is split and fitted, and put in place only with the outputs.
+    let (computed, staged_cache) = std::thread::scope(|scope| {
+        let staging = scope.spawn(|| loaded.stage_cache());
+        let computed = split_and_fit(common, args, &paths, &loaded, &mut phases, started);
+        (computed, staging.join().ok().flatten())
+    });
+    let (splits, reused, file) = computed?;
 
     phases.start("writing");
     // Both files or neither.
@@ -423,7 +443,9 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), CliError> {
         ),
         (paths.out.clone(), sy_cli::json_bytes(&paths.out, &file)?),
     ])?;
-    loaded.save_cache();
+    if let Some(cache) = staged_cache {
+        cache.commit();
+    }
     phases.finish();
 
     for w in &file.warnings {

@@ -51,7 +51,7 @@ pub use splits::{
     LoadConditions, SPLITS_SCHEMA_VERSION, Split, SplitCounts, SplitFractions, SplitTable,
     assign_split, split_point,
 };
-pub use table::{ConditionIndex, ProbePair, ProbeTable, Row};
+pub use table::{ConditionIndex, ProbePair, ProbeTable, Row, StagedCache};
 pub use write::{
     PARQUET_ROW_GROUP_ROWS, parquet_bytes, write_csv, write_jsonl, write_parquet, write_records,
 };

@@ -143,14 +143,53 @@ pub fn atomic_write_with(
     durability: Durability,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), RunError> {
+    stage_file(path, durability, write)?.commit()
+}
+
+/// A file written beside its destination but not yet in place: [`Staged::commit`] renames it
+/// into place; dropped uncommitted (the run failed), it is removed and the destination is left
+/// as it was. Lets a large output be written while the run is still computing.
+#[derive(Debug)]
+pub struct Staged {
+    tmp: PathBuf,
+    path: PathBuf,
+    committed: bool,
+}
+
+impl Staged {
+    /// Renames the file into place.
+    pub fn commit(mut self) -> Result<(), RunError> {
+        self.committed = true;
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| {
+            let _ = std::fs::remove_file(&self.tmp);
+            io_error("cannot write", &self.path)(e)
+        })
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// The first half of [`atomic_write_with`]: writes the file beside `path`, not yet in place.
+pub fn stage_file(
+    path: &Path,
+    durability: Durability,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<Staged, RunError> {
     let tmp = stage_with(path, durability, |file| {
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
         write(&mut out)?;
         out.flush()
     })?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io_error("cannot write", path)(e)
+    Ok(Staged {
+        tmp,
+        path: path.to_path_buf(),
+        committed: false,
     })
 }
 
@@ -251,6 +290,35 @@ pub fn file_sha256(path: &Path) -> Result<String, RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_staged_file_is_in_place_only_once_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.cache");
+        std::fs::write(&path, b"old").unwrap();
+        let write = |out: &mut dyn Write| out.write_all(b"new");
+        let staged = stage_file(&path, Durability::Verified, write).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"old");
+        assert_eq!(names(dir.path()).len(), 2, "the staged file beside it");
+        drop(staged);
+        assert_eq!(names(dir.path()), ["big.cache"], "dropped: removed");
+        assert_eq!(std::fs::read(&path).unwrap(), b"old");
+        stage_file(&path, Durability::Synced, write)
+            .unwrap()
+            .commit()
+            .unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        assert_eq!(names(dir.path()), ["big.cache"]);
+    }
 
     #[test]
     fn writes_whole_file_and_leaves_no_temp() {

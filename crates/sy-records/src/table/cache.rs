@@ -103,8 +103,13 @@ fn padding(at: usize) -> usize {
     (ALIGN - at % ALIGN) % ALIGN
 }
 
-/// Writes `table`, loaded from what `key` names, to `path` (atomically).
-pub(crate) fn write(table: &ProbeTable, key: &CacheKey, path: &Path) -> Result<(), String> {
+/// Writes `table`, loaded from what `key` names, beside `path` (renamed into place by the
+/// caller's [`sy_run::Staged::commit`]).
+pub(crate) fn stage(
+    table: &ProbeTable,
+    key: &CacheKey,
+    path: &Path,
+) -> Result<sy_run::Staged, String> {
     let columns = columns(table);
     let mut at = ALIGN;
     let mut placed = Vec::with_capacity(columns.len());
@@ -130,7 +135,7 @@ pub(crate) fn write(table: &ProbeTable, key: &CacheKey, path: &Path) -> Result<(
     };
     let header = serde_json::to_vec(&header).map_err(|e| e.to_string())?;
     // Every byte is checksummed and verified on reading: no sync needed.
-    sy_run::atomic_write_with(path, sy_run::Durability::Verified, |out| {
+    sy_run::stage_file(path, sy_run::Durability::Verified, |out| {
         out.write_all(MAGIC)?;
         out.write_all(&[0; ALIGN - MAGIC.len()])?;
         for (_, bytes) in &columns {

@@ -477,19 +477,24 @@ impl ProbeTable {
     /// written is only reported: the next tool reads the records instead. Returns whether it
     /// was written.
     pub fn save_cache(&self) -> bool {
-        let Some((path, key)) = &self.unsaved_cache else {
-            return false;
-        };
+        self.stage_cache().is_some_and(StagedCache::commit)
+    }
+
+    /// The first half of [`ProbeTable::save_cache`]: the cache written beside its place, to be
+    /// committed once the tool has succeeded (a tool may stage it on a second thread while it
+    /// computes). `None` when there is nothing to save or it cannot be written (reported).
+    pub fn stage_cache(&self) -> Option<StagedCache> {
+        let (path, key) = self.unsaved_cache.as_ref()?;
         let started = std::time::Instant::now();
-        match cache::write(self, key, path) {
-            Ok(()) => {
+        match cache::stage(self, key, path) {
+            Ok(staged) => {
                 let seconds = started.elapsed().as_secs_f64();
-                tracing::debug!(cache = %path.display(), seconds, "probe-table cache written");
-                true
+                tracing::debug!(cache = %path.display(), seconds, "probe-table cache staged");
+                Some(StagedCache(staged))
             }
             Err(e) => {
                 tracing::warn!(cache = %path.display(), "cannot write the probe-table cache: {e}");
-                false
+                None
             }
         }
     }
@@ -1008,6 +1013,25 @@ impl ProbeTable {
         self.client_server_gap_ms.retain_unless(drop);
         self.pick.retain_unless(drop);
         self.origins.retain_unless(drop);
+    }
+}
+
+/// A probe-table cache written but not yet in place ([`ProbeTable::stage_cache`]); dropped
+/// uncommitted, it is removed.
+#[derive(Debug)]
+pub struct StagedCache(sy_run::Staged);
+
+impl StagedCache {
+    /// Renames the cache into place; a failure is reported, not an error. Returns whether it
+    /// is in place.
+    pub fn commit(self) -> bool {
+        match self.0.commit() {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!("cannot write the probe-table cache: {e}");
+                false
+            }
+        }
     }
 }
 
