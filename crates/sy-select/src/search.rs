@@ -985,23 +985,40 @@ mod tests {
         chosen.unwrap()
     }
 
-    proptest::proptest! {
-        #[test]
-        fn sweep_matches_brute_force(
-            raw in proptest::collection::vec(
-                (proptest::option::weighted(0.9, 0u8..6), proptest::option::weighted(0.9, 0u8..8),
-                 0u16..50, 0u16..50, proptest::bool::weighted(0.8), proptest::bool::weighted(0.8),
-                 proptest::bool::weighted(0.8)),
-                1..40),
-            prefill in proptest::bool::ANY,
-        ) {
-            let probes: Vec<SearchProbe> = raw.iter().map(|&(r, p, e, c, g1, g2, g3)| SearchProbe {
+    /// Small integer-valued probes (many ties), each guard flag true 80 % of the time.
+    fn arb_probe() -> impl proptest::strategy::Strategy<Value = SearchProbe> {
+        use proptest::prelude::*;
+        let guard = (
+            proptest::bool::weighted(0.8),
+            proptest::bool::weighted(0.8),
+            proptest::bool::weighted(0.8),
+        );
+        (
+            proptest::option::weighted(0.9, 0u8..6),
+            proptest::option::weighted(0.9, 0u8..8),
+            0u16..50,
+            0u16..50,
+            guard,
+        )
+            .prop_map(|(r, p, e, c, (r_only, p_only, both))| SearchProbe {
                 r_eff: r.map(f64::from),
                 p_eff: p.map(|p| f64::from(p) / 4.0),
                 ttft_eff_ms: f64::from(e) * 10.0,
                 ttft_cap_ms: f64::from(c) * 10.0,
-                guard: GuardPass { r_only: g1, p_only: g2, both: g3 },
-            }).collect();
+                guard: GuardPass {
+                    r_only,
+                    p_only,
+                    both,
+                },
+            })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn sweep_matches_brute_force(
+            probes in proptest::collection::vec(arb_probe(), 1..40),
+            prefill in proptest::bool::ANY,
+        ) {
             let family = if prefill { RuleFamily::CountPrefill } else { RuleFamily::Count };
             let (out, _) = search_thresholds(&probes, family, 0).unwrap();
             let expect = brute(&probes, family);
@@ -1014,20 +1031,11 @@ mod tests {
         /// (what the stability seeds rely on): same outcome and landscape, bit for bit.
         #[test]
         fn a_subset_searches_like_its_probes(
-            raw in proptest::collection::vec(
-                (proptest::option::weighted(0.9, 0u8..6), proptest::option::weighted(0.9, 0u8..8),
-                 0u16..50, 0u16..50, proptest::bool::weighted(0.8), proptest::bool::ANY),
-                1..60),
+            raw in proptest::collection::vec((arb_probe(), proptest::bool::ANY), 1..60),
             prefill in proptest::bool::ANY,
         ) {
-            let probes: Vec<SearchProbe> = raw.iter().map(|&(r, p, e, c, g, _)| SearchProbe {
-                r_eff: r.map(f64::from),
-                p_eff: p.map(|p| f64::from(p) / 4.0),
-                ttft_eff_ms: f64::from(e) * 10.0,
-                ttft_cap_ms: f64::from(c) * 10.0,
-                guard: GuardPass { r_only: g, p_only: true, both: g },
-            }).collect();
-            let keep: Vec<bool> = raw.iter().map(|t| t.5).collect();
+            let probes: Vec<SearchProbe> = raw.iter().map(|t| t.0).collect();
+            let keep: Vec<bool> = raw.iter().map(|t| t.1).collect();
             let kept: Vec<SearchProbe> =
                 probes.iter().zip(&keep).filter(|(_, k)| **k).map(|(p, _)| *p).collect();
             let family = if prefill { RuleFamily::CountPrefill } else { RuleFamily::Count };
