@@ -10,9 +10,15 @@
 //! so a bad row gets the same file / row / field message either way. Probes are paired once, by
 //! the same rule ([`crate::pair_indices`]), and kept as row indices ([`ProbeTable::pairs`]).
 //!
-//! Memory: about 190 bytes per record (the columns, the probe id text and the row origin), e.g.
-//! ~190 MB for a million records, plus two Parquet slices: the one being converted and the next,
-//! which a second thread decodes meanwhile.
+//! Columns hold plain values ([`column::Column`]): an optional value is its slot (0 when absent)
+//! plus a bit of the row's `present` word. So a loaded table can be written as it is to the
+//! run directory's probe-table cache and mapped back by the next tool without decoding
+//! ([`ProbeTable::load_cached`], module `cache`).
+//!
+//! Memory: about 137 bytes per record (the columns, the probe id text and the row origin), e.g.
+//! ~137 MB for a million records, plus two Parquet slices: the one being converted and the next,
+//! which a second thread decodes meanwhile. A table mapped from its cache holds file-backed pages
+//! instead, which the kernel may drop and read again under memory pressure.
 
 mod cache;
 mod column;
