@@ -97,7 +97,8 @@ pub struct SelectOptions {
     /// Compare with zero margins (development check), instead of margins.json's.
     pub zero_margins: bool,
     pub skip_invalid: bool,
-    /// The probe-table cache to read or write (`sy_run::Artifact::ProbeCache`), if any.
+    /// The probe-table cache to read (`sy_run::Artifact::ProbeCache`), if any. sy-select never
+    /// writes one: it is the last tool to read the records, and it drops them early.
     pub records_cache: Option<PathBuf>,
     pub show_progress: bool,
     /// Creation time for the provenance (RFC 3339); `None` = now.
