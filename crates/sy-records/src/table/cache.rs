@@ -280,30 +280,36 @@ fn table_of(map: &Arc<memmap2::Mmap>, h: Header) -> Result<ProbeTable, String> {
 fn check(t: &ProbeTable) -> Result<(), String> {
     let text = std::str::from_utf8(&t.probe_text).map_err(|e| format!("probe_text: {e}"))?;
     let bad = |column: &str, i: usize| Err(format!("column {column}, row {i}: out of range"));
+    // Each column as a slice once, not through `Column::deref` per row.
+    let (ends, condition, model) = (&*t.probe_end, &*t.condition, &*t.model);
+    let (decode_length, bits, origins) = (&*t.decode_length, &*t.present, &*t.origins);
+    let (phase, role, status, pick) = (&*t.phase, &*t.role, &*t.status, &*t.pick);
+    let (conditions, models) = (t.conditions.count(), t.models.values.len());
+    let (decode_lengths, files) = (t.decode_lengths.values.len(), t.files.len());
     let mut start = 0;
     for i in 0..t.len() {
-        let end = usize::try_from(t.probe_end[i]).unwrap_or(usize::MAX);
+        let end = usize::try_from(ends[i]).unwrap_or(usize::MAX);
         if end < start || end > text.len() || !text.is_char_boundary(end) {
             return bad("probe_end", i);
         }
         start = end;
-        if t.condition[i] as usize >= t.conditions.count() {
+        if condition[i] as usize >= conditions {
             return bad("condition", i);
         }
-        if t.model[i] as usize >= t.models.values.len() {
+        if model[i] as usize >= models {
             return bad("model", i);
         }
-        let d = t.decode_length[i];
-        if d != NO_TEXT && d as usize >= t.decode_lengths.values.len() {
+        let d = decode_length[i];
+        if d != NO_TEXT && d as usize >= decode_lengths {
             return bad("decode_length", i);
         }
-        if t.phase[i] > 1 || t.role[i] > 1 || t.status[i] > 1 || t.pick[i] > 3 {
+        if phase[i] > 1 || role[i] > 1 || status[i] > 1 || pick[i] > 3 {
             return bad("phase, role, status or pick", i);
         }
-        if t.present[i] & !present::ALL != 0 {
+        if bits[i] & !present::ALL != 0 {
             return bad("present", i);
         }
-        if t.origins[i].file as usize >= t.files.len() {
+        if origins[i].file as usize >= files {
             return bad("origins", i);
         }
     }
