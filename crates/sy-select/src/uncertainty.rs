@@ -7,10 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sy_margin::MarginsFile;
 use sy_selector::{Model, RuleParams, Variant, decide};
-use sy_stats::{
-    BootstrapConfig, Interval, bootstrap_mean, bootstrap_mean_difference, bootstrap_quantile,
-    bootstrap_quantile_difference,
-};
+use sy_stats::{BootstrapConfig, GroupDraws, Interval, SeriesIntervals, bootstrap_quantile};
 
 use crate::evaluate::EvalPair;
 
@@ -114,26 +111,32 @@ pub fn uncertainty<P: std::borrow::Borrow<EvalPair> + Sync>(
     cfg: &BootstrapConfig,
 ) -> Uncertainty {
     let groups: Vec<u64> = pairs.iter().map(|p| p.borrow().condition).collect();
-    let stage = selected_ttfts(params, Variant::Stage, pairs);
+    // Every interval of every variant is drawn with the same seed: the draws are made once and
+    // Stage's resampled mean and p90 once, for all five variants' changes versus Stage
+    // (`sy_stats::GroupDraws`: the same numbers as bootstrapping each interval on its own).
+    let draws = GroupDraws::new(&groups, cfg);
+    let series = |variant: Variant| {
+        let draws = draws.as_ref().map_err(Clone::clone)?;
+        draws.series(&selected_ttfts(params, variant, pairs), P90)
+    };
+    let stage = series(Variant::Stage);
     let one = |variant: Variant| {
-        let sel = selected_ttfts(params, variant, pairs);
         let name = variant.as_str();
+        // `series` fails only without draws or with a wrong length: then all four fail.
+        let intervals = match (series(variant), &stage, &draws) {
+            (Ok(sel), Ok(stage), Ok(draws)) => draws.intervals(&sel, stage),
+            (Err(e), ..) => SeriesIntervals::all(e),
+            (_, Err(e), _) | (_, _, Err(e)) => SeriesIntervals::all(e.clone()),
+        };
         VariantUncertainty {
             variant,
-            mean_selected_ttft_ms: log_err(name, bootstrap_mean(&sel, &groups, cfg)),
-            p90_selected_ttft_ms: log_err(name, bootstrap_quantile(&sel, &groups, P90, cfg)),
-            mean_change_vs_stage_ms: log_err(
-                name,
-                bootstrap_mean_difference(&sel, Some(&stage), &groups, cfg),
-            ),
-            p90_change_vs_stage_ms: log_err(
-                name,
-                bootstrap_quantile_difference(&sel, Some(&stage), &groups, P90, cfg),
-            ),
+            mean_selected_ttft_ms: log_err(name, intervals.mean),
+            p90_selected_ttft_ms: log_err(name, intervals.quantile),
+            mean_change_vs_stage_ms: log_err(name, intervals.mean_change),
+            p90_change_vs_stage_ms: log_err(name, intervals.quantile_change),
         }
     };
-    // The variants' bootstraps are independent (each has its own seeded draws): one scoped
-    // thread each, joined in order.
+    // The variants are independent: one scoped thread each, joined in order.
     let variants: Vec<VariantUncertainty> = std::thread::scope(|scope| {
         let handles: Vec<_> = Variant::ALL
             .iter()

@@ -188,6 +188,9 @@ impl SplitMix64 {
     }
 }
 
+mod shared_draws;
+pub use shared_draws::{GroupDraws, SeriesIntervals, SeriesResamples};
+
 use sy_selector::quantile_by_rank;
 /// The `q`-quantile of ascending `sorted` values: the runtime crate's definition, re-exported.
 pub use sy_selector::quantile_sorted;
@@ -277,11 +280,23 @@ where
         for _ in 0..groups.len() {
             draw.push(rng.below(groups.len()));
         }
-        let s = stat(&draw);
-        if s.is_finite() {
-            stats.push(s);
-        }
+        stats.push(stat(&draw));
     }
+    percentile_interval(estimate, stats, cfg, groups.len())
+}
+
+/// The percentile interval of the finite resampled `stats` around `estimate` (which must be
+/// finite); at least 2 finite resamples.
+fn percentile_interval(
+    estimate: f64,
+    mut stats: Vec<f64>,
+    cfg: &BootstrapConfig,
+    groups: usize,
+) -> Result<Interval, BootstrapError> {
+    if !estimate.is_finite() {
+        return Err(BootstrapError::NotFinite);
+    }
+    stats.retain(|s| s.is_finite());
     if stats.len() < 2 {
         return Err(BootstrapError::TooFewFinite(cfg.resamples));
     }
@@ -295,7 +310,7 @@ where
         hi,
         level: cfg.level,
         resamples: stats.len() as u32,
-        groups: groups.len() as u32,
+        groups: groups as u32,
     })
 }
 
