@@ -346,24 +346,10 @@ where
             }
         }
     }
-    let tail = 0.5 * (1.0 - cfg.level);
     estimate
         .into_iter()
         .zip(stats)
-        .map(|(estimate, mut st)| {
-            if st.len() < 2 {
-                return Err(BootstrapError::TooFewFinite(cfg.resamples));
-            }
-            st.sort_by(f64::total_cmp);
-            Ok(Interval {
-                estimate,
-                lo: quantile_sorted(&st, tail).unwrap_or(f64::NAN),
-                hi: quantile_sorted(&st, 1.0 - tail).unwrap_or(f64::NAN),
-                level: cfg.level,
-                resamples: st.len() as u32,
-                groups: groups.len() as u32,
-            })
-        })
+        .map(|(estimate, st)| percentile_interval(estimate, st, cfg, groups.len()))
         .collect()
 }
 
