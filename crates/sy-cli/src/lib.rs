@@ -6,10 +6,12 @@
 //! [`atomic_write`] (from `sy-run`, re-exported) so a failed run never leaves a partial file
 //! behind.
 
+mod allocator;
 mod common;
 mod error;
 mod progress;
 
+pub use allocator::keep_freed_memory;
 pub use common::{CacheArgs, CommonArgs, init_tracing, print_completions};
 pub use error::{ExitStatus, RunDirError, ToolError, run_main};
 pub use progress::{Phases, progress_bar, spinner};

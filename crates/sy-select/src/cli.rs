@@ -131,6 +131,7 @@ enum Cmd {
 
 /// The tool's entry point: parses the command line, runs, maps the result to the exit code.
 pub fn main() -> ExitCode {
+    sy_cli::keep_freed_memory();
     let cli = Cli::parse();
     if let Some(done) = cli.common.start::<Cli>() {
         return done;

@@ -123,7 +123,12 @@ pub fn uncertainty<P: std::borrow::Borrow<EvalPair> + Sync>(
     let one = |variant: Variant| {
         let name = variant.as_str();
         // `series` fails only without draws or with a wrong length: then all four fail.
-        let intervals = match (series(variant), &stage, &draws) {
+        // Stage's own row reuses its resamples (the reference) instead of drawing them again.
+        let own = match variant {
+            Variant::Stage => stage.clone(),
+            _ => series(variant),
+        };
+        let intervals = match (own, &stage, &draws) {
             (Ok(sel), Ok(stage), Ok(draws)) => draws.intervals(&sel, stage),
             (Err(e), ..) => SeriesIntervals::all(e),
             (_, Err(e), _) | (_, _, Err(e)) => SeriesIntervals::all(e.clone()),
