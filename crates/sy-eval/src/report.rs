@@ -210,38 +210,38 @@ pub fn write_report(
     r.markdown(preamble);
     r.markdown(&tables(c));
     r.markdown("## Plots");
-    r.figure("session_time_bars", "Mean session completion time per variant (annotation: override rate of efficient proposals)", &bars(&c.variants))?;
+    r.figure("session_time_bars", "Mean session completion time per variant (annotation: override rate of efficient proposals)", bars(&c.variants));
     r.figure(
         "session_time_cdf",
         "Session completion time, distribution per variant",
-        &cdf_plot("Session completion time", "ms", blocks, c, &|b| {
+        cdf_plot("Session completion time", "ms", blocks, c, &|b| {
             b.sessions
                 .iter()
                 .filter(|s| s.ok)
                 .map(|s| s.completion_ms)
                 .collect()
         }),
-    )?;
+    );
     r.figure(
         "turn_ttft_cdf",
         "Per-turn TTFT, distribution per variant",
-        &cdf_plot("Per-turn TTFT", "ms", blocks, c, &|b| {
+        cdf_plot("Per-turn TTFT", "ms", blocks, c, &|b| {
             b.turns.iter().filter_map(|t| t.ttft_ms).collect()
         }),
-    )?;
+    );
     r.figure(
         "routing_overhead_cdf",
         "Routing overhead per turn (observe + decide), distribution per variant",
-        &cdf_plot("Routing overhead per turn", "ms", blocks, c, &|b| {
+        cdf_plot("Routing overhead per turn", "ms", blocks, c, &|b| {
             b.turns.iter().map(|t| t.routing_overhead_ms).collect()
         }),
-    )?;
+    );
     r.figure(
         "background_ttft_cdf",
         "Competing traffic: background TTFT per variant",
-        &cdf_plot("Background TTFT", "ms", blocks, c, &|b| {
+        cdf_plot("Background TTFT", "ms", blocks, c, &|b| {
             b.background.iter().filter_map(|s| s.ttft_ms).collect()
         }),
-    )?;
+    );
     r.write()
 }

@@ -186,12 +186,13 @@ pub fn render(plot: &Plot, dir: &Path, name: &str) -> Result<(), ReportError> {
 }
 
 /// Assembles `report.md`: markdown sections and figures (each figure as SVG with a link to its
-/// PNG).
+/// PNG). Figures are drawn when the report is written, several at a time.
 #[derive(Debug)]
 pub struct Report {
     dir: PathBuf,
     md: String,
-    figures: Vec<String>,
+    /// The figures referenced so far, by name, drawn by [`Report::write`].
+    figures: Vec<(String, Plot)>,
 }
 
 impl Report {
@@ -212,21 +213,19 @@ impl Report {
         self.md.push_str("\n\n");
     }
 
-    /// Draws a figure into `plots/` and references it from the report.
-    pub fn figure(&mut self, name: &str, caption: &str, plot: &Plot) -> Result<(), ReportError> {
-        render(plot, &self.dir.join(Artifact::Plots.file_name()), name)?;
+    /// References a figure from the report; it is drawn into `plots/` by [`Report::write`].
+    pub fn figure(&mut self, name: &str, caption: &str, plot: Plot) {
         let _ = write!(
             self.md,
             "![{caption}]({plots}/{name}.svg)\n\n*{caption}* ([PNG]({plots}/{name}.png))\n\n",
             plots = Artifact::Plots.file_name()
         );
-        self.figures.push(name.to_string());
-        Ok(())
+        self.figures.push((name.to_string(), plot));
     }
 
-    /// Names of the figures drawn so far.
-    pub fn figures(&self) -> &[String] {
-        &self.figures
+    /// Names of the figures referenced so far.
+    pub fn figures(&self) -> Vec<&str> {
+        self.figures.iter().map(|(name, _)| name.as_str()).collect()
     }
 
     /// The markdown so far.
@@ -234,8 +233,32 @@ impl Report {
         &self.md
     }
 
-    /// Writes `report.md` atomically; returns its path.
+    /// Draws every figure (one thread per core, each taking the next figure) and then writes
+    /// `report.md` atomically; returns its path. The first figure that fails is the error, and
+    /// `report.md` is then not written.
     pub fn write(self) -> Result<PathBuf, ReportError> {
+        let plots = self.dir.join(Artifact::Plots.file_name());
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let draw_some = || -> Result<(), ReportError> {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some((name, plot)) = self.figures.get(i) else {
+                    return Ok(());
+                };
+                render(plot, &plots, name)?;
+            }
+        };
+        let threads = std::thread::available_parallelism()
+            .map_or(1, std::num::NonZeroUsize::get)
+            .min(self.figures.len())
+            .max(1);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads).map(|_| scope.spawn(draw_some)).collect();
+            handles.into_iter().try_for_each(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+        })?;
         let path = self.dir.join(Artifact::Report.file_name());
         sy_run::atomic_write(&path, self.md.as_bytes()).map_err(|e| ReportError::Write {
             path: path.clone(),
@@ -380,13 +403,38 @@ mod tests {
         let mut r = Report::new(dir.path(), "Run").unwrap();
         r.markdown("Some **text**.");
         let (name, plot) = plots().remove(0);
-        r.figure(name, "A heat map", &plot).unwrap();
+        r.figure(name, "A heat map", plot);
+        assert_eq!(r.figures(), ["heat"]);
         let path = r.write().unwrap();
         let md = std::fs::read_to_string(path).unwrap();
         assert!(md.starts_with("# Run\n"));
         assert!(md.contains("![A heat map](plots/heat.svg)"));
         assert!(md.contains("(plots/heat.png)"));
         assert!(dir.path().join("plots/heat.png").is_file());
+    }
+
+    #[test]
+    fn every_figure_is_drawn_and_a_failed_one_leaves_no_report() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = Report::new(dir.path(), "Run").unwrap();
+        let all = plots();
+        for (name, plot) in all.iter().cloned() {
+            r.figure(name, name, plot);
+        }
+        r.write().unwrap();
+        for (name, _) in &all {
+            assert!(dir.path().join(format!("plots/{name}.svg")).is_file(), "{name}");
+            assert!(dir.path().join(format!("plots/{name}.png")).is_file(), "{name}");
+        }
+        // `plots` is a file: no figure can be drawn, and report.md is not written.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("plots"), "not a directory").unwrap();
+        let mut r = Report::new(dir.path(), "Run").unwrap();
+        for (name, plot) in all {
+            r.figure(name, name, plot);
+        }
+        assert!(r.write().is_err());
+        assert!(!dir.path().join("report.md").exists());
     }
 
     #[test]

@@ -13,15 +13,13 @@
 use std::path::{Path, PathBuf};
 use sy_run::Artifact;
 
-use sy_report::{Bar, Bars, Heatmap, Lines, Plot, Report, ReportError, Scatter, Series, VLine};
+use sy_report::{Bar, Bars, Heatmap, Lines, Plot, Report, Scatter, Series, VLine};
 use sy_selector::{Estimator, ModelEstimators, Variant};
 use sy_stats::{Interval, bootstrap_mean_difference, mean};
 
 use crate::evaluate::{DecodeLength, EvalPair, VariantStats};
 use crate::select::{SelectError, SelectOutput, SelectionFile};
 use crate::uncertainty::selected_ttfts;
-
-type R = Result<(), ReportError>;
 
 /// Milliseconds as the report's tables print them.
 pub fn fmt_ms(v: f64) -> String {
@@ -188,7 +186,7 @@ fn variant_row(
     )
 }
 
-fn variants(r: &mut Report, out: &SelectOutput) -> R {
+fn variants(r: &mut Report, out: &SelectOutput) {
     let sel = &out.selection;
     let mut t = String::from(
         "## How often each variant could act, changed, fell back (selection split, frozen bundle parameters)\n\nEvery decision goes through `sy_selector::decide` with the parameters of `bundle.json`; Stage's proposal is taken as efficient for every pair. *Could act*: guard G held and the trigger was evaluated; *changed*: efficient → capable; *fell back*: a guard check or prediction failed and Stage's choice was kept. `sy-select replay … --split selection` reproduces this table (see *Reproduce*).\n\n",
@@ -226,7 +224,7 @@ fn variants(r: &mut Report, out: &SelectOutput) -> R {
     r.figure(
         "variants",
         "Mean selected TTFT per variant on the selection split with 95 % grouped-bootstrap intervals (error bars) and override rates",
-        &Plot::Bars(Bars {
+        Plot::Bars(Bars {
             title: format!(
                 "Mean selected TTFT per variant (n = {} probes, {} conditions)",
                 sel.replay.pairs, sel.uncertainty.selection_conditions
@@ -235,7 +233,7 @@ fn variants(r: &mut Report, out: &SelectOutput) -> R {
             y_label: "mean selected TTFT (ms)".into(),
             bars,
         }),
-    )?;
+    );
     let mut t = String::from(
         "### Each variant with its own searched thresholds\n\nThe comparison behind the choice of threshold rule (`count` with its own r; `count_prefill` with its own r and p).\n\n",
     );
@@ -244,7 +242,6 @@ fn variants(r: &mut Report, out: &SelectOutput) -> R {
         t.push_str(&variant_row(v.variant.as_str(), &v.all, None));
     }
     r.markdown(&t);
-    Ok(())
 }
 
 /// Prompt-length bucket of a pair: the nearest power of two of the efficient candidate's N.
@@ -370,7 +367,7 @@ fn stability(r: &mut Report, out: &SelectOutput) {
     r.markdown(&t);
 }
 
-fn search(r: &mut Report, out: &SelectOutput) -> R {
+fn search(r: &mut Report, out: &SelectOutput) {
     let sel = &out.selection;
     let row = |name: &str, o: &crate::search::SearchOutcome| {
         format!(
@@ -393,7 +390,7 @@ fn search(r: &mut Report, out: &SelectOutput) -> R {
         row("count_prefill", &sel.search_count_prefill)
     ));
     let Some(l) = &sel.landscape else {
-        return Ok(());
+        return;
     };
     let best = sel.search_count_prefill.best.rule;
     let mark = l
@@ -418,7 +415,7 @@ fn search(r: &mut Report, out: &SelectOutput) -> R {
     r.figure(
         "rp_landscape",
         &caption,
-        &Plot::Heatmap(Heatmap {
+        Plot::Heatmap(Heatmap {
             title: format!(
                 "Mean selected TTFT by r and p (fit split, n = {})",
                 sel.search_pairs
@@ -458,7 +455,7 @@ fn ecdf(values: &mut [f64]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-fn margins(r: &mut Report, out: &SelectOutput) -> R {
+fn margins(r: &mut Report, out: &SelectOutput) {
     let m = &out.margins;
     let u = &out.selection.uncertainty.margins;
     let mut t = String::from(
@@ -509,7 +506,7 @@ fn margins(r: &mut Report, out: &SelectOutput) -> R {
     r.figure(
         "margin_cdf",
         "Empirical CDF of the per-condition advantage error (uncertainty split), the margins delta (dashed) and their 95 % bootstrap intervals (shaded)",
-        &Plot::Lines(Lines {
+        Plot::Lines(Lines {
             title: "Per-condition maximum advantage error".into(),
             x_label: "max |predicted − measured advantage| over a condition's repeats (ms)".into(),
             y_label: "fraction of conditions".into(),
@@ -626,7 +623,7 @@ fn q_plots(
     (heat, lines)
 }
 
-fn q_tables(r: &mut Report, out: &SelectOutput) -> R {
+fn q_tables(r: &mut Report, out: &SelectOutput) {
     r.markdown("## Q tables (no-load TTFT)\n\nEach cell is the median TTFT of its Q-grid records (n = records in the cell); the cached-fraction axis is the observed K/N of each cell (block-rounded, so it differs by prompt length: a column spanning several values is labelled with their range), the N axis the observed prompt length.");
     for (name, est, rep) in [
         (
@@ -644,22 +641,20 @@ fn q_tables(r: &mut Report, out: &SelectOutput) -> R {
         r.figure(
             &format!("q_heatmap_{name}"),
             &format!("Q table of the {name} model (cell: median TTFT in ms and record count)"),
-            &heat,
-        )?;
+            heat,
+        );
         r.figure(
             &format!("q_lines_{name}"),
             &format!("No-load TTFT vs N per cached fraction, {name} model; shaded: interquartile range of the cell's records"),
-            &lines,
-        )?;
+            lines,
+        );
     }
-    Ok(())
 }
 
 /// The client − server TTFT gap per phase and model ([`crate::gap`]) over every record the run
 /// was given.
-fn client_server_gap(r: &mut Report, out: &SelectOutput) -> R {
+fn client_server_gap(r: &mut Report, out: &SelectOutput) {
     r.markdown(&crate::gap::gap_markdown(&out.gap));
-    Ok(())
 }
 
 /// (efficient?, decode length, predicted, measured) of both candidates of every pair.
@@ -688,7 +683,7 @@ fn r_squared(points: &[&Prediction]) -> Option<f64> {
     (tss > 0.0).then(|| 1.0 - sse / tss)
 }
 
-fn estimator_figures(r: &mut Report, estimator: Estimator, preds: &[Prediction]) -> R {
+fn estimator_figures(r: &mut Report, estimator: Estimator, preds: &[Prediction]) {
     let e = estimator.as_str();
     let series: Vec<Series> = [(true, "efficient"), (false, "capable")]
         .iter()
@@ -709,14 +704,14 @@ fn estimator_figures(r: &mut Report, estimator: Estimator, preds: &[Prediction])
         &format!(
             "Predicted vs measured TTFT, {e} estimator (selection split); R² on the measured TTFT"
         ),
-        &Plot::Scatter(Scatter {
+        Plot::Scatter(Scatter {
             title: format!("T_{e}: predicted vs measured TTFT (selection split)"),
             x_label: "measured TTFT (ms)".into(),
             y_label: "predicted TTFT (ms)".into(),
             series,
             diagonal: true,
         }),
-    )?;
+    );
     let mut series = Vec::new();
     for (efficient, model) in [(true, "efficient"), (false, "capable")] {
         for len in [DecodeLength::Short, DecodeLength::Long] {
@@ -736,7 +731,7 @@ fn estimator_figures(r: &mut Report, estimator: Estimator, preds: &[Prediction])
     r.figure(
         &format!("residuals_by_decode_length_{e}"),
         &format!("Empirical CDF of the residuals (measured − predicted) by background generation length, {e} estimator"),
-        &Plot::Lines(Lines {
+        Plot::Lines(Lines {
             title: format!("T_{e} residuals: short vs long background generations"),
             x_label: "measured − predicted TTFT (ms)".into(),
             y_label: "fraction of probes".into(),
@@ -784,7 +779,7 @@ fn coefficients(r: &mut Report, out: &SelectOutput) {
     r.markdown(&t);
 }
 
-fn estimators(r: &mut Report, out: &SelectOutput) -> R {
+fn estimators(r: &mut Report, out: &SelectOutput) {
     let mut t = String::from(
         "## Estimators on the selection split\n\n| estimator | model | points | R² (TTFT) | mean error (ms) | mean abs. error (ms) | mean residual, short background (ms) | mean residual, long background (ms) |\n|---|---|---|---|---|---|---|---|\n",
     );
@@ -817,10 +812,9 @@ fn estimators(r: &mut Report, out: &SelectOutput) -> R {
                 resid(DecodeLength::Long)
             ));
         }
-        estimator_figures(r, estimator, &preds)?;
+        estimator_figures(r, estimator, &preds);
     }
     r.markdown(&t);
-    Ok(())
 }
 
 /// A path as a shell word (quoted when it needs it).
@@ -892,14 +886,14 @@ fn provenance(r: &mut Report, out: &SelectOutput) {
 pub fn write_report(out: &SelectOutput, dir: &Path) -> Result<PathBuf, SelectError> {
     let mut r = Report::new(dir, "Calibration report")?;
     answer(&mut r, out);
-    variants(&mut r, out)?;
+    variants(&mut r, out);
     where_it_fails(&mut r, out);
     stability(&mut r, out);
-    search(&mut r, out)?;
-    margins(&mut r, out)?;
-    q_tables(&mut r, out)?;
-    client_server_gap(&mut r, out)?;
-    estimators(&mut r, out)?;
+    search(&mut r, out);
+    margins(&mut r, out);
+    q_tables(&mut r, out);
+    client_server_gap(&mut r, out);
+    estimators(&mut r, out);
     coefficients(&mut r, out);
     reproduce(&mut r, out);
     provenance(&mut r, out);

@@ -17,7 +17,7 @@ use crate::choice::search_and_choose;
 pub use crate::error::{SelectError, SelectionFileError};
 use crate::evaluate::{AllPairs, EvalPair, Replay, replay_all};
 use crate::search::{Landscape, SearchOutcome};
-use crate::stability::{Stability, StabilitySettings, stability};
+use crate::stability::{SeedRuns, Stability, StabilitySettings, run_seeds};
 use crate::uncertainty::{Headline, Uncertainty, coefficient_intervals, headline, uncertainty};
 use sy_fit::ConditionSumsTable;
 /// Defined with the run directory's layout (`sy_run::layout`).
@@ -127,28 +127,23 @@ pub struct SelectOutput {
     pub gap: Vec<crate::gap::GapRow>,
 }
 
-/// The calibration repeated over `opts.stability_seeds` (`None` when there are none).
-fn stability_check(
-    opts: &SelectOptions,
-    fit_file: Option<&sy_fit::FitFile>,
-    splits: &sy_records::SplitTable,
-    margin_level: f64,
-    (seed_inputs, pairs): (Option<&ConditionSumsTable>, &AllPairs),
-    chosen: Variant,
-) -> Option<Stability> {
-    // None exactly when there are no stability seeds.
-    let seed_inputs = seed_inputs?;
-    let settings = StabilitySettings {
+/// The settings of the calibration repeated over `opts.stability_seeds` (those of this run),
+/// `None` when there are no stability seeds.
+fn stability_settings(opts: &SelectOptions, inputs: &Inputs) -> Option<StabilitySettings> {
+    if opts.stability_seeds.is_empty() {
+        return None;
+    }
+    let fit_file = inputs.fit_file.as_ref();
+    Some(StabilitySettings {
         seeds: opts.stability_seeds.clone(),
-        fractions: splits.fractions,
+        fractions: inputs.splits.fractions,
         folds: fit_file.map_or(sy_fit::FitConfig::default().folds, |f| f.settings.folds),
         alpha_grid: fit_file.map_or_else(sy_fit::fit::default_alpha_grid, |f| {
             f.settings.alpha_grid.clone()
         }),
-        margin_level,
+        margin_level: inputs.margins_file.level,
         limits: opts.limits,
-    };
-    Some(stability(seed_inputs, pairs, &settings, chosen))
+    })
 }
 
 /// What the bundle's provenance records about how sure the choice is: the headline intervals,
@@ -405,59 +400,36 @@ fn freeze_bundles(
     })
 }
 
-/// How sure the choice is: bootstrap intervals, the choice over other split seeds, the headline.
-fn how_sure(
-    opts: &SelectOptions,
-    inputs: &Inputs,
-    (all, seed_inputs): (&AllPairs, Option<&ConditionSumsTable>),
-    pairs: &SplitPairs<'_>,
-    params: &RuleParams,
-    choices: (Variant, Variant, Variant),
-    phases: &mut sy_cli::Phases,
-) -> (Uncertainty, Option<Stability>, Headline) {
-    phases.start("bootstrapping intervals");
-    let mut uncertainty = uncertainty(
-        params,
-        &pairs.selection,
-        &inputs.margins_file,
-        &opts.bootstrap,
-    );
-    uncertainty.coefficients = coefficient_intervals(inputs.fit_file.as_ref());
-    phases.start("repeating the calibration over split seeds");
-    let stability = stability_check(
-        opts,
-        inputs.fit_file.as_ref(),
-        &inputs.splits,
-        inputs.margins_file.level,
-        (seed_inputs, all),
-        choices.0,
-    );
-    let headline = headline(choices, &uncertainty, stability.as_ref());
-    (uncertainty, stability, headline)
+/// This run's calibration on its own split: the search, the choice, the frozen parameters'
+/// replay and their bootstrap intervals.
+struct Calibrated<'a> {
+    pairs: SplitPairs<'a>,
+    choices: crate::choice::Choices,
+    replay: Replay,
+    uncertainty: Uncertainty,
+    warnings: Vec<String>,
 }
 
-/// Runs the selection pipeline and writes selection.json, bundle.json and bundles/*.json (all
-/// or none), after checking every output path and the provenance chain of its inputs.
-pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
-    check_outputs(opts)?;
-    let mut phases = sy_cli::Phases::new(opts.show_progress);
-    phases.start("loading inputs");
-    let (inputs, records) = load_inputs(opts)?;
-    phases.start("pairing probes");
-    let all = AllPairs::new(&records);
-    let condition_splits = records.condition_splits(&inputs.splits);
-    let gap = crate::gap::gap_rows(&records);
-    let seed_inputs = (!opts.stability_seeds.is_empty()).then(|| {
-        phases.start("summing conditions for the stability seeds");
-        ConditionSumsTable::new(&records)
-    });
-    // Everything after this reads the pairs, the conditions and the sums: ~190 bytes a record
-    // freed before the search, the bootstraps and the seeds.
-    drop(records);
-    let pairs = split_pairs(&all, &condition_splits)?;
-    let mut warnings = Vec::new();
-    let base = base_params(opts, &inputs, &mut warnings)?;
+impl Calibrated<'_> {
+    /// (bundle variant, threshold rule, estimator).
+    fn chosen(&self) -> (Variant, Variant, Variant) {
+        (
+            self.choices.bundle_choice.variant,
+            self.choices.threshold_rule.variant,
+            self.choices.estimator.variant,
+        )
+    }
+}
 
+fn calibrate<'a>(
+    opts: &SelectOptions,
+    inputs: &Inputs,
+    (all, condition_splits): (&'a AllPairs, &[Option<Split>]),
+    phases: &mut sy_cli::Phases,
+) -> Result<Calibrated<'a>, SelectError> {
+    let pairs = split_pairs(all, condition_splits)?;
+    let mut warnings = Vec::new();
+    let base = base_params(opts, inputs, &mut warnings)?;
     // The r/p search on the fit split, the variants on the selection split, the choice.
     phases.start("searching r and p, evaluating variants");
     let choices = search_and_choose(
@@ -467,23 +439,99 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
         pairs.selection_unmeasured,
         LANDSCAPE_P_COLUMNS,
     )?;
-    let params = &choices.params;
-    let replay = replay_all(params, &pairs.selection, pairs.selection_unmeasured);
-
-    let chosen = (
-        choices.bundle_choice.variant,
-        choices.threshold_rule.variant,
-        choices.estimator.variant,
+    let replay = replay_all(
+        &choices.params,
+        &pairs.selection,
+        pairs.selection_unmeasured,
     );
-    let (uncertainty, stability, headline) = how_sure(
+    phases.start("bootstrapping intervals");
+    let mut uncertainty = uncertainty(
+        &choices.params,
+        &pairs.selection,
+        &inputs.margins_file,
+        &opts.bootstrap,
+    );
+    uncertainty.coefficients = coefficient_intervals(inputs.fit_file.as_ref());
+    Ok(Calibrated {
+        pairs,
+        choices,
+        replay,
+        uncertainty,
+        warnings,
+    })
+}
+
+/// [`calibrate`], with the calibration over every split seed (which does not depend on this
+/// run's choice) on threads of its own meanwhile.
+fn calibrate_with_seeds<'a>(
+    opts: &SelectOptions,
+    inputs: &Inputs,
+    (all, condition_splits): (&'a AllPairs, &[Option<Split>]),
+    seeds: Option<(&ConditionSumsTable, &StabilitySettings)>,
+    phases: &mut sy_cli::Phases,
+) -> Result<(Calibrated<'a>, Option<Stability>), SelectError> {
+    std::thread::scope(|scope| {
+        let running = seeds.map(|(sums, settings)| {
+            (
+                settings,
+                scope.spawn(move || run_seeds(sums, all, settings)),
+            )
+        });
+        let calibrated = calibrate(opts, inputs, (all, condition_splits), phases)?;
+        phases.start("repeating the calibration over split seeds");
+        let stability = running.map(|(settings, handle)| {
+            let runs = handle
+                .join()
+                .unwrap_or_else(|_| SeedRuns::panicked(settings));
+            runs.summarise(settings, calibrated.chosen().0)
+        });
+        Ok((calibrated, stability))
+    })
+}
+
+/// Runs the selection pipeline and writes selection.json, bundle.json and bundles/*.json (all
+/// or none), after checking every output path and the provenance chain of its inputs.
+pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
+    check_outputs(opts)?;
+    let mut phases = sy_cli::Phases::new(opts.show_progress);
+    phases.start("loading inputs");
+    let (inputs, records) = load_inputs(opts)?;
+    phases.start("pairing probes and summing conditions for the stability seeds");
+    let settings = stability_settings(opts, &inputs);
+    // The seeds' per-condition sums on a thread of their own while the probes are paired.
+    let (all, seed_inputs) = std::thread::scope(|scope| {
+        let sums = settings
+            .as_ref()
+            .map(|_| scope.spawn(|| ConditionSumsTable::new(&records)));
+        let all = AllPairs::new(&records);
+        let sums = sums.map(|h| {
+            h.join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        (all, sums)
+    });
+    let condition_splits = records.condition_splits(&inputs.splits);
+    let gap = crate::gap::gap_rows(&records);
+    // Everything after this reads the pairs, the conditions and the sums: ~190 bytes a record
+    // freed before the search, the bootstraps and the seeds.
+    drop(records);
+    let (calibrated, stability) = calibrate_with_seeds(
         opts,
         &inputs,
-        (&all, seed_inputs.as_ref()),
-        &pairs,
-        params,
-        chosen,
+        (&all, &condition_splits),
+        seed_inputs.as_ref().zip(settings.as_ref()),
         &mut phases,
-    );
+    )?;
+    let chosen = calibrated.chosen();
+    let Calibrated {
+        pairs,
+        choices,
+        replay,
+        uncertainty,
+        mut warnings,
+    } = calibrated;
+    let params = &choices.params;
+    let headline = headline(chosen, &uncertainty, stability.as_ref());
 
     phases.start("freezing the bundle");
     let provenance = provenance(opts, &inputs, &headline, &uncertainty, stability.as_ref());

@@ -229,45 +229,62 @@ fn count(runs: &[SeedChoice], key: impl Fn(&SeedChoice) -> Variant) -> BTreeMap<
     m
 }
 
-/// Repeats the calibration for every seed of `settings` over the records `inputs` were made
-/// from (`pairs`: their [`AllPairs`]); `chosen` is the run's own bundle variant.
-pub fn stability(
+/// Every seed's calibration (see [`SeedRuns::summarise`]), from the records `inputs` were made
+/// from (`pairs`: their [`AllPairs`]). Independent of the run's own choice, so it can run while
+/// the run makes it.
+pub fn run_seeds(
     inputs: &ConditionSumsTable,
     pairs: &AllPairs,
     settings: &StabilitySettings,
-    chosen: Variant,
-) -> Stability {
-    let mut runs = Vec::new();
-    let mut failed = BTreeMap::new();
-    for (seed, outcome) in settings
-        .seeds
-        .iter()
-        .copied()
-        .zip(all_seeds(inputs, pairs, settings))
-    {
-        match outcome {
-            Ok(r) => runs.push(r),
-            Err(why) => {
-                tracing::warn!("stability: split seed {seed}: {why}");
-                failed.insert(seed, why.to_string());
+) -> SeedRuns {
+    SeedRuns(all_seeds(inputs, pairs, settings))
+}
+
+/// What every seed chose (or why it could not), in seed order.
+#[derive(Debug)]
+pub struct SeedRuns(Vec<Result<SeedChoice, SeedError>>);
+
+impl SeedRuns {
+    /// Every seed failed (its calibration thread did not finish).
+    pub fn panicked(settings: &StabilitySettings) -> SeedRuns {
+        SeedRuns(
+            settings
+                .seeds
+                .iter()
+                .map(|_| Err(SeedError::Panicked))
+                .collect(),
+        )
+    }
+
+    /// The counts, and whether the run's own bundle variant `chosen` is stable.
+    pub fn summarise(self, settings: &StabilitySettings, chosen: Variant) -> Stability {
+        let mut runs = Vec::new();
+        let mut failed = BTreeMap::new();
+        for (&seed, outcome) in settings.seeds.iter().zip(self.0) {
+            match outcome {
+                Ok(r) => runs.push(r),
+                Err(why) => {
+                    tracing::warn!("stability: split seed {seed}: {why}");
+                    failed.insert(seed, why.to_string());
+                }
             }
         }
-    }
-    let agree = runs.iter().filter(|r| r.bundle_variant == chosen).count();
-    let chosen_share = if runs.is_empty() {
-        0.0
-    } else {
-        agree as f64 / runs.len() as f64
-    };
-    Stability {
-        seeds: settings.seeds.clone(),
-        threshold_rule_counts: count(&runs, |r| r.threshold_rule),
-        estimator_counts: count(&runs, |r| r.estimator),
-        bundle_variant_counts: count(&runs, |r| r.bundle_variant),
-        runs,
-        failed,
-        chosen,
-        chosen_share,
-        stable: chosen_share >= STABLE_SHARE,
+        let agree = runs.iter().filter(|r| r.bundle_variant == chosen).count();
+        let chosen_share = if runs.is_empty() {
+            0.0
+        } else {
+            agree as f64 / runs.len() as f64
+        };
+        Stability {
+            seeds: settings.seeds.clone(),
+            threshold_rule_counts: count(&runs, |r| r.threshold_rule),
+            estimator_counts: count(&runs, |r| r.estimator),
+            bundle_variant_counts: count(&runs, |r| r.bundle_variant),
+            runs,
+            failed,
+            chosen,
+            chosen_share,
+            stable: chosen_share >= STABLE_SHARE,
+        }
     }
 }
