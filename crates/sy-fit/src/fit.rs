@@ -855,47 +855,47 @@ fn coefficient_intervals(
     if conditions.len() < 2 {
         return None;
     }
-    let ids: Vec<usize> = (0..conditions.len()).collect();
-    let groups = sy_stats::Groups::from_ids(&ids);
     // 1,000 resamples (not the default 2,000): each re-solves the ridge over every condition.
     let cfg = sy_stats::BootstrapConfig {
         resamples: 1000,
         ..sy_stats::BootstrapConfig::default()
     }
     .with_seed(sy_stats::DEFAULT_SEED ^ seed);
-    // Conditions packed in one contiguous table: the resamples' sums are the inner loop.
+    // Conditions packed in one contiguous table, read once per block of resamples: each
+    // resample's sums are how often each condition was drawn times its statistics, added in
+    // condition order (60,000 conditions at 10 M records: 8.6 MB read 63 times instead of
+    // 1,000 times).
     let width = SuffStats::packed_len(3);
     let mut packed = Vec::with_capacity(conditions.len() * width);
     for c in conditions {
         c.pack_into(&mut packed);
     }
-    let mut total = vec![0.0; width];
-    let mut draws = vec![0u32; conditions.len()];
-    sy_stats::bootstrap_rows_multi(&groups, &cfg, 4, |rows| {
-        // How often each condition was drawn, then one pass over the table in order: the
-        // resample's sums without jumping around 60,000 conditions at random (10 M records).
-        draws.fill(0);
-        for &i in rows {
-            if let Some(d) = draws.get_mut(i) {
-                *d += 1;
-            }
-        }
-        total.fill(0.0);
-        for (row, &d) in packed.chunks_exact(width).zip(&draws) {
-            if d > 0 {
-                let d = f64::from(d);
-                for (t, v) in total.iter_mut().zip(row) {
-                    *t += d * v;
+    let mut totals = vec![0.0; width * RESAMPLE_BLOCK];
+    sy_stats::bootstrap_counts_multi(conditions.len(), &cfg, 4, RESAMPLE_BLOCK, |counts, b| {
+        let totals = &mut totals[..width * b];
+        totals.fill(0.0);
+        for (row, drawn) in packed.chunks_exact(width).zip(counts.chunks_exact(b)) {
+            for (total, &d) in totals.chunks_exact_mut(width).zip(drawn) {
+                if d > 0 {
+                    let d = f64::from(d);
+                    for (t, v) in total.iter_mut().zip(row) {
+                        *t += d * v;
+                    }
                 }
             }
         }
-        match solve(&SuffStats::unpack(3, &total), alpha) {
-            Ok(s) => vec![s.intercept + shift, s.coef[0], s.coef[1], s.coef[2]],
-            Err(_) => vec![f64::NAN; 4],
-        }
+        (totals.chunks_exact(width))
+            .map(|total| match solve(&SuffStats::unpack(3, total), alpha) {
+                Ok(s) => vec![s.intercept + shift, s.coef[0], s.coef[1], s.coef[2]],
+                Err(_) => vec![f64::NAN; 4],
+            })
+            .collect()
     })
     .ok()
 }
+
+/// Resamples of the coefficient intervals summed in one pass over the conditions.
+const RESAMPLE_BLOCK: usize = 16;
 
 /// The largest alpha whose score is within a relative [`ALPHA_RELATIVE_TOLERANCE`] of the
 /// minimum; `None` when no score is finite.

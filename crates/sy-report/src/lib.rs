@@ -423,8 +423,14 @@ mod tests {
         }
         r.write().unwrap();
         for (name, _) in &all {
-            assert!(dir.path().join(format!("plots/{name}.svg")).is_file(), "{name}");
-            assert!(dir.path().join(format!("plots/{name}.png")).is_file(), "{name}");
+            assert!(
+                dir.path().join(format!("plots/{name}.svg")).is_file(),
+                "{name}"
+            );
+            assert!(
+                dir.path().join(format!("plots/{name}.png")).is_file(),
+                "{name}"
+            );
         }
         // `plots` is a file: no figure can be drawn, and report.md is not written.
         let dir = tempfile::tempdir().unwrap();

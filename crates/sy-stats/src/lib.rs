@@ -211,7 +211,12 @@ pub fn mean(values: &[f64]) -> f64 {
 }
 
 fn check(cfg: &BootstrapConfig, groups: &Groups) -> Result<(), BootstrapError> {
-    if groups.is_empty() {
+    check_counts(cfg, groups.len())
+}
+
+/// [`check`] for `groups` groups given by their number.
+fn check_counts(cfg: &BootstrapConfig, groups: usize) -> Result<(), BootstrapError> {
+    if groups == 0 {
         return Err(BootstrapError::Empty);
     }
     if !(cfg.level > 0.0 && cfg.level < 1.0) {
@@ -312,6 +317,63 @@ fn percentile_interval(
         resamples: stats.len() as u32,
         groups: groups as u32,
     })
+}
+
+/// [`bootstrap_rows_multi`] over `groups` groups of one row each, for a statistic that needs
+/// only how often each group was drawn (a weighted sum, e.g. the sufficient statistics of a
+/// regression): `stat(counts, b)` gets the draw counts of `b ≤ block` consecutive resamples,
+/// group-major (`counts[g * b + j]`: how often resample `j` drew group `g`), and returns one
+/// `k`-vector per resample, in order. Evaluating a block in one pass over the groups reads a
+/// large per-group table once per block instead of once per resample. The draws, and so the
+/// intervals, are those of [`bootstrap_rows_multi`] with the same configuration; the estimate
+/// is `stat` with every count 1.
+pub fn bootstrap_counts_multi<F>(
+    groups: usize,
+    cfg: &BootstrapConfig,
+    k: usize,
+    block: usize,
+    mut stat: F,
+) -> Result<Vec<Interval>, BootstrapError>
+where
+    F: FnMut(&[u32], usize) -> Vec<Vec<f64>>,
+{
+    check_counts(cfg, groups)?;
+    let finite = |s: &[f64]| s.len() == k && s.iter().all(|v| v.is_finite());
+    let estimate = stat(&vec![1; groups], 1)
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    if !finite(&estimate) {
+        return Err(BootstrapError::NotFinite);
+    }
+    let block = block.max(1);
+    let mut rng = SplitMix64(cfg.seed);
+    let mut counts = vec![0u32; groups * block];
+    let mut stats: Vec<Vec<f64>> = vec![Vec::with_capacity(cfg.resamples as usize); k];
+    let mut left = cfg.resamples as usize;
+    while left > 0 {
+        let b = block.min(left);
+        left -= b;
+        let counts = &mut counts[..groups * b];
+        counts.fill(0);
+        for j in 0..b {
+            for _ in 0..groups {
+                if let Some(c) = counts.get_mut(rng.below(groups) * b + j) {
+                    *c += 1;
+                }
+            }
+        }
+        for s in stat(counts, b).into_iter().filter(|s| finite(s)) {
+            for (acc, v) in stats.iter_mut().zip(s) {
+                acc.push(v);
+            }
+        }
+    }
+    estimate
+        .into_iter()
+        .zip(stats)
+        .map(|(estimate, st)| percentile_interval(estimate, st, cfg, groups))
+        .collect()
 }
 
 /// Like [`bootstrap_rows`] for a statistic with `k` components computed together (e.g. the

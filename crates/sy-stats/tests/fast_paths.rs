@@ -5,8 +5,9 @@
 
 use proptest::prelude::*;
 use sy_stats::{
-    BootstrapConfig, bootstrap, bootstrap_mean, bootstrap_mean_difference, bootstrap_paired,
-    bootstrap_quantile, bootstrap_quantile_difference, mean, quantile,
+    BootstrapConfig, Groups, bootstrap, bootstrap_counts_multi, bootstrap_mean,
+    bootstrap_mean_difference, bootstrap_paired, bootstrap_quantile, bootstrap_quantile_difference,
+    bootstrap_rows_multi, mean, quantile,
 };
 
 fn cfg(seed: u64) -> BootstrapConfig {
@@ -49,8 +50,50 @@ proptest! {
     }
 }
 
+/// Weighted sums of two series by draw counts (`counts(i)`: how often row i was drawn), and a
+/// third component that is NaN when row 0 was not drawn (such resamples are left out).
+fn weighted(values: &[(f64, f64)], counts: impl Fn(usize) -> u32) -> Vec<f64> {
+    let mut t = vec![0.0; 3];
+    for (i, v) in values.iter().enumerate() {
+        let d = counts(i);
+        if d > 0 {
+            t[0] += f64::from(d) * v.0;
+            t[1] += f64::from(d) * v.1;
+        }
+    }
+    t[2] = if counts(0) == 0 {
+        f64::NAN
+    } else {
+        t[0] - t[1]
+    };
+    t
+}
+
+proptest! {
+    #[test]
+    fn counts_bootstrap_gives_the_rows_bootstrap(
+        values in prop::collection::vec((-500.0f64..5000.0, -1.0f64..1.0), 2..120),
+        block in 1usize..40,
+        seed in 0u64..1000,
+    ) {
+        let c = cfg(seed);
+        let n = values.len();
+        let ids: Vec<usize> = (0..n).collect();
+        let by_rows = bootstrap_rows_multi(&Groups::from_ids(&ids), &c, 3, |rows| {
+            weighted(&values, |i| rows.iter().filter(|&&r| r == i).count() as u32)
+        });
+        let by_counts = bootstrap_counts_multi(n, &c, 3, block, |counts, b| {
+            (0..b).map(|j| weighted(&values, |i| counts[i * b + j])).collect()
+        });
+        prop_assert_eq!(by_rows.unwrap(), by_counts.unwrap());
+    }
+}
+
 #[test]
 fn fast_paths_refuse_what_the_general_path_refuses() {
+    let none = |_: &[u32], _: usize| Vec::new();
+    assert!(bootstrap_counts_multi(0, &cfg(1), 1, 4, none).is_err());
+    assert!(bootstrap_counts_multi(3, &cfg(1), 1, 4, none).is_err());
     let c = cfg(1);
     assert!(bootstrap_quantile(&[1.0, 2.0], &[0u8], 0.9, &c).is_err());
     assert!(bootstrap_mean_difference(&[1.0], Some(&[1.0, 2.0]), &[0u8], &c).is_err());
