@@ -11,7 +11,7 @@ use sy_selector::{RuleParams, Thresholds, Variant};
 pub use crate::error::ChoiceError;
 use crate::evaluate::{EvalPair, GuardProbe, Replay, VariantStats, replay_variant};
 use crate::search::{
-    Landscape, RuleFamily, SearchInput, SearchOutcome, SearchProbe, TIE_TOLERANCE_MS,
+    Landscape, Probes, RuleFamily, SearchInput, SearchOutcome, SearchProbe, TIE_TOLERANCE_MS,
     ThresholdRule, search_prepared,
 };
 
@@ -103,7 +103,13 @@ pub fn search_and_choose<P: std::borrow::Borrow<EvalPair>>(
         .map(|p| guard.search_probe(p.borrow()))
         .collect();
     let probes = SearchInput::new(&probes).map_err(ChoiceError::Search)?;
-    choose_on_probes(base, &probes, sel_pairs, sel_unmeasured, landscape_columns)
+    choose_on_probes(
+        base,
+        &probes.all(),
+        sel_pairs,
+        sel_unmeasured,
+        landscape_columns,
+    )
 }
 
 /// [`search_and_choose`] with the fit split already in the search's view
@@ -111,7 +117,7 @@ pub fn search_and_choose<P: std::borrow::Borrow<EvalPair>>(
 /// [`SearchInput`]).
 pub fn choose_on_probes<P: std::borrow::Borrow<EvalPair>>(
     base: &RuleParams,
-    probes: &SearchInput,
+    probes: &Probes<'_>,
     sel_pairs: &[P],
     sel_unmeasured: u64,
     landscape_columns: usize,

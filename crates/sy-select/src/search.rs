@@ -32,7 +32,7 @@
 //! booked-request counts (small: R is an integer count of requests on one worker). The two sorts
 //! are made once per set of probes ([`SearchInput`]): both rule families read them, and a subset
 //! (another seed's fit split, [`SearchInput::subset`]) is a filter of them, which keeps their
-//! order, so the stability seeds search without sorting.
+//! order, so the stability seeds search without sorting or copying them.
 //!
 //! Sums are exact: TTFTs are quantised to integer units of 1e-9 ms and summed in `i128`, so two
 //! rules that trigger the same probes always tie exactly, whatever the summation order.
@@ -245,30 +245,20 @@ impl SearchInput {
         })
     }
 
-    /// The probes whose `keep` flag (by probe index) is set, in the same order, without
-    /// sorting again.
-    pub fn subset(&self, keep: &[bool]) -> SearchInput {
-        let mut renumbered = Vec::with_capacity(self.units.len());
-        let mut units = Vec::new();
-        for (i, &u) in self.units.iter().enumerate() {
-            renumbered.push(units.len() as u32);
-            if keep.get(i).copied().unwrap_or(false) {
-                units.push(u);
-            }
+    /// Every probe, as the search reads them.
+    pub fn all(&self) -> Probes<'_> {
+        Probes {
+            input: self,
+            keep: None,
         }
-        let filter = |list: &[Sorted]| -> Vec<Sorted> {
-            list.iter()
-                .filter(|s| keep.get(s.probe as usize).copied().unwrap_or(false))
-                .map(|s| Sorted {
-                    probe: renumbered[s.probe as usize],
-                    ..*s
-                })
-                .collect()
-        };
-        SearchInput {
-            by_r: filter(&self.by_r),
-            by_p: filter(&self.by_p),
-            units,
+    }
+
+    /// The probes whose `keep` flag (by probe index) is set: a filter of the same lists, so in
+    /// the same order, without sorting or copying them.
+    pub fn subset<'a>(&'a self, keep: &'a Mask) -> Probes<'a> {
+        Probes {
+            input: self,
+            keep: Some(keep),
         }
     }
 
@@ -279,6 +269,85 @@ impl SearchInput {
 
     pub fn is_empty(&self) -> bool {
         self.units.is_empty()
+    }
+}
+
+/// The probes one search reads: all of a [`SearchInput`] or those a mask keeps.
+#[derive(Debug, Clone, Copy)]
+pub struct Probes<'a> {
+    input: &'a SearchInput,
+    /// Kept probes by probe index; `None`: all.
+    keep: Option<&'a Mask>,
+}
+
+/// One flag per probe, packed 64 to a word: a seed's mask of 5 M probes is 625 kB, which stays
+/// in cache while the sorted lists are filtered through it in their own (random) probe order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mask {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl Mask {
+    /// Flags `keep(i)` for i in `0..len`.
+    pub fn from_fn(len: usize, mut keep: impl FnMut(usize) -> bool) -> Mask {
+        let mut words = vec![0u64; len.div_ceil(64)];
+        for i in (0..len).filter(|&i| keep(i)) {
+            words[i / 64] |= 1 << (i % 64);
+        }
+        Mask { words, len }
+    }
+
+    /// Flag `i` (false beyond the mask).
+    #[inline]
+    pub fn get(&self, i: usize) -> bool {
+        self.words
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+
+    /// Number of flags set.
+    pub fn count(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+}
+
+impl<'a> Probes<'a> {
+    fn kept(&self, probe: usize) -> bool {
+        self.keep.is_none_or(|k| k.get(probe))
+    }
+
+    /// A sorted list's kept probes, in its order.
+    fn filter(&self, list: &'a [Sorted]) -> impl DoubleEndedIterator<Item = &'a Sorted> + Clone {
+        let this = *self;
+        list.iter().filter(move |s| this.kept(s.probe as usize))
+    }
+
+    fn by_r(&self) -> impl DoubleEndedIterator<Item = &'a Sorted> + Clone {
+        self.filter(&self.input.by_r)
+    }
+
+    fn by_p(&self) -> impl DoubleEndedIterator<Item = &'a Sorted> + Clone {
+        self.filter(&self.input.by_p)
+    }
+
+    /// The kept probes' (efficient, capable) TTFTs in units.
+    fn units(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        let units = self.input.units.iter().copied().enumerate();
+        units.filter(|&(i, _)| self.kept(i)).map(|(_, u)| u)
+    }
+
+    /// Number of probes kept.
+    pub fn len(&self) -> usize {
+        match self.keep {
+            None => self.input.len(),
+            Some(k) if k.len <= self.input.len() => k.count(),
+            Some(k) => (0..self.input.len()).filter(|&i| k.get(i)).count(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -311,19 +380,18 @@ fn descending(
 }
 
 /// The probes of `order` whose guard passes, as (value, gain), still by descending value.
-fn eligible(
-    order: &[Sorted],
+fn eligible<'a>(
+    order: impl Iterator<Item = &'a Sorted>,
     pass: fn(&GuardPass) -> bool,
-) -> impl Iterator<Item = (f64, i64)> + '_ {
+) -> impl Iterator<Item = (f64, i64)> {
     order
-        .iter()
         .filter(move |s| pass(&s.guard))
         .map(|s| (s.value, s.gain))
 }
 
 /// The distinct values of a descending list, ascending.
-fn distinct_ascending(descending: &[Sorted]) -> Vec<f64> {
-    let mut v: Vec<f64> = descending.iter().rev().map(|x| x.value).collect();
+fn distinct_ascending<'a>(descending: impl DoubleEndedIterator<Item = &'a Sorted>) -> Vec<f64> {
+    let mut v: Vec<f64> = descending.rev().map(|x| x.value).collect();
     v.dedup();
     v
 }
@@ -407,28 +475,31 @@ struct Sweep {
 }
 
 impl Sweep {
-    fn new(input: &SearchInput, family: RuleFamily) -> Sweep {
+    fn new(input: &Probes<'_>, family: RuleFamily) -> Sweep {
         let prefill = family == RuleFamily::CountPrefill;
-        let by_r = &input.by_r[..];
-        let by_p_all = if prefill { &input.by_p[..] } else { &[] };
-        let r_values = distinct_ascending(by_r);
-        let p_values = distinct_ascending(by_p_all);
-        let (r_sum, r_cnt) = single_term_sums(eligible(by_r, |g| g.r_only), &r_values, r_trigger);
-        let (p_sum, p_cnt) =
-            single_term_sums(eligible(by_p_all, |g| g.p_only), &p_values, p_trigger);
+        let by_r = input.by_r();
+        // `count` reads no P: an empty list (a filter that keeps nothing).
+        let by_p_all = input.by_p().filter(move |_| prefill);
+        let r_values = distinct_ascending(by_r.clone());
+        let p_values = distinct_ascending(by_p_all.clone());
+        let (r_sum, r_cnt) =
+            single_term_sums(eligible(by_r.clone(), |g| g.r_only), &r_values, r_trigger);
+        let (p_sum, p_cnt) = single_term_sums(
+            eligible(by_p_all.clone(), |g| g.p_only),
+            &p_values,
+            p_trigger,
+        );
         // The both-term rules' `R >= r` part (no r values without the p term: nothing to sum).
         let both: fn(&GuardPass) -> bool = if prefill { |g| g.both } else { |_| false };
-        let (br_sum, br_cnt) = single_term_sums(eligible(by_r, both), &r_values, r_trigger);
+        let (br_sum, br_cnt) = single_term_sums(eligible(by_r.clone(), both), &r_values, r_trigger);
         // Both-term probes by ascending R: those without a valid R (never triggered by R)
         // first, then `by_r` reversed.
         let fires_at = |p: f64| p_values.partition_point(|&t| p_trigger(p, t));
         let joining: Vec<(Option<f64>, usize, i64)> = if prefill {
             let without_r = by_p_all
-                .iter()
                 .filter(|s| s.guard.both && s.other.is_none())
                 .map(|s| (None, fires_at(s.value), s.gain));
             let with_r = by_r
-                .iter()
                 .rev()
                 .filter(|s| s.guard.both)
                 .filter_map(|s| Some((Some(s.value), fires_at(s.other?), s.gain)));
@@ -612,20 +683,24 @@ pub fn search_thresholds(
     family: RuleFamily,
     landscape_p_columns: usize,
 ) -> Result<(SearchOutcome, Option<Landscape>), SearchError> {
-    search_prepared(&SearchInput::new(probes)?, family, landscape_p_columns)
+    search_prepared(
+        &SearchInput::new(probes)?.all(),
+        family,
+        landscape_p_columns,
+    )
 }
 
 /// [`search_thresholds`] on probes already prepared (sorted) for it.
 pub fn search_prepared(
-    input: &SearchInput,
+    input: &Probes<'_>,
     family: RuleFamily,
     landscape_p_columns: usize,
 ) -> Result<(SearchOutcome, Option<Landscape>), SearchError> {
     if input.is_empty() {
         return Err(SearchError::NoProbes);
     }
-    let base: i128 = input.units.iter().map(|&(e, _)| i128::from(e)).sum();
-    let oracle: i128 = input.units.iter().map(|&(e, c)| i128::from(e.min(c))).sum();
+    let base: i128 = input.units().map(|(e, _)| i128::from(e)).sum();
+    let oracle: i128 = input.units().map(|(e, c)| i128::from(e.min(c))).sum();
     let n = input.len();
     let n_f = n as f64;
     let to_mean = |gain: i128| (base + gain) as f64 / UNITS_PER_MS / n_f;
@@ -1035,11 +1110,12 @@ mod tests {
             prefill in proptest::bool::ANY,
         ) {
             let probes: Vec<SearchProbe> = raw.iter().map(|t| t.0).collect();
-            let keep: Vec<bool> = raw.iter().map(|t| t.1).collect();
+            let keep = Mask::from_fn(raw.len(), |i| raw[i].1);
             let kept: Vec<SearchProbe> =
-                probes.iter().zip(&keep).filter(|(_, k)| **k).map(|(p, _)| *p).collect();
+                probes.iter().zip(&raw).filter(|(_, t)| t.1).map(|(p, _)| *p).collect();
             let family = if prefill { RuleFamily::CountPrefill } else { RuleFamily::Count };
-            let subset = SearchInput::new(&probes).unwrap().subset(&keep);
+            let input = SearchInput::new(&probes).unwrap();
+            let subset = input.subset(&keep);
             proptest::prop_assert_eq!(subset.len(), kept.len());
             let from_subset = search_prepared(&subset, family, 7);
             let anew = search_thresholds(&kept, family, 7);

@@ -17,7 +17,7 @@ use sy_selector::{GuardLimits, Margins, RuleParams, Thresholds, Variant};
 use crate::choice::choose_on_probes;
 pub use crate::error::SeedError;
 use crate::evaluate::{AllPairs, GuardProbe};
-use crate::search::{SearchError, SearchInput};
+use crate::search::{Mask, SearchError, SearchInput};
 
 /// Share of seeds that must agree with the run's choice for it to be called stable.
 pub const STABLE_SHARE: f64 = 0.8;
@@ -110,21 +110,23 @@ impl<'a> Shared<'a> {
         })
     }
 
-    /// The search probes of the measured pairs of the conditions in `split`.
+    /// Every measured pair's search probe, and which of them are those of the conditions in
+    /// `split` (by probe index: [`SearchInput::subset`]).
     fn search_probes(
         &self,
         condition_splits: &[Option<Split>],
         split: Split,
-    ) -> Result<SearchInput, SeedError> {
+    ) -> Result<(&SearchInput, Mask), SeedError> {
         let all = self
             .probes
             .as_ref()
             .map_err(|e| SeedError::Choice(crate::choice::ChoiceError::Search(e.clone())))?;
         let mask = self.pairs.mask(condition_splits, split);
-        let keep: Vec<bool> = (self.pair_of_probe.iter())
-            .map(|&i| mask.get(i).copied().unwrap_or(false))
-            .collect();
-        Ok(all.subset(&keep))
+        let of_pair = &self.pair_of_probe;
+        let keep = Mask::from_fn(of_pair.len(), |probe| {
+            mask.get(of_pair[probe]).copied().unwrap_or(false)
+        });
+        Ok((all, keep))
     }
 }
 
@@ -158,7 +160,8 @@ fn one_seed(
         limits: s.limits,
     };
     base.validate().map_err(SeedError::Params)?;
-    let fit_probes = shared.search_probes(&condition_splits, Split::Fit)?;
+    let (all_probes, fit_keep) = shared.search_probes(&condition_splits, Split::Fit)?;
+    let fit_probes = all_probes.subset(&fit_keep);
     let (sel_pairs, sel_unmeasured) = shared.pairs.of_split(&condition_splits, Split::Selection);
     if fit_probes.is_empty() || sel_pairs.is_empty() {
         return Err(SeedError::EmptySplit);
