@@ -218,10 +218,22 @@ fn tie_better(a: &ThresholdRule, a_over: u64, b: &ThresholdRule, b_over: u64) ->
 #[derive(Debug, Clone, Copy)]
 struct Sorted {
     value: f64,
-    other: Option<f64>,
+    /// NaN when the other term's value is not valid (valid values are finite): see
+    /// [`Sorted::other`].
+    other: f64,
+    /// In the list by R, the rank of the probe's valid P among [`SearchInput::p_distinct`]
+    /// (`u32::MAX` otherwise).
+    other_rank: u32,
     gain: i64,
     guard: GuardPass,
     probe: u32,
+}
+
+impl Sorted {
+    /// The other term's valid value.
+    fn other(&self) -> Option<f64> {
+        (!self.other.is_nan()).then_some(self.other)
+    }
 }
 
 /// Probes ready for the search: their TTFTs in exact units and their two sorted lists (by R
@@ -232,15 +244,27 @@ pub struct SearchInput {
     units: Vec<(i64, i64)>,
     by_r: Vec<Sorted>,
     by_p: Vec<Sorted>,
+    /// Every distinct valid P, ascending.
+    p_distinct: Vec<f64>,
 }
 
 impl SearchInput {
     /// Checks the probes' TTFTs and sorts them by R and by P.
     pub fn new(probes: &[SearchProbe]) -> Result<SearchInput, SearchError> {
         let units = quantised(probes)?;
+        let by_p = descending(probes, &units, |p| p.p_eff, |p| p.r_eff);
+        let p_distinct = distinct_ascending(by_p.iter());
+        let mut by_r = descending(probes, &units, |p| p.r_eff, |p| p.p_eff);
+        for s in &mut by_r {
+            if let Some(p) = s.other() {
+                let rank = p_distinct.partition_point(|&d| d < p);
+                s.other_rank = u32::try_from(rank).unwrap_or(u32::MAX);
+            }
+        }
         Ok(SearchInput {
-            by_r: descending(probes, &units, |p| p.r_eff, |p| p.p_eff),
-            by_p: descending(probes, &units, |p| p.p_eff, |p| p.r_eff),
+            by_r,
+            by_p,
+            p_distinct,
             units,
         })
     }
@@ -337,6 +361,11 @@ impl<'a> Probes<'a> {
         units.filter(|&(i, _)| self.kept(i)).map(|(_, u)| u)
     }
 
+    /// Every distinct valid P of the input (kept or not), ascending.
+    fn p_distinct(&self) -> &'a [f64] {
+        &self.input.p_distinct
+    }
+
     /// Number of probes kept.
     pub fn len(&self) -> usize {
         match self.keep {
@@ -367,7 +396,8 @@ fn descending(
         .filter_map(|(i, (p, &(e, c)))| {
             valid(value(p)).map(|value| Sorted {
                 value,
-                other: valid(other(p)),
+                other: valid(other(p)).unwrap_or(f64::NAN),
+                other_rank: u32::MAX,
                 gain: c - e,
                 guard: p.guard,
                 probe: u32::try_from(i).unwrap_or(u32::MAX),
@@ -387,6 +417,21 @@ fn eligible<'a>(
     order
         .filter(move |s| pass(&s.guard))
         .map(|s| (s.value, s.gain))
+}
+
+/// For each of the ascending `distinct` values, how many of the ascending `p_values` it fires
+/// at ([`p_trigger`]), by a merge of the two lists.
+fn fires_by_rank(distinct: &[f64], p_values: &[f64]) -> Vec<u32> {
+    let mut j = 0;
+    distinct
+        .iter()
+        .map(|&p| {
+            while p_values.get(j).is_some_and(|&t| p_trigger(p, t)) {
+                j += 1;
+            }
+            u32::try_from(j).unwrap_or(u32::MAX)
+        })
+        .collect()
 }
 
 /// The distinct values of a descending list, ascending.
@@ -496,13 +541,21 @@ impl Sweep {
         // first, then `by_r` reversed.
         let fires_at = |p: f64| p_values.partition_point(|&t| p_trigger(p, t));
         let joining: Vec<(Option<f64>, usize, i64)> = if prefill {
+            // How many p values each probe's P fires at, by the rank of its P among all the
+            // probes' (one merge, instead of a binary search per probe in R order).
+            let by_rank = fires_by_rank(input.p_distinct(), &p_values);
+            let fires_of = |s: &Sorted| {
+                let p = s.other()?;
+                let ranked = by_rank.get(s.other_rank as usize);
+                Some(ranked.map_or_else(|| fires_at(p), |&f| f as usize))
+            };
             let without_r = by_p_all
-                .filter(|s| s.guard.both && s.other.is_none())
+                .filter(|s| s.guard.both && s.other().is_none())
                 .map(|s| (None, fires_at(s.value), s.gain));
             let with_r = by_r
                 .rev()
                 .filter(|s| s.guard.both)
-                .filter_map(|s| Some((Some(s.value), fires_at(s.other?), s.gain)));
+                .filter_map(|s| Some((Some(s.value), fires_of(s)?, s.gain)));
             without_r.chain(with_r).collect()
         } else {
             Vec::new()
