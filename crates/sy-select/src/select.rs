@@ -477,8 +477,11 @@ fn calibrate_with_seeds<'a>(
                 scope.spawn(move || run_seeds(sums, all, settings)),
             )
         });
+        // On an error the scope still waits for the seeds: their threads borrow the pairs.
         let calibrated = calibrate(opts, inputs, (all, condition_splits), phases)?;
-        phases.start("repeating the calibration over split seeds");
+        if running.is_some() {
+            phases.start("finishing the calibration over split seeds");
+        }
         let stability = running.map(|(settings, handle)| {
             let runs = handle
                 .join()
