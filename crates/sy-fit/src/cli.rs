@@ -262,10 +262,7 @@ fn load_records(
     cache: Option<&Path>,
     started: Instant,
 ) -> Result<ProbeTable, CliError> {
-    let loaded = match cache {
-        Some(cache) => ProbeTable::load_cached(inputs, options, cache)?,
-        None => ProbeTable::load(inputs, options)?,
-    };
+    let loaded = ProbeTable::load_cached(inputs, options, cache)?;
     tracing::info!(
         "loaded {} records in {:.2} s",
         loaded.len(),

@@ -57,11 +57,7 @@ pub fn load_records(
     skip_invalid: bool,
     cache: Option<&Path>,
 ) -> Result<ProbeTable, InputsError> {
-    let options = LoadOptions { skip_invalid };
-    let loaded = match cache {
-        Some(cache) => ProbeTable::load_cached(paths, &options, cache)?,
-        None => ProbeTable::load(paths, &options)?,
-    };
+    let loaded = ProbeTable::load_cached(paths, &LoadOptions { skip_invalid }, cache)?;
     if !loaded.skipped().is_empty() {
         tracing::warn!(
             skipped = loaded.skipped().len(),

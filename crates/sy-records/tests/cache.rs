@@ -100,12 +100,12 @@ fn a_cached_table_reads_as_the_records() {
     let fresh = ProbeTable::load(&paths, &SKIP).unwrap();
     assert_eq!(fresh.skipped().len(), 1, "the invalid row is skipped");
 
-    let written = ProbeTable::load_cached(&paths, &SKIP, &cache).unwrap();
+    let written = ProbeTable::load_cached(&paths, &SKIP, Some(&cache)).unwrap();
     assert_same(&written, &fresh);
     assert!(!cache.exists(), "nothing is written before save_cache");
     assert!(written.save_cache());
     let made = inode(&cache);
-    let cached = ProbeTable::load_cached(&paths, &SKIP, &cache).unwrap();
+    let cached = ProbeTable::load_cached(&paths, &SKIP, Some(&cache)).unwrap();
     assert_same(&cached, &fresh);
     assert!(
         !cached.save_cache(),
@@ -122,13 +122,13 @@ fn a_cache_of_other_records_or_options_is_not_used() {
     let paths = inputs(dir.path());
     let cache = dir.path().join("probe-table.cache");
     assert!(
-        ProbeTable::load_cached(&paths, &SKIP, &cache)
+        ProbeTable::load_cached(&paths, &SKIP, Some(&cache))
             .unwrap()
             .save_cache()
     );
 
     // Strict options: the invalid row is an error, whatever the cache holds.
-    let strict = ProbeTable::load_cached(&paths, &LoadOptions::default(), &cache);
+    let strict = ProbeTable::load_cached(&paths, &LoadOptions::default(), Some(&cache));
     let message = strict.unwrap_err().to_string();
     assert!(
         message.contains("b.jsonl") && message.contains("ttft_ms"),
@@ -142,13 +142,13 @@ fn a_cache_of_other_records_or_options_is_not_used() {
     let fresh = ProbeTable::load(&paths, &SKIP).unwrap();
     assert_eq!(fresh.row(0).ttft_ms(), Some(12345.0));
     assert_same(
-        &ProbeTable::load_cached(&paths, &SKIP, &cache).unwrap(),
+        &ProbeTable::load_cached(&paths, &SKIP, Some(&cache)).unwrap(),
         &fresh,
     );
     // Fewer files.
     let one = ProbeTable::load(&paths[..1], &SKIP).unwrap();
     assert_same(
-        &ProbeTable::load_cached(&paths[..1], &SKIP, &cache).unwrap(),
+        &ProbeTable::load_cached(&paths[..1], &SKIP, Some(&cache)).unwrap(),
         &one,
     );
 }
@@ -160,7 +160,7 @@ fn a_damaged_cache_is_refused_and_rewritten() {
     let cache = dir.path().join("probe-table.cache");
     let fresh = ProbeTable::load(&paths, &SKIP).unwrap();
     assert!(
-        ProbeTable::load_cached(&paths, &SKIP, &cache)
+        ProbeTable::load_cached(&paths, &SKIP, Some(&cache))
             .unwrap()
             .save_cache()
     );
@@ -181,7 +181,7 @@ fn a_damaged_cache_is_refused_and_rewritten() {
     damaged.push(b"SYPROBE\0 not a cache".to_vec());
     for (i, bytes) in damaged.iter().enumerate() {
         std::fs::write(&cache, bytes).unwrap();
-        let table = ProbeTable::load_cached(&paths, &SKIP, &cache).unwrap();
+        let table = ProbeTable::load_cached(&paths, &SKIP, Some(&cache)).unwrap();
         assert_same(&table, &fresh);
         table.save_cache();
         assert_eq!(
@@ -201,7 +201,7 @@ fn a_cache_that_cannot_be_written_changes_nothing() {
     std::fs::create_dir(&cache).unwrap();
     let fresh = ProbeTable::load(&paths, &SKIP).unwrap();
     assert_same(
-        &ProbeTable::load_cached(&paths, &SKIP, &cache).unwrap(),
+        &ProbeTable::load_cached(&paths, &SKIP, Some(&cache)).unwrap(),
         &fresh,
     );
     assert!(cache.is_dir());

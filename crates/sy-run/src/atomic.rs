@@ -125,8 +125,7 @@ pub fn atomic_write_all(files: &[(PathBuf, Vec<u8>)]) -> Result<(), RunError> {
     Ok(())
 }
 
-/// Writes `bytes` to a synced temporary file beside `path` and returns its path.
-/// Whether [`atomic_write_with`] syncs the file to disk before renaming it into place.
+/// Whether a [`stage_file`] is synced to disk before it can be renamed into place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
     /// Synced: after a crash the path holds the old file or the whole new one.
@@ -134,16 +133,6 @@ pub enum Durability {
     /// Not synced, for files whose reader verifies every byte (a checksummed cache): after a
     /// crash the path may hold a damaged file, which that reader refuses.
     Verified,
-}
-
-/// Writes `path` atomically, like [`atomic_write`], from what `write` puts into a buffered
-/// writer: for large files that are better streamed than held in memory first.
-pub fn atomic_write_with(
-    path: &Path,
-    durability: Durability,
-    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<(), RunError> {
-    stage_file(path, durability, write)?.commit()
 }
 
 /// A file written beside its destination but not yet in place: [`Staged::commit`] renames it
@@ -175,7 +164,9 @@ impl Drop for Staged {
     }
 }
 
-/// The first half of [`atomic_write_with`]: writes the file beside `path`, not yet in place.
+/// Writes a file beside `path` from what `write` puts into a buffered writer (for large files
+/// better streamed than held in memory first), not yet in place: [`Staged::commit`] renames it
+/// into place atomically, like [`atomic_write`].
 pub fn stage_file(
     path: &Path,
     durability: Durability,
@@ -193,6 +184,7 @@ pub fn stage_file(
     })
 }
 
+/// Writes `bytes` to a synced temporary file beside `path` and returns its path.
 fn stage(path: &Path, bytes: &[u8]) -> Result<PathBuf, RunError> {
     stage_with(path, Durability::Synced, |file| file.write_all(bytes))
 }

@@ -154,7 +154,7 @@ pub(crate) fn stage(
 #[allow(unsafe_code)]
 fn map(file: &File) -> std::io::Result<memmap2::Mmap> {
     // SAFETY: a mapping is sound while nobody changes the file's bytes in place. sy replaces the
-    // cache only by renaming a new file over it (`sy_run::atomic_write_with`), which leaves this
+    // cache only by renaming a new file over it (`sy_run::Staged::commit`), which leaves this
     // mapping on the old inode. Another process truncating the file in place would make a read
     // fault (SIGBUS), the known limit of every mapped reader (ripgrep, Arrow IPC). The bytes are
     // otherwise untrusted: `open` checks every length, alignment and index before use.

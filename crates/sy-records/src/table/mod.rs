@@ -452,12 +452,16 @@ impl ProbeTable {
     /// see the `cache` module): the cached table when it was made from the same record files
     /// (by SHA-256) with the same options and passes its checks; otherwise the records are read,
     /// and [`ProbeTable::save_cache`] (called once the tool has succeeded: a failed run leaves
-    /// the run directory as it was) writes the cache for the next tool.
+    /// the run directory as it was) writes the cache for the next tool. Without a cache
+    /// (`None`, e.g. `--no-cache`), [`ProbeTable::load`].
     pub fn load_cached(
         paths: &[PathBuf],
         options: &LoadOptions,
-        cache: &Path,
+        cache: Option<&Path>,
     ) -> Result<ProbeTable, RecordsError> {
+        let Some(cache) = cache else {
+            return ProbeTable::load(paths, options);
+        };
         let files = resolve_inputs(paths)?;
         let digests = digests(&files)?;
         let key = cache::CacheKey::new(&files, &digests, options);
