@@ -71,32 +71,18 @@ struct Header {
 
 /// Every column of a table as bytes, by name, in file order.
 fn columns(t: &ProbeTable) -> Vec<(&'static str, &[u8])> {
-    vec![
+    let mut columns = vec![
         ("probe_text", t.probe_text.bytes()),
         ("probe_end", t.probe_end.bytes()),
-        ("condition", t.condition.bytes()),
-        ("phase", t.phase.bytes()),
-        ("role", t.role.bytes()),
-        ("status", t.status.bytes()),
-        ("repeat", t.repeat.bytes()),
-        ("model", t.model.bytes()),
-        ("decode_length", t.decode_length.bytes()),
-        ("planned_n", t.planned_n.bytes()),
-        ("planned_f", t.planned_f.bytes()),
-        ("present", t.present.bytes()),
-        ("n", t.n.bytes()),
-        ("k", t.k.bytes()),
-        ("r", t.r.bytes()),
-        ("prefill_tokens_booked", t.prefill_tokens_booked.bytes()),
-        ("prefill_capacity_tokens", t.prefill_capacity_tokens.bytes()),
-        ("observed_at_unix_ms", t.observed_at_unix_ms.bytes()),
-        ("sent_at_unix_ms", t.sent_at_unix_ms.bytes()),
-        ("ttft_ms", t.ttft_ms.bytes()),
-        ("client_server_gap_ms", t.client_server_gap_ms.bytes()),
-        ("pick", t.pick.bytes()),
-        ("origins", t.origins.bytes()),
-        ("pairs", t.pairs.bytes()),
-    ]
+    ];
+    macro_rules! push {
+        ($columns:ident, $t:ident; $($c:ident),*) => {
+            $($columns.push((stringify!($c), $t.$c.bytes()));)*
+        };
+    }
+    row_columns!(push!(columns, t));
+    columns.push(("pairs", t.pairs.bytes()));
+    columns
 }
 
 fn padding(at: usize) -> usize {
@@ -240,39 +226,23 @@ impl Columns<'_> {
 fn table_of(map: &Arc<memmap2::Mmap>, h: Header) -> Result<ProbeTable, String> {
     let c = Columns { map, header: &h };
     let rows = h.rows;
-    let table = ProbeTable {
+    let mut table = ProbeTable {
         probe_text: c.get("probe_text", h.text_bytes)?,
         probe_end: c.get("probe_end", rows)?,
-        condition: c.get("condition", rows)?,
-        phase: c.get("phase", rows)?,
-        role: c.get("role", rows)?,
-        status: c.get("status", rows)?,
-        repeat: c.get("repeat", rows)?,
-        model: c.get("model", rows)?,
-        decode_length: c.get("decode_length", rows)?,
-        planned_n: c.get("planned_n", rows)?,
-        planned_f: c.get("planned_f", rows)?,
-        present: c.get("present", rows)?,
-        n: c.get("n", rows)?,
-        k: c.get("k", rows)?,
-        r: c.get("r", rows)?,
-        prefill_tokens_booked: c.get("prefill_tokens_booked", rows)?,
-        prefill_capacity_tokens: c.get("prefill_capacity_tokens", rows)?,
-        observed_at_unix_ms: c.get("observed_at_unix_ms", rows)?,
-        sent_at_unix_ms: c.get("sent_at_unix_ms", rows)?,
-        ttft_ms: c.get("ttft_ms", rows)?,
-        client_server_gap_ms: c.get("client_server_gap_ms", rows)?,
-        pick: c.get("pick", rows)?,
-        origins: c.get("origins", rows)?,
         pairs: c.get("pairs", h.pairs)?,
-        conditions: ConditionIndex::from_entries(h.runs, h.conditions)?,
-        models: Interner::from_values(h.models),
-        decode_lengths: Interner::from_values(h.decode_lengths),
-        files: h.files,
-        skipped: h.skipped,
-        digests: Vec::new(),
-        unsaved_cache: None,
+        ..ProbeTable::default()
     };
+    macro_rules! read {
+        ($table:ident, $c:ident, $rows:ident; $($col:ident),*) => {
+            $($table.$col = $c.get(stringify!($col), $rows)?;)*
+        };
+    }
+    row_columns!(read!(table, c, rows));
+    table.conditions = ConditionIndex::from_entries(h.runs, h.conditions)?;
+    table.models = Interner::from_values(h.models);
+    table.decode_lengths = Interner::from_values(h.decode_lengths);
+    table.files = h.files;
+    table.skipped = h.skipped;
     Ok(table)
 }
 

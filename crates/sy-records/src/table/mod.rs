@@ -20,6 +20,19 @@
 //! which a second thread decodes meanwhile. A table mapped from its cache holds file-backed pages
 //! instead, which the kernel may drop and read again under memory pressure.
 
+/// Calls `$apply!(args; column, column, …)` with every [`ProbeTable`] column that holds one
+/// value per row (`probe_text`, `probe_end` and `pairs` have other lengths): the one list that
+/// reserving, dropping rows and the cache's writer and reader go through, in the cache's file
+/// order.
+macro_rules! row_columns {
+    ($apply:ident!($($args:tt)*)) => {
+        $apply!($($args)*;
+            condition, phase, role, status, repeat, model, decode_length, planned_n, planned_f,
+            present, n, k, r, prefill_tokens_booked, prefill_capacity_tokens,
+            observed_at_unix_ms, sent_at_unix_ms, ttft_ms, client_server_gap_ms, pick, origins)
+    };
+}
+
 mod cache;
 mod column;
 mod native;
@@ -850,28 +863,11 @@ impl ProbeTable {
     }
 
     fn reserve(&mut self, rows: usize) {
-        self.condition.vec().reserve(rows);
-        self.phase.vec().reserve(rows);
-        self.role.vec().reserve(rows);
-        self.status.vec().reserve(rows);
-        self.repeat.vec().reserve(rows);
-        self.model.vec().reserve(rows);
-        self.decode_length.vec().reserve(rows);
-        self.planned_n.vec().reserve(rows);
-        self.planned_f.vec().reserve(rows);
-        self.present.vec().reserve(rows);
-        self.n.vec().reserve(rows);
-        self.k.vec().reserve(rows);
-        self.r.vec().reserve(rows);
-        self.prefill_tokens_booked.vec().reserve(rows);
-        self.prefill_capacity_tokens.vec().reserve(rows);
-        self.observed_at_unix_ms.vec().reserve(rows);
-        self.sent_at_unix_ms.vec().reserve(rows);
-        self.ttft_ms.vec().reserve(rows);
-        self.client_server_gap_ms.vec().reserve(rows);
-        self.pick.vec().reserve(rows);
-        self.origins.vec().reserve(rows);
+        macro_rules! reserve {
+            ($t:expr, $rows:expr; $($c:ident),*) => { $($t.$c.vec().reserve($rows);)* };
+        }
         self.probe_end.vec().reserve(rows);
+        row_columns!(reserve!(self, rows));
     }
 
     /// Converts and validates one frame (rows `offset + 1 ..` of `path`) and appends its rows.
@@ -1002,27 +998,10 @@ impl ProbeTable {
         }
         self.probe_text = Column::from(text);
         self.probe_end = Column::from(ends);
-        self.condition.retain_unless(drop);
-        self.phase.retain_unless(drop);
-        self.role.retain_unless(drop);
-        self.status.retain_unless(drop);
-        self.repeat.retain_unless(drop);
-        self.model.retain_unless(drop);
-        self.decode_length.retain_unless(drop);
-        self.planned_n.retain_unless(drop);
-        self.planned_f.retain_unless(drop);
-        self.present.retain_unless(drop);
-        self.n.retain_unless(drop);
-        self.k.retain_unless(drop);
-        self.r.retain_unless(drop);
-        self.prefill_tokens_booked.retain_unless(drop);
-        self.prefill_capacity_tokens.retain_unless(drop);
-        self.observed_at_unix_ms.retain_unless(drop);
-        self.sent_at_unix_ms.retain_unless(drop);
-        self.ttft_ms.retain_unless(drop);
-        self.client_server_gap_ms.retain_unless(drop);
-        self.pick.retain_unless(drop);
-        self.origins.retain_unless(drop);
+        macro_rules! retain {
+            ($t:expr, $drop:expr; $($c:ident),*) => { $($t.$c.retain_unless($drop);)* };
+        }
+        row_columns!(retain!(self, drop));
     }
 }
 
