@@ -870,20 +870,9 @@ fn coefficient_intervals(
     for c in conditions {
         c.pack_into(&mut packed);
     }
-    let mut totals = vec![0.0; width * RESAMPLE_BLOCK];
+    let mut sums = BlockSums::new(packed, width);
     sy_stats::bootstrap_counts_multi(conditions.len(), &cfg, 4, RESAMPLE_BLOCK, |counts, b| {
-        let totals = &mut totals[..width * b];
-        totals.fill(0.0);
-        for (row, drawn) in packed.chunks_exact(width).zip(counts.chunks_exact(b)) {
-            for (total, &d) in totals.chunks_exact_mut(width).zip(drawn) {
-                if d > 0 {
-                    let d = f64::from(d);
-                    for (t, v) in total.iter_mut().zip(row) {
-                        *t += d * v;
-                    }
-                }
-            }
-        }
+        let totals = sums.totals(counts, b);
         (totals.chunks_exact(width))
             .map(|total| match solve(&SuffStats::unpack(3, total), alpha) {
                 Ok(s) => vec![s.intercept + shift, s.coef[0], s.coef[1], s.coef[2]],
@@ -896,6 +885,75 @@ fn coefficient_intervals(
 
 /// Resamples of the coefficient intervals summed in one pass over the conditions.
 const RESAMPLE_BLOCK: usize = 16;
+
+/// The per-resample sums of packed per-condition statistics (one row of `width` numbers a
+/// condition), weighted by how often each resample drew each condition, added in condition
+/// order.
+struct BlockSums {
+    packed: Vec<f64>,
+    width: usize,
+    /// Every packed number is finite: a condition drawn 0 times may then be added as `0 × v`
+    /// (which adds +0 or −0 and so leaves every sum as it is), without a branch per draw count.
+    finite: bool,
+    /// Resample-major sums (`totals[j * width + c]`).
+    totals: Vec<f64>,
+    /// Component-major sums (`by_component[c * b + j]`) of the branch-free pass.
+    by_component: Vec<f64>,
+}
+
+impl BlockSums {
+    fn new(packed: Vec<f64>, width: usize) -> BlockSums {
+        BlockSums {
+            finite: packed.iter().all(|v| v.is_finite()),
+            packed,
+            width,
+            totals: vec![0.0; width * RESAMPLE_BLOCK],
+            by_component: vec![0.0; width * RESAMPLE_BLOCK],
+        }
+    }
+
+    /// The sums of a block of `b` resamples (`counts[g * b + j]`), resample-major.
+    fn totals(&mut self, counts: &[u32], b: usize) -> &[f64] {
+        let width = self.width;
+        let totals = &mut self.totals[..width * b];
+        totals.fill(0.0);
+        let rows = self.packed.chunks_exact(width).zip(counts.chunks_exact(b));
+        if self.finite && b == RESAMPLE_BLOCK {
+            // Each component times the block's counts: one vectorisable multiply-add per
+            // component over the resamples.
+            let by_component = &mut self.by_component[..width * RESAMPLE_BLOCK];
+            by_component.fill(0.0);
+            let mut weight = [0.0; RESAMPLE_BLOCK];
+            for (row, drawn) in rows {
+                for (w, &d) in weight.iter_mut().zip(drawn) {
+                    *w = f64::from(d);
+                }
+                for (sum, &v) in by_component.chunks_exact_mut(RESAMPLE_BLOCK).zip(row) {
+                    for (s, w) in sum.iter_mut().zip(&weight) {
+                        *s += w * v;
+                    }
+                }
+            }
+            for (c, sum) in by_component.chunks_exact(RESAMPLE_BLOCK).enumerate() {
+                for (j, &s) in sum.iter().enumerate() {
+                    totals[j * width + c] = s;
+                }
+            }
+        } else {
+            for (row, drawn) in rows {
+                for (total, &d) in totals.chunks_exact_mut(width).zip(drawn) {
+                    if d > 0 {
+                        let d = f64::from(d);
+                        for (t, v) in total.iter_mut().zip(row) {
+                            *t += d * v;
+                        }
+                    }
+                }
+            }
+        }
+        totals
+    }
+}
 
 /// The largest alpha whose score is within a relative [`ALPHA_RELATIVE_TOLERANCE`] of the
 /// minimum; `None` when no score is finite.
@@ -920,6 +978,29 @@ pub fn choose_alpha(cv: &[CvPoint]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The branch-free block sums are the per-draw sums, bit for bit (a condition drawn 0
+        /// times adds a signed zero).
+        #[test]
+        fn block_sums_without_branches_are_the_sums_with_them(
+            packed in proptest::collection::vec(
+                proptest::prop_oneof![proptest::strategy::Just(-0.0), -1e6..1e6f64],
+                18 * 40,
+            ),
+            counts in proptest::collection::vec(0u32..4, 40 * RESAMPLE_BLOCK),
+        ) {
+            let mut free = BlockSums::new(packed.clone(), 18);
+            let mut branching = BlockSums::new(packed, 18);
+            branching.finite = false;
+            proptest::prop_assert!(free.finite);
+            let a: Vec<u64> =
+                free.totals(&counts, RESAMPLE_BLOCK).iter().map(|v| v.to_bits()).collect();
+            let b: Vec<u64> =
+                branching.totals(&counts, RESAMPLE_BLOCK).iter().map(|v| v.to_bits()).collect();
+            proptest::prop_assert_eq!(a, b);
+        }
+    }
 
     #[test]
     fn alpha_grid_parsing() {

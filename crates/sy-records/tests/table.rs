@@ -386,4 +386,15 @@ fn a_file_of_several_slices_loads_and_fails_at_the_right_row() {
     let skipping = assert_loaders_agree(&bad, &LoadOptions { skip_invalid: true }).unwrap();
     // The bad row and its partner are dropped; every other row is read.
     assert_eq!(skipping.len(), records.len() - 2);
+    // The bad row's slice was first appended natively up to it, then taken back and read again
+    // row by row: the conditions (and which are load-phase ones) are those of the kept rows.
+    let dropped = records[bad_row - 1].probe_id.clone();
+    let kept: Vec<Record> = records
+        .into_iter()
+        .filter(|r| r.probe_id != dropped)
+        .collect();
+    let memory = ProbeTable::from_records(&kept).unwrap();
+    assert_eq!(skipping.condition_count(), memory.condition_count());
+    assert!(skipping.load_conditions().eq(memory.load_conditions()));
+    assert_eq!(skipping.pair_count(), memory.pair_count());
 }

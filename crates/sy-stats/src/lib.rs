@@ -348,21 +348,13 @@ where
     }
     let block = block.max(1);
     let mut rng = SplitMix64(cfg.seed);
-    let mut counts = vec![0u32; groups * block];
+    let mut draws = CountBlock::new(groups, block);
     let mut stats: Vec<Vec<f64>> = vec![Vec::with_capacity(cfg.resamples as usize); k];
     let mut left = cfg.resamples as usize;
     while left > 0 {
         let b = block.min(left);
         left -= b;
-        let counts = &mut counts[..groups * b];
-        counts.fill(0);
-        for j in 0..b {
-            for _ in 0..groups {
-                if let Some(c) = counts.get_mut(rng.below(groups) * b + j) {
-                    *c += 1;
-                }
-            }
-        }
+        let counts = draws.draw(&mut rng, b);
         for s in stat(counts, b).into_iter().filter(|s| finite(s)) {
             for (acc, v) in stats.iter_mut().zip(s) {
                 acc.push(v);
@@ -374,6 +366,56 @@ where
         .zip(stats)
         .map(|(estimate, st)| percentile_interval(estimate, st, cfg, groups))
         .collect()
+}
+
+/// The draw counts of a block of resamples, group-major (see [`bootstrap_counts_multi`]).
+///
+/// Each resample is drawn into a row of its own (`resample-major`, one `u32` a group: 240 kB at
+/// 60,000 groups, so its random increments stay in a core's L2 cache), and the block is then
+/// transposed to group-major a tile at a time. Incrementing the group-major block directly
+/// touches a random cache line of the whole block (3.8 MB at 60,000 groups × 16) per draw.
+struct CountBlock {
+    groups: usize,
+    rows: Vec<u32>,
+    counts: Vec<u32>,
+}
+
+/// Groups transposed at a time (a tile of `TILE × block` counts stays in L1).
+const TILE: usize = 256;
+
+impl CountBlock {
+    fn new(groups: usize, block: usize) -> CountBlock {
+        CountBlock {
+            groups,
+            rows: vec![0; groups * block],
+            counts: vec![0; groups * block],
+        }
+    }
+
+    /// The next `b` resamples' counts (`counts[g * b + j]`), drawn from `rng` resample after
+    /// resample, each one `groups` uniform draws.
+    fn draw(&mut self, rng: &mut SplitMix64, b: usize) -> &[u32] {
+        let groups = self.groups;
+        let rows = &mut self.rows[..groups * b];
+        rows.fill(0);
+        for row in rows.chunks_exact_mut(groups) {
+            for _ in 0..groups {
+                if let Some(c) = row.get_mut(rng.below(groups)) {
+                    *c += 1;
+                }
+            }
+        }
+        let counts = &mut self.counts[..groups * b];
+        for start in (0..groups).step_by(TILE) {
+            let end = (start + TILE).min(groups);
+            for (j, row) in rows.chunks_exact(groups).enumerate() {
+                for (g, &c) in row[start..end].iter().enumerate() {
+                    counts[(start + g) * b + j] = c;
+                }
+            }
+        }
+        counts
+    }
 }
 
 /// Like [`bootstrap_rows`] for a statistic with `k` components computed together (e.g. the

@@ -84,6 +84,17 @@ impl Interner {
         self.values.get(i as usize).map_or("", String::as_str)
     }
 
+    fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Forgets every value interned after the first `len`.
+    fn truncate(&mut self, len: usize) {
+        for v in self.values.drain(len.min(self.values.len())..) {
+            self.index.remove(&v);
+        }
+    }
+
     /// The interner of distinct `values` (as a cache holds them).
     fn from_values(values: Vec<String>) -> Self {
         let index = values.iter().cloned().zip(0..).collect();
@@ -196,6 +207,44 @@ impl ConditionIndex {
             *l = true;
         }
     }
+
+    /// What [`ConditionIndex::restore`] goes back to.
+    fn mark(&self) -> ConditionMark {
+        ConditionMark {
+            runs: self.runs.len(),
+            is_load: self.is_load.clone(),
+        }
+    }
+
+    /// The index as it was at `mark`: conditions and runs added since are forgotten, and the
+    /// load flags are those of then.
+    fn restore(&mut self, mark: ConditionMark) {
+        let kept = mark.is_load.len().min(self.conditions.len());
+        for (run, condition) in self.conditions.drain(kept..) {
+            if let Some(map) = self.index.get_mut(run as usize) {
+                map.remove(&condition);
+            }
+        }
+        self.is_load = mark.is_load;
+        self.runs.truncate(mark.runs);
+        self.index.truncate(mark.runs);
+    }
+}
+
+/// A [`ConditionIndex`] as it was (see [`ConditionIndex::mark`]).
+struct ConditionMark {
+    runs: usize,
+    is_load: Vec<bool>,
+}
+
+/// A [`ProbeTable`]'s rows and interned text as they were before a frame was appended (see
+/// [`ProbeTable::mark`]).
+struct TableMark {
+    rows: usize,
+    probe_text: usize,
+    conditions: ConditionMark,
+    models: usize,
+    decode_lengths: usize,
 }
 
 /// The records the calibration tools read, as columns (see the module docs).
@@ -894,25 +943,47 @@ impl ProbeTable {
     }
 
     /// Appends every row of a native frame (see [`native`]) if all of them are valid; `false`
-    /// (nothing appended) otherwise.
+    /// (the table as it was before) otherwise. Rows are appended as they are read and checked,
+    /// and taken back at the first one that is not valid: a valid frame, the usual case, is
+    /// read once.
     fn push_native(&mut self, frame: &NativeFrame<'_>, offset: usize, file: u32) -> bool {
-        let valid = |i| {
-            frame
-                .row(i)
-                .is_some_and(|v| validate_fields(&v.checked()).is_ok())
-        };
-        if !(0..frame.height()).all(valid) {
-            return false;
-        }
-        // Read again rather than kept: a slice's rows held as values were measured at ~100 MB
-        // more peak memory at a million records, for no gain in time.
+        let mark = self.mark();
         for i in 0..frame.height() {
-            if let Some(values) = frame.row(i) {
-                let row = u32::try_from(offset + i + 1).unwrap_or(u32::MAX);
-                self.push_row(values, RowOrigin { file, row });
-            }
+            let valid = frame
+                .row(i)
+                .filter(|v| validate_fields(&v.checked()).is_ok());
+            let Some(values) = valid else {
+                self.restore(mark);
+                return false;
+            };
+            let row = u32::try_from(offset + i + 1).unwrap_or(u32::MAX);
+            self.push_row(values, RowOrigin { file, row });
         }
         true
+    }
+
+    /// What [`ProbeTable::restore`] goes back to (rows are only ever appended between the two).
+    fn mark(&self) -> TableMark {
+        TableMark {
+            rows: self.condition.len(),
+            probe_text: self.probe_text.len(),
+            conditions: self.conditions.mark(),
+            models: self.models.len(),
+            decode_lengths: self.decode_lengths.len(),
+        }
+    }
+
+    /// Drops the rows appended since `mark`, and the text they interned.
+    fn restore(&mut self, mark: TableMark) {
+        macro_rules! truncate {
+            ($t:expr, $rows:expr; $($c:ident),*) => { $($t.$c.vec().truncate($rows);)* };
+        }
+        row_columns!(truncate!(self, mark.rows));
+        self.probe_end.vec().truncate(mark.rows);
+        self.probe_text.vec().truncate(mark.probe_text);
+        self.conditions.restore(mark.conditions);
+        self.models.truncate(mark.models);
+        self.decode_lengths.truncate(mark.decode_lengths);
     }
 
     fn push_columns(
@@ -1207,5 +1278,69 @@ impl<'a> RowValues<'a> {
             condition_id: self.condition_id,
             probe_id: self.probe_id,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::synth::{SynthSpec, generate};
+
+    fn records(conditions: usize, seed: u64) -> Vec<Record> {
+        generate(&SynthSpec {
+            conditions,
+            repeats: 2,
+            seed,
+            ..SynthSpec::default()
+        })
+    }
+
+    /// Everything a restored table must hold as before: rows, text and conditions.
+    fn summary(t: &ProbeTable) -> (usize, usize, Vec<(String, String)>, Vec<String>) {
+        let load = t.load_conditions().map(|(r, c)| (r.into(), c.into()));
+        let rows = t
+            .rows()
+            .map(|r| format!("{} {} {}", r.probe_id(), r.model(), r.condition()));
+        (t.len(), t.condition_count(), load.collect(), rows.collect())
+    }
+
+    #[test]
+    fn restoring_a_mark_forgets_rows_conditions_and_text_appended_since() {
+        let first = records(3, 1);
+        let mut later = records(4, 2);
+        for r in &mut later {
+            r.run_id = "another run".into();
+            r.model = format!("{} v2", r.model);
+            r.background.decode_length = Some("very long".into());
+        }
+        // A load-phase row of a condition the table has only seen outside the load phase.
+        let mut q_grid = first
+            .iter()
+            .find(|r| r.phase != Phase::Load)
+            .unwrap()
+            .clone();
+        q_grid.phase = Phase::Load;
+        later.push(q_grid);
+        let origin = RowOrigin { file: 0, row: 1 };
+        let mut table = ProbeTable::default();
+        first.iter().for_each(|r| table.push_record(r, origin));
+        let before = summary(&table);
+        let mark = table.mark();
+        later.iter().for_each(|r| table.push_record(r, origin));
+        assert_ne!(summary(&table), before);
+        table.restore(mark);
+        assert_eq!(summary(&table), before);
+        // The interned text is forgotten too: appending the later rows again numbers them as
+        // a table that never saw them does.
+        later.iter().for_each(|r| table.push_record(r, origin));
+        let mut fresh = ProbeTable::default();
+        first
+            .iter()
+            .chain(&later)
+            .for_each(|r| fresh.push_record(r, origin));
+        assert_eq!(summary(&table), summary(&fresh));
+        assert_eq!(table.models.values, fresh.models.values);
+        assert_eq!(table.decode_lengths.values, fresh.decode_lengths.values);
     }
 }

@@ -7,7 +7,8 @@
 //! a missing or unparsable cell or a row the rule refuses sends the whole frame back to the
 //! row-precise path ([`crate::frame::with_probe_columns`]), which converts what the file holds and
 //! names the first problem. The fast path therefore changes how fast a valid file is read, never
-//! what a file reads as (`native_and_general_paths_agree` below checks this on corrupted frames).
+//! what a file reads as (`parquet_cells_give_the_same_rows_errors_and_skips_in_both_loaders` in
+//! `tests/table.rs` checks this on corrupted frames).
 
 use polars::datatypes::{PolarsDataType, StaticArray};
 use polars::prelude::*;
