@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use sy_selector::{RuleParams, Thresholds, Variant};
 
 pub use crate::error::ChoiceError;
-use crate::evaluate::{EvalPair, GuardProbe, Replay, VariantStats, replay_variant};
+use crate::evaluate::{Detail, EvalPair, GuardProbe, Replay, VariantStats, replay_variant_with};
 use crate::search::{
     Landscape, Probes, RuleFamily, SearchInput, SearchOutcome, SearchProbe, TIE_TOLERANCE_MS,
     ThresholdRule, search_prepared,
@@ -109,18 +109,20 @@ pub fn search_and_choose<P: std::borrow::Borrow<EvalPair>>(
         sel_pairs,
         sel_unmeasured,
         landscape_columns,
+        Detail::Full,
     )
 }
 
 /// [`search_and_choose`] with the fit split already in the search's view
 /// ([`GuardProbe::search_probe`] of each fit pair, with `base`'s limits, prepared as a
-/// [`SearchInput`]).
+/// [`SearchInput`]); the candidates are replayed with `detail`.
 pub fn choose_on_probes<P: std::borrow::Borrow<EvalPair>>(
     base: &RuleParams,
     probes: &Probes<'_>,
     sel_pairs: &[P],
     sel_unmeasured: u64,
     landscape_columns: usize,
+    detail: Detail,
 ) -> Result<Choices, ChoiceError> {
     let (search_count, _) =
         search_prepared(probes, RuleFamily::Count, 0).map_err(ChoiceError::Search)?;
@@ -142,7 +144,7 @@ pub fn choose_on_probes<P: std::borrow::Borrow<EvalPair>>(
                     Variant::CountPrefill => &cp_params,
                     _ => base,
                 };
-                replay_variant(params, v, sel_pairs)
+                replay_variant_with(params, v, sel_pairs, detail)
             })
             .collect(),
     };

@@ -320,7 +320,17 @@ impl Replay {
     }
 }
 
-#[derive(Default)]
+/// How much of a replay to compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// Every statistic, overall and by background generation length.
+    Full,
+    /// Only what a choice between variants reads ([`crate::choice::choose`]): the counts and
+    /// the mean selected TTFT, overall. The p90 is NaN and there is no breakdown by length
+    /// (the stability seeds, which keep nothing else).
+    Choice,
+}
+
 struct Acc {
     probes: u64,
     could_act: u64,
@@ -328,11 +338,28 @@ struct Acc {
     fell_back: u64,
     not_applicable: u64,
     reasons: BTreeMap<&'static str, u64>,
-    selected: Vec<f64>,
+    /// The selected TTFTs (for the p90), kept with [`Detail::Full`] only.
+    selected: Option<Vec<f64>>,
+    /// Their sum, added in order from −0 (as `Iterator::sum` adds).
+    selected_sum: f64,
     oracle_sum: f64,
 }
 
 impl Acc {
+    fn new(detail: Detail) -> Acc {
+        Acc {
+            probes: 0,
+            could_act: 0,
+            changed: 0,
+            fell_back: 0,
+            not_applicable: 0,
+            reasons: BTreeMap::new(),
+            selected: (detail == Detail::Full).then(Vec::new),
+            selected_sum: -0.0,
+            oracle_sum: 0.0,
+        }
+    }
+
     fn add(&mut self, reason: &Reason, changed: bool, selected: f64, oracle: f64) {
         self.probes += 1;
         match reason {
@@ -348,14 +375,20 @@ impl Acc {
         if changed {
             self.changed += 1;
         }
-        self.selected.push(selected);
+        if let Some(values) = &mut self.selected {
+            values.push(selected);
+        }
+        self.selected_sum += selected;
         self.oracle_sum += oracle;
     }
 
-    fn finish(mut self) -> VariantStats {
+    fn finish(self) -> VariantStats {
         let n = self.probes.max(1) as f64;
-        let mean = self.selected.iter().sum::<f64>() / n;
-        let p90 = sy_selector::quantile_unsorted(&mut self.selected, 0.9).unwrap_or(f64::NAN);
+        let mean = self.selected_sum / n;
+        let p90 = self
+            .selected
+            .and_then(|mut v| sy_selector::quantile_unsorted(&mut v, 0.9))
+            .unwrap_or(f64::NAN);
         let oracle = self.oracle_sum / n;
         let (mean, oracle) = if self.probes == 0 {
             (f64::NAN, f64::NAN)
@@ -390,9 +423,20 @@ pub fn replay_variant<P: Borrow<EvalPair>>(
     variant: Variant,
     pairs: &[P],
 ) -> VariantReplay {
-    let mut all = Acc::default();
-    let mut short = Acc::default();
-    let mut long = Acc::default();
+    replay_variant_with(params, variant, pairs, Detail::Full)
+}
+
+/// [`replay_variant`], computing only what `detail` asks for.
+pub fn replay_variant_with<P: Borrow<EvalPair>>(
+    params: &RuleParams,
+    variant: Variant,
+    pairs: &[P],
+    detail: Detail,
+) -> VariantReplay {
+    let mut all = Acc::new(detail);
+    let mut short = Acc::new(detail);
+    let mut long = Acc::new(detail);
+    let by_length = detail == Detail::Full;
     for pair in pairs {
         let pair = pair.borrow();
         let d = decide(params, variant, &pair.input());
@@ -400,9 +444,13 @@ pub fn replay_variant<P: Borrow<EvalPair>>(
         let oracle = pair.oracle_ttft();
         all.add(&d.reason, d.changed, selected, oracle);
         match pair.decode_length {
-            Some(DecodeLength::Short) => short.add(&d.reason, d.changed, selected, oracle),
-            Some(DecodeLength::Long) => long.add(&d.reason, d.changed, selected, oracle),
-            None => {}
+            Some(DecodeLength::Short) if by_length => {
+                short.add(&d.reason, d.changed, selected, oracle)
+            }
+            Some(DecodeLength::Long) if by_length => {
+                long.add(&d.reason, d.changed, selected, oracle)
+            }
+            _ => {}
         }
     }
     let mut by = BTreeMap::new();

@@ -16,7 +16,7 @@ use sy_selector::{GuardLimits, Margins, RuleParams, Thresholds, Variant};
 
 use crate::choice::choose_on_probes;
 pub use crate::error::SeedError;
-use crate::evaluate::{AllPairs, GuardProbe};
+use crate::evaluate::{AllPairs, Detail, GuardProbe};
 use crate::search::{Mask, SearchError, SearchInput};
 
 /// Share of seeds that must agree with the run's choice for it to be called stable.
@@ -166,8 +166,15 @@ fn one_seed(
     if fit_probes.is_empty() || sel_pairs.is_empty() {
         return Err(SeedError::EmptySplit);
     }
-    let c = choose_on_probes(&base, &fit_probes, &sel_pairs, sel_unmeasured, 0)
-        .map_err(SeedError::Choice)?;
+    let c = choose_on_probes(
+        &base,
+        &fit_probes,
+        &sel_pairs,
+        sel_unmeasured,
+        0,
+        Detail::Choice,
+    )
+    .map_err(SeedError::Choice)?;
     // The replays' means are those of the selected TTFTs (`sy_stats::mean`, same order).
     let mean = |v: Variant| {
         c.candidates
