@@ -360,14 +360,14 @@ fn a_file_of_several_slices_loads_and_fails_at_the_right_row() {
     });
     assert!(
         records.len() > 2 * sy_records::PARQUET_ROW_GROUP_ROWS,
-        "five or more slices"
+        "three or more slices"
     );
     let good = dir.path().join("good.parquet");
     write_records(&records, &good).unwrap();
     let t = assert_loaders_agree(&good, &LoadOptions::default()).unwrap();
     assert_eq!(t.len(), records.len());
 
-    // Row numbers are 1-based; this one lies in the fourth of the file's five 65,536-row slices.
+    // Row numbers are 1-based; this one lies in the second of the file's three 131,072-row slices.
     let bad_row = 2 * sy_records::PARQUET_ROW_GROUP_ROWS - 7;
     records[bad_row - 1].ttft_ms = Some(-1.0);
     let bad = dir.path().join("bad.parquet");
