@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use sy_selector::{RuleParams, Thresholds, Variant};
 
 pub use crate::error::ChoiceError;
-use crate::evaluate::{Detail, EvalPair, GuardProbe, Replay, VariantStats, replay_variant_with};
+use crate::evaluate::{Detail, EvalPair, GuardProbe, Replay, VariantStats, replay_variants};
 use crate::search::{
     Landscape, Probes, RuleFamily, SearchInput, SearchOutcome, SearchProbe, TIE_TOLERANCE_MS,
     ThresholdRule, search_prepared,
@@ -133,20 +133,18 @@ pub fn choose_on_probes<P: std::borrow::Borrow<EvalPair>>(
     let count_params = with_rule(base, search_count.best.rule);
     let cp_params = with_rule(base, search_cp.best.rule);
     // Each variant replayed once, the threshold rules with their own searched thresholds.
+    let variants = Variant::ALL.map(|v| {
+        let params = match v {
+            Variant::Count => &count_params,
+            Variant::CountPrefill => &cp_params,
+            _ => base,
+        };
+        (v, params)
+    });
     let candidates = Replay {
         pairs: sel_pairs.len() as u64,
         pairs_unmeasured: sel_unmeasured,
-        variants: Variant::ALL
-            .iter()
-            .map(|&v| {
-                let params = match v {
-                    Variant::Count => &count_params,
-                    Variant::CountPrefill => &cp_params,
-                    _ => base,
-                };
-                replay_variant_with(params, v, sel_pairs, detail)
-            })
-            .collect(),
+        variants: replay_variants(&variants, sel_pairs, detail),
     };
     let stats = |v: Variant| {
         candidates
