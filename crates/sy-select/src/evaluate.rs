@@ -478,6 +478,13 @@ impl<'p> VariantTally<'p> {
         }
     }
 
+    /// The replay, and the selected TTFT of every pair in order (empty unless
+    /// [`Detail::Full`]).
+    fn finish_keeping(self) -> (VariantReplay, Vec<f64>) {
+        let selected = self.all.selected.clone().unwrap_or_default();
+        (self.finish(), selected)
+    }
+
     fn finish(self) -> VariantReplay {
         let (variant, params) = (self.variant, self.params);
         let mut by = BTreeMap::new();
@@ -519,14 +526,19 @@ pub fn replay_variants<P: Borrow<EvalPair>>(
         .iter()
         .map(|&(v, params)| VariantTally::new(v, params, detail))
         .collect();
+    tally_pairs(&mut tallies, pairs);
+    tallies.into_iter().map(VariantTally::finish).collect()
+}
+
+/// Every pair, read and unpacked once, added to every tally.
+fn tally_pairs<P: Borrow<EvalPair>>(tallies: &mut [VariantTally<'_>], pairs: &[P]) {
     for pair in pairs {
         let pair = pair.borrow();
         let input = pair.input();
-        for tally in &mut tallies {
+        for tally in tallies.iter_mut() {
             tally.add(pair, &input);
         }
     }
-    tallies.into_iter().map(VariantTally::finish).collect()
 }
 
 /// Replays every variant with the same parameters (pairs owned or borrowed).
@@ -535,11 +547,38 @@ pub fn replay_all<P: Borrow<EvalPair>>(
     pairs: &[P],
     unmeasured: u64,
 ) -> Replay {
-    Replay {
+    replay_all_keeping(params, pairs, unmeasured).0
+}
+
+/// Each variant's selected TTFT of every pair, in pair order, as a replay decided it.
+pub type SelectedTtfts = Vec<(Variant, Vec<f64>)>;
+
+/// [`replay_all`], and the selected TTFTs it decided (for the bootstrap intervals, which
+/// resample them).
+pub fn replay_all_keeping<P: Borrow<EvalPair>>(
+    params: &RuleParams,
+    pairs: &[P],
+    unmeasured: u64,
+) -> (Replay, SelectedTtfts) {
+    let mut tallies: Vec<VariantTally<'_>> = Variant::ALL
+        .iter()
+        .map(|&v| VariantTally::new(v, params, Detail::Full))
+        .collect();
+    tally_pairs(&mut tallies, pairs);
+    let (variants, selected): (Vec<_>, Vec<_>) = tallies
+        .into_iter()
+        .map(|t| {
+            let variant = t.variant;
+            let (replay, ttfts) = t.finish_keeping();
+            (replay, (variant, ttfts))
+        })
+        .unzip();
+    let replay = Replay {
         pairs: pairs.len() as u64,
         pairs_unmeasured: unmeasured,
-        variants: replay_variants(&Variant::ALL.map(|v| (v, params)), pairs, Detail::Full),
-    }
+        variants,
+    };
+    (replay, selected)
 }
 
 /// Decision inputs of the pairs, and how many pairs lacked a measured TTFT.

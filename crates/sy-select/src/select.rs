@@ -15,7 +15,7 @@ use sy_selector::{
 pub use crate::choice::Choice;
 use crate::choice::search_and_choose;
 pub use crate::error::{SelectError, SelectionFileError};
-use crate::evaluate::{AllPairs, EvalPair, Replay, replay_all};
+use crate::evaluate::{AllPairs, EvalPair, Replay, replay_all_keeping};
 use crate::search::{Landscape, SearchOutcome};
 use crate::stability::{SeedRuns, Stability, StabilitySettings, run_seeds};
 use crate::uncertainty::{Headline, Uncertainty, coefficient_intervals, headline, uncertainty};
@@ -439,14 +439,14 @@ fn calibrate<'a>(
         pairs.selection_unmeasured,
         LANDSCAPE_P_COLUMNS,
     )?;
-    let replay = replay_all(
+    let (replay, selected) = replay_all_keeping(
         &choices.params,
         &pairs.selection,
         pairs.selection_unmeasured,
     );
     phases.start("bootstrapping intervals");
     let mut uncertainty = uncertainty(
-        &choices.params,
+        &selected,
         &pairs.selection,
         &inputs.margins_file,
         &opts.bootstrap,

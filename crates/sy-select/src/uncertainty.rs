@@ -9,7 +9,7 @@ use sy_margin::MarginsFile;
 use sy_selector::{Model, RuleParams, Variant, decide};
 use sy_stats::{BootstrapConfig, GroupDraws, Interval, SeriesIntervals, bootstrap_quantile};
 
-use crate::evaluate::EvalPair;
+use crate::evaluate::{EvalPair, SelectedTtfts};
 
 /// The percentile of the "p90" statistics.
 const P90: f64 = 0.9;
@@ -103,9 +103,11 @@ fn log_err<T>(what: &str, r: Result<T, sy_stats::BootstrapError>) -> Option<T> {
         .ok()
 }
 
-/// Intervals of every variant (with `params`) over `pairs` and of both margins.
+/// Intervals of every variant over `pairs` and of both margins; `selected` holds each
+/// variant's selected TTFT of every pair, in pair order
+/// ([`crate::evaluate::replay_all_keeping`]).
 pub fn uncertainty<P: std::borrow::Borrow<EvalPair> + Sync>(
-    params: &RuleParams,
+    selected: &SelectedTtfts,
     pairs: &[P],
     margins: &MarginsFile,
     cfg: &BootstrapConfig,
@@ -117,7 +119,9 @@ pub fn uncertainty<P: std::borrow::Borrow<EvalPair> + Sync>(
     let draws = GroupDraws::new(&groups, cfg);
     let series = |variant: Variant| {
         let draws = draws.as_ref().map_err(Clone::clone)?;
-        draws.series(&selected_ttfts(params, variant, pairs), P90)
+        let ttfts = selected.iter().find(|(v, _)| *v == variant);
+        // A variant without its TTFTs fails as a series of the wrong length.
+        draws.series(ttfts.map_or(&[][..], |(_, t)| t), P90)
     };
     let stage = series(Variant::Stage);
     let one = |variant: Variant| {
