@@ -360,21 +360,14 @@ pub(crate) struct Usable {
     pub(crate) target: [Result<f64, &'static str>; 2],
 }
 
-/// `f` of the efficient and of the capable model, on two threads when `parallel` (the models
-/// share nothing), else one after the other.
+/// `f` of the efficient and of the capable model, in parallel when `parallel` (the models share
+/// nothing), else one after the other.
 pub(crate) fn per_model<T: Send>(parallel: bool, f: impl Fn(Model) -> T + Sync) -> (T, T) {
     if !parallel {
         return (f(Model::Efficient), f(Model::Capable));
     }
-    std::thread::scope(|scope| {
-        let efficient = scope.spawn(|| f(Model::Efficient));
-        let capable = f(Model::Capable);
-        match efficient.join() {
-            Ok(efficient) => (efficient, capable),
-            // A panic is a bug: raise it here as a single-threaded run would.
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    })
+    // A panic is a bug: raised here as a single-threaded run would.
+    rayon::join(|| f(Model::Efficient), || f(Model::Capable))
 }
 
 /// The ok load-phase rows of one model: the rows a fit reads.

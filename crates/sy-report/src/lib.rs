@@ -233,32 +233,14 @@ impl Report {
         &self.md
     }
 
-    /// Draws every figure (one thread per core, each taking the next figure) and then writes
-    /// `report.md` atomically; returns its path. The first figure that fails is the error, and
-    /// `report.md` is then not written.
+    /// Draws every figure (in parallel) and then writes `report.md` atomically; returns its
+    /// path. A figure that fails is the error, and `report.md` is then not written.
     pub fn write(self) -> Result<PathBuf, ReportError> {
+        use rayon::prelude::*;
         let plots = self.dir.join(Artifact::Plots.file_name());
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let draw_some = || -> Result<(), ReportError> {
-            loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some((name, plot)) = self.figures.get(i) else {
-                    return Ok(());
-                };
-                render(plot, &plots, name)?;
-            }
-        };
-        let threads = std::thread::available_parallelism()
-            .map_or(1, std::num::NonZeroUsize::get)
-            .min(self.figures.len())
-            .max(1);
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads).map(|_| scope.spawn(draw_some)).collect();
-            handles.into_iter().try_for_each(|h| {
-                h.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-        })?;
+        self.figures
+            .par_iter()
+            .try_for_each(|(name, plot)| render(plot, &plots, name))?;
         let path = self.dir.join(Artifact::Report.file_name());
         sy_run::atomic_write(&path, self.md.as_bytes()).map_err(|e| ReportError::Write {
             path: path.clone(),

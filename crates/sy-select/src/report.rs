@@ -13,6 +13,7 @@
 use std::path::{Path, PathBuf};
 use sy_run::Artifact;
 
+use rayon::prelude::*;
 use sy_report::{Bar, Bars, Heatmap, Lines, Plot, Report, Scatter, Series, VLine};
 use sy_selector::{Estimator, ModelEstimators, Variant};
 use sy_stats::{Interval, bootstrap_mean_difference, mean};
@@ -307,19 +308,10 @@ fn where_it_fails(r: &mut Report, out: &SelectOutput) {
         subsets.push((format!("prompt ≈ {b} tokens"), sub));
     }
     // Each row bootstraps on its own: the rows are computed in parallel, written in order.
-    let rows: Vec<String> = std::thread::scope(|scope| {
-        let handles: Vec<_> = subsets
-            .iter()
-            .map(|(label, sub)| scope.spawn(move || subgroup_row(out, label, sub)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    });
+    let rows: Vec<String> = subsets
+        .par_iter()
+        .map(|(label, sub)| subgroup_row(out, label, sub))
+        .collect();
     t.extend(rows);
     r.markdown(&t);
 }

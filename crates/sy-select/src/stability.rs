@@ -197,38 +197,24 @@ fn one_seed(
     })
 }
 
-/// [`one_seed`] of every seed, in seed order, on one scoped thread per core (each seed's
-/// calibration is independent and deterministic).
+/// [`one_seed`] of every seed, in seed order, on rayon's threads (each seed's calibration is
+/// independent and deterministic; a thread that is done takes the next seed, so seeds of
+/// unequal cost keep every core busy). A seed whose calibration panics is reported as failed.
 fn all_seeds(
     inputs: &ConditionSumsTable,
     pairs: &AllPairs,
     s: &StabilitySettings,
 ) -> Vec<Result<SeedChoice, SeedError>> {
+    use rayon::prelude::*;
     let shared = Shared::new(inputs, pairs, s.limits);
     let shared = &shared;
-    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    let chunk = s.seeds.len().div_ceil(threads.max(1)).max(1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = s
-            .seeds
-            .chunks(chunk)
-            .map(|seeds| {
-                scope.spawn(move || {
-                    seeds
-                        .iter()
-                        .map(|&seed| one_seed(shared, seed, s))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| (0..chunk).map(|_| Err(SeedError::Panicked)).collect())
-            })
-            .collect()
-    })
+    s.seeds
+        .par_iter()
+        .map(|&seed| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| one_seed(shared, seed, s)))
+                .unwrap_or(Err(SeedError::Panicked))
+        })
+        .collect()
 }
 
 fn count(runs: &[SeedChoice], key: impl Fn(&SeedChoice) -> Variant) -> BTreeMap<String, u64> {

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sy_margin::MarginsFile;
 use sy_selector::{Model, RuleParams, Variant, decide};
@@ -29,7 +30,7 @@ pub struct VariantUncertainty {
 impl VariantUncertainty {
     /// A variant without intervals (its bootstrap could not be made).
     fn none(variant: Variant) -> VariantUncertainty {
-        tracing::warn!("no intervals for {variant}: its bootstrap thread failed");
+        tracing::warn!("no intervals for {variant}: its bootstrap panicked");
         VariantUncertainty {
             variant,
             mean_selected_ttft_ms: None,
@@ -145,17 +146,14 @@ pub fn uncertainty<P: std::borrow::Borrow<EvalPair> + Sync>(
             p90_change_vs_stage_ms: log_err(name, intervals.quantile_change),
         }
     };
-    // The variants are independent: one scoped thread each, joined in order.
-    let variants: Vec<VariantUncertainty> = std::thread::scope(|scope| {
-        let handles: Vec<_> = Variant::ALL
-            .iter()
-            .map(|&v| (v, scope.spawn(move || one(v))))
-            .collect();
-        handles
-            .into_iter()
-            .map(|(v, h)| h.join().unwrap_or_else(|_| VariantUncertainty::none(v)))
-            .collect()
-    });
+    // The variants are independent: computed in parallel, kept in order.
+    let variants: Vec<VariantUncertainty> = Variant::ALL
+        .par_iter()
+        .map(|&v| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| one(v)))
+                .unwrap_or_else(|_| VariantUncertainty::none(v))
+        })
+        .collect();
     let mut conditions = groups.clone();
     conditions.sort_unstable();
     conditions.dedup();
