@@ -2,12 +2,13 @@
 # The calibration benchmark: sy-fit, sy-margin and sy-select (defaults) on generated records, each
 # under /usr/bin/time (wall seconds, user + sys CPU seconds, peak resident KB).
 #
-#   scripts/bench-calibration.sh [CONDITIONS] [BIN_DIR ...]
+#   [ROUNDS=N] scripts/bench-calibration.sh [CONDITIONS] [BIN_DIR ...]
 #
 # CONDITIONS (default 10000) × 50 repeats × 2 candidates load-phase records plus the Q grid
 # (10000 → 1,000,200 records). Every BIN_DIR (default: this checkout's release build) is timed on
 # the same records in turn, so two builds (e.g. before and after a change) are compared side by
-# side in one run.
+# side in one run; with ROUNDS (default 1) the builds take turns that many times, each round in
+# fresh run directories, and each build's total of the three tools is printed per round.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 conditions=${1:-10000}
@@ -20,13 +21,19 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/sy-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 "$1/sy-fit" gen-synthetic --out "$work/records.parquet" --conditions "$conditions" --repeats 50 -q
 echo "records: $work/records.parquet ($(du -h "$work/records.parquet" | cut -f1)); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-for bin in "$@"; do
-  run="$work/run-$(echo "$bin" | tr '/' '_')"
-  mkdir -p "$run"
-  for tool in fit margin select; do
-    extra=()
-    [ "$tool" = fit ] && extra=(--seed 7)
-    /usr/bin/time -f "$bin sy-$tool: %e s wall, %U + %S s CPU, %M KB peak" \
-      "$bin/sy-$tool" --run-dir "$run" --records "$work/records.parquet" --no-progress -q "${extra[@]}" 2>&1 | tail -1
+for round in $(seq "${ROUNDS:-1}"); do
+  for bin in "$@"; do
+    run="$work/run-$round-$(echo "$bin" | tr '/' '_')"
+    mkdir -p "$run"
+    total=0
+    for tool in fit margin select; do
+      extra=()
+      [ "$tool" = fit ] && extra=(--seed 7)
+      /usr/bin/time -o "$run/time" -f "%e s wall, %U + %S s CPU, %M KB peak" \
+        "$bin/sy-$tool" --run-dir "$run" --records "$work/records.parquet" --no-progress -q "${extra[@]}" >/dev/null 2>&1
+      echo "$bin sy-$tool: $(tail -1 "$run/time")"
+      total=$(awk -v t="$total" -v w="$(cut -d' ' -f1 "$run/time" | tail -1)" 'BEGIN { print t + w }')
+    done
+    echo "$bin in total: $total s (round $round)"
   done
 done
