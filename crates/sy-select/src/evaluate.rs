@@ -423,21 +423,10 @@ pub fn replay_variant<P: Borrow<EvalPair>>(
     variant: Variant,
     pairs: &[P],
 ) -> VariantReplay {
-    replay_variant_with(params, variant, pairs, Detail::Full)
-}
-
-/// [`replay_variant`], computing only what `detail` asks for.
-pub fn replay_variant_with<P: Borrow<EvalPair>>(
-    params: &RuleParams,
-    variant: Variant,
-    pairs: &[P],
-    detail: Detail,
-) -> VariantReplay {
-    let mut one = replay_variants(&[(variant, params)], pairs, detail);
-    match one.pop() {
-        Some(replay) => replay,
-        None => VariantTally::new(variant, params, detail).finish(),
-    }
+    let mut tally = [VariantTally::new(variant, params, Detail::Full)];
+    tally_pairs(&mut tally, pairs);
+    let [tally] = tally;
+    tally.finish()
 }
 
 /// One variant's running statistics in a replay, overall and by generation length.
