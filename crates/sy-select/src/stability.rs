@@ -197,9 +197,12 @@ fn one_seed(
     })
 }
 
-/// [`one_seed`] of every seed, in seed order, on rayon's threads (each seed's calibration is
-/// independent and deterministic; a thread that is done takes the next seed, so seeds of
-/// unequal cost keep every core busy). A seed whose calibration panics is reported as failed.
+/// [`one_seed`] of every seed, in seed order, on a rayon pool of their own, one thread per core
+/// (each seed's calibration is independent and deterministic; a thread that is done takes the
+/// next seed, so seeds of unequal cost keep every core busy). Their own pool leaves rayon's
+/// global one to the run's calibration, which runs meanwhile: its parallel steps share the
+/// cores with the seeds instead of queueing behind them. A seed whose calibration panics is
+/// reported as failed.
 fn all_seeds(
     inputs: &ConditionSumsTable,
     pairs: &AllPairs,
@@ -208,13 +211,23 @@ fn all_seeds(
     use rayon::prelude::*;
     let shared = Shared::new(inputs, pairs, s.limits);
     let shared = &shared;
-    s.seeds
-        .par_iter()
-        .map(|&seed| {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| one_seed(shared, seed, s)))
-                .unwrap_or(Err(SeedError::Panicked))
-        })
-        .collect()
+    let run = || {
+        s.seeds
+            .par_iter()
+            .map(|&seed| {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| one_seed(shared, seed, s)))
+                    .unwrap_or(Err(SeedError::Panicked))
+            })
+            .collect()
+    };
+    match rayon::ThreadPoolBuilder::new()
+        .thread_name(|i| format!("sy-seed-{i}"))
+        .build()
+    {
+        Ok(pool) => pool.install(run),
+        // No threads to spare: the global pool, where the run's steps queue behind the seeds.
+        Err(_) => run(),
+    }
 }
 
 fn count(runs: &[SeedChoice], key: impl Fn(&SeedChoice) -> Variant) -> BTreeMap<String, u64> {
