@@ -8,7 +8,8 @@
 # (10000 → 1,000,200 records). Every BIN_DIR (default: this checkout's release build) is timed on
 # the same records in turn, so two builds (e.g. before and after a change) are compared side by
 # side in one run; with ROUNDS (default 1) the builds take turns that many times, each round in
-# fresh run directories, and each build's total of the three tools is printed per round.
+# fresh run directories, and each build's total of the three tools is printed per round, then
+# its lowest, median and highest over the rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 conditions=${1:-10000}
@@ -35,5 +36,14 @@ for round in $(seq "${ROUNDS:-1}"); do
       total=$(awk -v t="$total" -v w="$(cut -d' ' -f1 "$run/time" | tail -1)" 'BEGIN { print t + w }')
     done
     echo "$bin in total: $total s (round $round)"
+    echo "$total" >> "$work/totals-$(echo "$bin" | tr '/' '_')"
   done
+done
+for bin in "$@"; do
+  sort -g "$work/totals-$(echo "$bin" | tr '/' '_')" | awk -v bin="$bin" '
+    { t[NR] = $1 }
+    END {
+      m = (NR % 2) ? t[(NR + 1) / 2] : (t[NR / 2] + t[NR / 2 + 1]) / 2
+      printf "%s in total over %d round(s): lowest %.2f s, median %.2f s, highest %.2f s\n", bin, NR, t[1], m, t[NR]
+    }'
 done
