@@ -70,7 +70,7 @@ struct Header {
 }
 
 /// Every column of a table as bytes, by name, in file order.
-fn columns(t: &ProbeTable) -> Vec<(&'static str, &[u8])> {
+pub(super) fn columns(t: &ProbeTable) -> Vec<(&'static str, &[u8])> {
     let mut columns = vec![
         ("probe_text", t.probe_text.bytes()),
         ("probe_end", t.probe_end.bytes()),

@@ -16,8 +16,9 @@
 //! ([`ProbeTable::load_cached`], module `cache`).
 //!
 //! Memory: about 137 bytes per record (the columns, the probe id text and the row origin), e.g.
-//! ~137 MB for a million records, plus two Parquet slices: the one being converted and the next,
-//! which a second thread decodes meanwhile. A table mapped from its cache holds file-backed pages
+//! ~137 MB for a million records, plus two Parquet slices (the one being converted and the next,
+//! which a second thread decodes meanwhile) and the parts of a slice converted on other cores
+//! (about 137 bytes per row of each, appended to the table when the slice is done). A table mapped from its cache holds file-backed pages
 //! instead, which the kernel may drop and read again under memory pressure.
 
 /// Calls `$apply!(args; column, column, …)` with every [`ProbeTable`] column that holds one
@@ -51,7 +52,7 @@ use crate::load::{
     CheckedFields, FileSummary, Format, LoadOptions, LoadedRecords, PARQUET_SLICE_ROWS,
     PickSummary, RowOrigin, count_per_file, describe_origin, drop_mask, no_valid_records,
     pair_row_issue, partner_issue, read_csv_frame, read_jsonl_into, resolve_inputs, sort_by_origin,
-    torn_note, validate_fields,
+    thread_parts, torn_note, validate_fields,
 };
 use crate::pairing::{PairKeys, check_pairing};
 use crate::record::{Phase, Record, Status};
@@ -923,11 +924,10 @@ impl ProbeTable {
         row_columns!(reserve!(self, rows));
     }
 
-    /// Converts and validates one frame (rows `offset + 1 ..` of `path`) and appends its rows.
     /// Converts and validates the rows of `df` (rows `offset + 1 ..` of the file) into the
-    /// table, one column at a time, then row by row into the table's columns. (Converting parts
-    /// of the frame on two threads and appending them was measured: no faster on two cores,
-    /// where the other core decodes the next slice, and ~80 MB more at a million records.)
+    /// table: a frame in the types sy writes straight from its arrays, in parts on every core
+    /// ([`ProbeTable::push_native`]); any other frame, or one with a problem, one column at a
+    /// time, then row by row into the table's columns.
     fn push_frame(
         &mut self,
         df: &DataFrame,
@@ -947,23 +947,113 @@ impl ProbeTable {
     }
 
     /// Appends every row of a native frame (see [`native`]) if all of them are valid; `false`
-    /// (the table as it was before) otherwise. Rows are appended as they are read and checked,
-    /// and taken back at the first one that is not valid: a valid frame, the usual case, is
-    /// read once.
+    /// (the table as it was before) otherwise.
+    ///
+    /// The frame's rows are converted in contiguous parts, one per core ([`thread_parts`]): the
+    /// first into this table on this thread, each other one into a table of its own on a
+    /// thread of its own, appended in row order afterwards ([`ProbeTable::append`]), so the
+    /// table is the one a single pass would build. Rows are appended as they are read and
+    /// checked, and taken back at the first one that is not valid: a valid frame, the usual
+    /// case, is read once.
     fn push_native(&mut self, frame: &NativeFrame<'_>, offset: usize, file: u32) -> bool {
         let mark = self.mark();
-        for i in 0..frame.height() {
+        let parts = thread_parts(frame.height());
+        let Some((&(start, len), rest)) = parts.split_first() else {
+            return true;
+        };
+        let (first_valid, others) = std::thread::scope(|scope| {
+            let others: Vec<_> = rest
+                .iter()
+                .map(|&(start, len)| {
+                    scope.spawn(move || {
+                        let mut part = ProbeTable::default();
+                        part.reserve(len);
+                        part.push_native_rows(frame, start..start + len, offset, file)
+                            .then_some(part)
+                    })
+                })
+                .collect();
+            let valid = self.push_native_rows(frame, start..start + len, offset, file);
+            let others: Option<Vec<ProbeTable>> = others
+                .into_iter()
+                .map(|h| h.join().ok().flatten())
+                .collect();
+            (valid, others)
+        });
+        match (first_valid, others) {
+            (true, Some(others)) => {
+                for part in &others {
+                    self.append(part);
+                }
+                true
+            }
+            _ => {
+                self.restore(mark);
+                false
+            }
+        }
+    }
+
+    /// Appends rows `rows` of a native frame while each is valid; `false` at the first that
+    /// is not (the rows before it stay: the caller takes them back).
+    fn push_native_rows(
+        &mut self,
+        frame: &NativeFrame<'_>,
+        rows: std::ops::Range<usize>,
+        offset: usize,
+        file: u32,
+    ) -> bool {
+        for i in rows {
             let valid = frame
                 .row(i)
                 .filter(|v| validate_fields(&v.checked()).is_ok());
             let Some(values) = valid else {
-                self.restore(mark);
                 return false;
             };
             let row = u32::try_from(offset + i + 1).unwrap_or(u32::MAX);
             self.push_row(values, RowOrigin { file, row });
         }
         true
+    }
+
+    /// Appends the rows of `other` (rows converted on another thread, see
+    /// [`ProbeTable::push_native`]): its text is interned here in its order of first
+    /// appearance, so the result is the table of both parts read in one pass.
+    fn append(&mut self, other: &ProbeTable) {
+        let start = self.len();
+        let conditions: Vec<u32> = (0..other.conditions.count())
+            .map(|c| {
+                let (run, condition) = other.conditions.key(c as u32);
+                let load = other.conditions.is_load.get(c).copied().unwrap_or(false);
+                self.conditions.intern(run, condition, load)
+            })
+            .collect();
+        let models: Vec<u32> = other
+            .models
+            .values
+            .iter()
+            .map(|m| self.models.intern(m))
+            .collect();
+        let decode_lengths: Vec<u32> = (other.decode_lengths.values.iter())
+            .map(|d| self.decode_lengths.intern(d))
+            .collect();
+        let text = self.probe_text.len() as u64;
+        self.probe_text.vec().extend_from_slice(&other.probe_text);
+        (self.probe_end.vec()).extend(other.probe_end.iter().map(|end| end + text));
+        macro_rules! extend {
+            ($t:expr, $other:expr; $($c:ident),*) => {
+                $($t.$c.vec().extend_from_slice(&$other.$c);)*
+            };
+        }
+        row_columns!(extend!(self, other));
+        let remap = |ids: &mut [u32], to: &[u32]| {
+            for id in ids {
+                *id = to.get(*id as usize).copied().unwrap_or(NO_TEXT);
+            }
+        };
+        remap(&mut self.condition.vec()[start..], &conditions);
+        remap(&mut self.model.vec()[start..], &models);
+        remap(&mut self.decode_length.vec()[start..], &decode_lengths);
     }
 
     /// What [`ProbeTable::restore`] goes back to (rows are only ever appended between the two).
@@ -1344,6 +1434,51 @@ mod tests {
             .chain(&later)
             .for_each(|r| fresh.push_record(r, origin));
         assert_eq!(summary(&table), summary(&fresh));
+        assert_eq!(table.models.values, fresh.models.values);
+        assert_eq!(table.decode_lengths.values, fresh.decode_lengths.values);
+    }
+
+    #[test]
+    fn appending_a_part_gives_the_table_one_pass_builds() {
+        let first = records(3, 1);
+        // The second part: rows of a new run, new models and decode lengths (some rows
+        // without one), then the first part's rows in reverse order (one of them of a Q-grid
+        // condition, now in the load phase): the part numbers its text in another order than
+        // the table it is appended to.
+        let mut later: Vec<Record> = (records(4, 2).into_iter().enumerate())
+            .map(|(i, mut r)| {
+                r.run_id = "another run".into();
+                r.model = format!("{} v2", r.model);
+                r.background.decode_length = (i % 3 != 0).then(|| format!("length {}", i % 5));
+                r
+            })
+            .collect();
+        let mut again: Vec<Record> = first.iter().rev().cloned().collect();
+        let q_grid = again.iter_mut().find(|r| r.phase != Phase::Load).unwrap();
+        q_grid.phase = Phase::Load;
+        later.append(&mut again);
+        let origin = |row: usize| RowOrigin {
+            file: 0,
+            row: u32::try_from(row + 1).unwrap(),
+        };
+        let mut table = ProbeTable::default();
+        let mut part = ProbeTable::default();
+        first
+            .iter()
+            .enumerate()
+            .for_each(|(i, r)| table.push_record(r, origin(i)));
+        let base = first.len();
+        later
+            .iter()
+            .enumerate()
+            .for_each(|(i, r)| part.push_record(r, origin(base + i)));
+        table.append(&part);
+        let mut fresh = ProbeTable::default();
+        let all = first.iter().chain(&later).enumerate();
+        all.for_each(|(i, r)| fresh.push_record(r, origin(i)));
+        assert_eq!(cache::columns(&table), cache::columns(&fresh));
+        assert_eq!(table.conditions.entries(), fresh.conditions.entries());
+        assert_eq!(table.conditions.runs.values, fresh.conditions.runs.values);
         assert_eq!(table.models.values, fresh.models.values);
         assert_eq!(table.decode_lengths.values, fresh.decode_lengths.values);
     }
