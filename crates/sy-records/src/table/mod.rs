@@ -781,9 +781,11 @@ impl ProbeTable {
             _ => self.models.intern(row.model),
         };
         self.model.push(model);
-        let decode_length = row
-            .decode_length
-            .map_or(NO_TEXT, |d| self.decode_lengths.intern(d));
+        let decode_length = match (row.decode_length, self.decode_length.last()) {
+            (None, _) => NO_TEXT,
+            (Some(d), Some(&last)) if last != NO_TEXT && self.decode_lengths.get(last) == d => last,
+            (Some(d), _) => self.decode_lengths.intern(d),
+        };
         self.decode_length.push(decode_length);
         self.planned_n.push(row.planned_n);
         self.planned_f.push(row.planned_f);
