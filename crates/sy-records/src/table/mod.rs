@@ -18,8 +18,9 @@
 //! Memory: about 137 bytes per record (the columns, the probe id text and the row origin), e.g.
 //! ~137 MB for a million records, plus two Parquet slices (the one being converted and the next,
 //! which a second thread decodes meanwhile) and the parts of a slice converted on other cores
-//! (about 137 bytes per row of each, appended to the table when the slice is done). A table mapped from its cache holds file-backed pages
-//! instead, which the kernel may drop and read again under memory pressure.
+//! (about 137 bytes per row of each, appended to the table when the slice is done). A table
+//! mapped from its cache holds file-backed pages instead, which the kernel may drop and read
+//! again under memory pressure.
 
 /// Calls `$apply!(args; column, column, …)` with every [`ProbeTable`] column that holds one
 /// value per row (`probe_text`, `probe_end` and `pairs` have other lengths): the one list that
