@@ -20,7 +20,6 @@ use sy_stats::{Interval, bootstrap_mean_difference, mean};
 
 use crate::evaluate::{DecodeLength, EvalPair, VariantStats};
 use crate::select::{SelectError, SelectOutput, SelectionFile};
-use crate::uncertainty::selected_ttfts;
 
 /// Milliseconds as the report's tables print them.
 pub fn fmt_ms(v: f64) -> String {
@@ -251,14 +250,19 @@ fn prompt_bucket(p: &EvalPair) -> Option<u64> {
     (n > 0.0).then(|| 2f64.powf(n.log2().round()) as u64)
 }
 
-/// One row of "where it fails": the chosen variant against Stage on a subset of pairs.
-fn subgroup_row(out: &SelectOutput, label: &str, pairs: &[&EvalPair]) -> String {
+/// One row of "where it fails": the chosen variant against Stage on a subset of the
+/// selection-split pairs (`rows`: their indices), with the TTFTs the frozen replay selected.
+fn subgroup_row(out: &SelectOutput, label: &str, rows: &[usize]) -> String {
     let s = &out.selection;
-    let params = &out.bundle.params;
-    let chosen = selected_ttfts(params, s.bundle_variant, pairs);
-    let stage = selected_ttfts(params, Variant::Stage, pairs);
-    let oracle: Vec<f64> = pairs.iter().map(|p| p.oracle_ttft()).collect();
-    let ids: Vec<u64> = pairs.iter().map(|p| p.condition).collect();
+    let of = |variant: Variant| -> Vec<f64> {
+        let ttfts = out.selected_ttfts.iter().find(|(v, _)| *v == variant);
+        let ttfts = ttfts.map_or(&[][..], |(_, t)| t);
+        rows.iter().filter_map(|&i| ttfts.get(i).copied()).collect()
+    };
+    let (chosen, stage) = (of(s.bundle_variant), of(Variant::Stage));
+    let pairs = || rows.iter().filter_map(|&i| out.selection_pairs.get(i));
+    let oracle: Vec<f64> = pairs().map(|p| p.oracle_ttft()).collect();
+    let ids: Vec<u64> = pairs().map(|p| p.condition).collect();
     let mut conds = ids.clone();
     conds.sort_unstable();
     conds.dedup();
@@ -271,7 +275,7 @@ fn subgroup_row(out: &SelectOutput, label: &str, pairs: &[&EvalPair]) -> String 
         .count();
     format!(
         "| {label} | {} | {} | {} | {} | {} | {} |\n",
-        pairs.len(),
+        rows.len(),
         conds.len(),
         fmt_ms(mean(&stage)),
         fmt_change(change.as_ref()),
@@ -286,13 +290,19 @@ fn where_it_fails(r: &mut Report, out: &SelectOutput) {
     let mut t = format!(
         "## Where it fails\n\nThe chosen variant (`{v}`) against Stage on parts of the selection split. R and P cannot see the remaining generation work of the background requests, so equal request counts with short versus long background generations are the proposal's known blind spot. *Changed TTFT* counts probes whose selected TTFT differs from Stage's.\n\n| subset | probes | conditions | Stage mean (ms) | change vs Stage (ms) [95 % CI] | changed TTFT | regret vs oracle (ms) |\n|---|---|---|---|---|---|---|\n"
     );
-    let mut subsets: Vec<(String, Vec<&EvalPair>)> = Vec::new();
+    // Each subset as the indices of its pairs.
+    let rows_where = |keep: &dyn Fn(&EvalPair) -> bool| -> Vec<usize> {
+        (pairs.iter().enumerate())
+            .filter_map(|(i, p)| keep(p).then_some(i))
+            .collect()
+    };
+    let mut subsets: Vec<(String, Vec<usize>)> = Vec::new();
     for (label, len) in [
         ("background: short generations", Some(DecodeLength::Short)),
         ("background: long generations", Some(DecodeLength::Long)),
         ("background: other conditions", None),
     ] {
-        let sub: Vec<&EvalPair> = pairs.iter().filter(|p| p.decode_length == len).collect();
+        let sub = rows_where(&|p| p.decode_length == len);
         if !sub.is_empty() {
             subsets.push((label.to_string(), sub));
         }
@@ -301,10 +311,7 @@ fn where_it_fails(r: &mut Report, out: &SelectOutput) {
     buckets.sort_unstable();
     buckets.dedup();
     for b in buckets {
-        let sub: Vec<&EvalPair> = pairs
-            .iter()
-            .filter(|p| prompt_bucket(p) == Some(b))
-            .collect();
+        let sub = rows_where(&|p| prompt_bucket(p) == Some(b));
         subsets.push((format!("prompt ≈ {b} tokens"), sub));
     }
     // Each row bootstraps on its own: the rows are computed in parallel, written in order.

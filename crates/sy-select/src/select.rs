@@ -15,7 +15,7 @@ use sy_selector::{
 pub use crate::choice::Choice;
 use crate::choice::search_and_choose;
 pub use crate::error::{SelectError, SelectionFileError};
-use crate::evaluate::{AllPairs, EvalPair, Replay, replay_all_keeping};
+use crate::evaluate::{AllPairs, EvalPair, Replay, SelectedTtfts, replay_all_keeping};
 use crate::search::{Landscape, SearchOutcome};
 use crate::stability::{SeedRuns, Stability, StabilitySettings, run_seeds};
 use crate::uncertainty::{Headline, Uncertainty, coefficient_intervals, headline, uncertainty};
@@ -121,6 +121,9 @@ pub struct SelectOutput {
     pub fit_file: Option<sy_fit::FitFile>,
     /// Selection-split pairs (for the report's plots).
     pub selection_pairs: Vec<EvalPair>,
+    /// Each variant's selected TTFT of every selection-split pair, in `selection_pairs` order,
+    /// as the frozen bundle's replay decided them (`SelectionFile::replay`).
+    pub selected_ttfts: SelectedTtfts,
     /// The options the run was made with (for the report's reproduce commands).
     pub options: SelectOptions,
     /// The client − server TTFT gap per phase and model over every record read.
@@ -406,6 +409,8 @@ struct Calibrated<'a> {
     pairs: SplitPairs<'a>,
     choices: crate::choice::Choices,
     replay: Replay,
+    /// What `replay` selected (see [`SelectOutput::selected_ttfts`]).
+    selected: SelectedTtfts,
     uncertainty: Uncertainty,
     warnings: Vec<String>,
 }
@@ -456,6 +461,7 @@ fn calibrate<'a>(
         pairs,
         choices,
         replay,
+        selected,
         uncertainty,
         warnings,
     })
@@ -530,6 +536,7 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
         pairs,
         choices,
         replay,
+        selected,
         uncertainty,
         mut warnings,
     } = calibrated;
@@ -593,6 +600,7 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
         margins: inputs.margins_file,
         fit_file: inputs.fit_file,
         selection_pairs: all.into_split(&condition_splits, Split::Selection),
+        selected_ttfts: selected,
         options: opts.clone(),
         gap,
     })

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sy_margin::MarginsFile;
-use sy_selector::{Model, RuleParams, Variant, decide};
+use sy_selector::{Model, Variant};
 use sy_stats::{BootstrapConfig, GroupDraws, Interval, SeriesIntervals, bootstrap_quantile};
 
 use crate::evaluate::{EvalPair, SelectedTtfts};
@@ -82,21 +82,6 @@ impl Uncertainty {
     pub fn get(&self, variant: Variant) -> Option<&VariantUncertainty> {
         self.variants.iter().find(|v| v.variant == variant)
     }
-}
-
-/// The measured TTFT of the candidate `variant` selects for every pair.
-pub fn selected_ttfts<P: std::borrow::Borrow<EvalPair>>(
-    params: &RuleParams,
-    variant: Variant,
-    pairs: &[P],
-) -> Vec<f64> {
-    pairs
-        .iter()
-        .map(|p| {
-            let p = p.borrow();
-            p.selected_ttft(decide(params, variant, &p.input()).choice)
-        })
-        .collect()
 }
 
 fn log_err<T>(what: &str, r: Result<T, sy_stats::BootstrapError>) -> Option<T> {
