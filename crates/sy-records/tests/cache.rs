@@ -6,7 +6,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use sy_records::synth::{SynthSpec, generate};
-use sy_records::{LoadOptions, ProbeTable, Record, Status, write_records};
+use sy_records::{LoadOptions, Model, Phase, ProbeTable, Record, Status, write_records};
 
 fn records() -> Vec<Record> {
     let mut records = generate(&SynthSpec {
@@ -43,6 +43,37 @@ fn inputs(dir: &Path) -> Vec<PathBuf> {
     let b = dir.join("b.jsonl");
     write_records(&other, &b).unwrap();
     vec![a, b]
+}
+
+/// Two Parquet files (merged), so the table is built in its cache file: the second with one
+/// invalid row and one load-phase row without its partner (both skipped with `skip_invalid`,
+/// the partner by the pairing: the table ends with fewer rows than the files hold).
+fn parquet_inputs(dir: &Path) -> Vec<PathBuf> {
+    let a = dir.join("a.parquet");
+    write_records(&records(), &a).unwrap();
+    let mut other = records();
+    for r in &mut other {
+        r.run_id = "node-b".to_string();
+    }
+    other[0].status = Status::Ok;
+    other[0].ttft_ms = None;
+    let lone = other
+        .iter()
+        .rposition(|r| r.phase == Phase::Load && r.role == Model::Capable)
+        .unwrap();
+    other.remove(lone);
+    let b = dir.join("b.parquet");
+    write_records(&other, &b).unwrap();
+    vec![a, b]
+}
+
+/// The hidden files in `dir` (staged, not yet in place).
+fn staged_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect()
 }
 
 /// Everything a tool can read from the two tables is equal.
@@ -156,11 +187,21 @@ fn a_cache_of_other_records_or_options_is_not_used() {
 #[test]
 fn a_damaged_cache_is_refused_and_rewritten() {
     let dir = tempfile::tempdir().unwrap();
-    let paths = inputs(dir.path());
-    let cache = dir.path().join("probe-table.cache");
-    let fresh = ProbeTable::load(&paths, &SKIP).unwrap();
+    damaged_caches_are_refused_and_rewritten(&inputs(dir.path()));
+}
+
+#[test]
+fn a_damaged_cache_built_in_its_file_is_refused_and_rewritten() {
+    let dir = tempfile::tempdir().unwrap();
+    damaged_caches_are_refused_and_rewritten(&parquet_inputs(dir.path()));
+}
+
+fn damaged_caches_are_refused_and_rewritten(paths: &[PathBuf]) {
+    let dir = paths[0].parent().unwrap();
+    let cache = dir.join("probe-table.cache");
+    let fresh = ProbeTable::load(paths, &SKIP).unwrap();
     assert!(
-        ProbeTable::load_cached(&paths, &SKIP, Some(&cache))
+        ProbeTable::load_cached(paths, &SKIP, Some(&cache))
             .unwrap()
             .save_cache()
     );
@@ -181,7 +222,7 @@ fn a_damaged_cache_is_refused_and_rewritten() {
     damaged.push(b"SYPROBE\0 not a cache".to_vec());
     for (i, bytes) in damaged.iter().enumerate() {
         std::fs::write(&cache, bytes).unwrap();
-        let table = ProbeTable::load_cached(&paths, &SKIP, Some(&cache)).unwrap();
+        let table = ProbeTable::load_cached(paths, &SKIP, Some(&cache)).unwrap();
         assert_same(&table, &fresh);
         table.save_cache();
         assert_eq!(
@@ -205,4 +246,41 @@ fn a_cache_that_cannot_be_written_changes_nothing() {
         &fresh,
     );
     assert!(cache.is_dir());
+}
+
+#[test]
+fn a_table_built_in_its_cache_file_reads_as_the_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = parquet_inputs(dir.path());
+    let cache = dir.path().join("probe-table.cache");
+    let fresh = ProbeTable::load(&paths, &SKIP).unwrap();
+    assert_eq!(
+        fresh.skipped().len(),
+        2,
+        "the invalid row and the lone partner"
+    );
+
+    // Dropped unsaved (a failed run): nothing is left behind.
+    let unsaved = ProbeTable::load_cached(&paths, &SKIP, Some(&cache)).unwrap();
+    assert!(
+        format!("{unsaved:?}").contains("in the staged file"),
+        "Parquet only: built in the staged cache file ({unsaved:?})"
+    );
+    assert_same(&unsaved, &fresh);
+    assert_eq!(staged_files(dir.path()).len(), 1, "staged beside the cache");
+    assert!(!cache.exists(), "nothing is in place before save_cache");
+    drop(unsaved);
+    assert!(staged_files(dir.path()).is_empty(), "dropped: removed");
+    assert!(!cache.exists());
+
+    let written = ProbeTable::load_cached(&paths, &SKIP, Some(&cache)).unwrap();
+    assert_same(&written, &fresh);
+    assert_same(&written.clone(), &fresh);
+    assert!(written.save_cache());
+    assert!(staged_files(dir.path()).is_empty(), "renamed into place");
+    // The table still reads its columns from the (now renamed) file.
+    assert_same(&written, &fresh);
+    let cached = ProbeTable::load_cached(&paths, &SKIP, Some(&cache)).unwrap();
+    assert_same(&cached, &fresh);
+    assert!(!cached.save_cache(), "read from its cache: nothing to save");
 }

@@ -184,6 +184,29 @@ pub fn stage_file(
     })
 }
 
+/// An empty file beside `path`, open for reading and writing, not yet in place: the caller
+/// writes it at will (through a writable mapping, say: a table built in the file it is cached
+/// in) and [`Staged::commit`] renames it into place, as [`stage_file`]'s. Never synced, so only
+/// for files whose reader verifies every byte ([`Durability::Verified`]).
+pub fn stage_open(path: &Path) -> Result<(Staged, std::fs::File), RunError> {
+    let mut opened = None;
+    let tmp = stage_with(path, Durability::Verified, |file| {
+        opened = Some(file.try_clone()?);
+        Ok(())
+    })?;
+    let staged = Staged {
+        tmp,
+        path: path.to_path_buf(),
+        committed: false,
+    };
+    match opened {
+        Some(file) => Ok((staged, file)),
+        None => Err(io_error("cannot write", path)(std::io::Error::other(
+            "the staged file was not opened",
+        ))),
+    }
+}
+
 /// Writes `bytes` to a synced temporary file beside `path` and returns its path.
 fn stage(path: &Path, bytes: &[u8]) -> Result<PathBuf, RunError> {
     stage_with(path, Durability::Synced, |file| file.write_all(bytes))
@@ -207,7 +230,12 @@ fn stage_with(
         .unwrap_or_else(|| "out".to_string());
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
+        let mut file = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
         write(&mut file)?;
         match durability {
             Durability::Synced => file.sync_all(),
@@ -309,6 +337,28 @@ mod tests {
             .commit()
             .unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        assert_eq!(names(dir.path()), ["big.cache"]);
+    }
+
+    #[test]
+    fn an_opened_staged_file_is_written_in_place_of_the_old_only_once_committed() {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.cache");
+        std::fs::write(&path, b"old").unwrap();
+        let (staged, file) = stage_open(&path).unwrap();
+        file.write_all_at(b"new", 0).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"old");
+        assert_eq!(names(dir.path()).len(), 2, "the staged file beside it");
+        drop(staged);
+        assert_eq!(names(dir.path()), ["big.cache"], "dropped: removed");
+        let (staged, file) = stage_open(&path).unwrap();
+        file.write_all_at(b"newer", 0).unwrap();
+        let mut back = [0; 3];
+        file.read_exact_at(&mut back, 2).unwrap();
+        assert_eq!(&back, b"wer", "open for reading too");
+        staged.commit().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"newer");
         assert_eq!(names(dir.path()), ["big.cache"]);
     }
 

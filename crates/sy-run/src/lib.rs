@@ -13,7 +13,7 @@ pub mod layout;
 
 pub use atomic::{
     Durability, RunError, Staged, atomic_write, atomic_write_all, atomic_write_json,
-    check_output_path, file_sha256, json_bytes, json_error_with_field, stage_file,
+    check_output_path, file_sha256, json_bytes, json_error_with_field, stage_file, stage_open,
 };
 pub use layout::{
     Artifact, ArtifactError, FIT_SCHEMA_VERSION, MANIFEST_SCHEMA_VERSION, MARGINS_SCHEMA_VERSION,

@@ -14,7 +14,7 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytemuck::Pod;
 use serde::{Deserialize, Serialize};
@@ -69,19 +69,24 @@ struct Header {
     columns: Vec<(String, usize, usize, u32)>,
 }
 
-/// Every column of a table as bytes, by name, in file order.
-pub(super) fn columns(t: &ProbeTable) -> Vec<(&'static str, &[u8])> {
+/// Every column of a table as bytes, by name, in file order, with where it lies in the file
+/// the table was built in ([`filed_table`]), if it does.
+pub(super) fn columns(t: &ProbeTable) -> Vec<(&'static str, &[u8], Option<usize>)> {
     let mut columns = vec![
-        ("probe_text", t.probe_text.bytes()),
-        ("probe_end", t.probe_end.bytes()),
+        (
+            "probe_text",
+            t.probe_text.bytes(),
+            t.probe_text.file_start(),
+        ),
+        ("probe_end", t.probe_end.bytes(), t.probe_end.file_start()),
     ];
     macro_rules! push {
         ($columns:ident, $t:ident; $($c:ident),*) => {
-            $($columns.push((stringify!($c), $t.$c.bytes()));)*
+            $($columns.push((stringify!($c), $t.$c.bytes(), $t.$c.file_start()));)*
         };
     }
     row_columns!(push!(columns, t));
-    columns.push(("pairs", t.pairs.bytes()));
+    columns.push(("pairs", t.pairs.bytes(), t.pairs.file_start()));
     columns
 }
 
@@ -89,19 +94,123 @@ fn padding(at: usize) -> usize {
     (ALIGN - at % ALIGN) % ALIGN
 }
 
+/// A table being built in the file its cache will be ([`filed_table`]): the staged file, open,
+/// with a region for every row column and for `probe_end`. [`stage`] then writes only the other
+/// columns and the header after `end`.
+pub(super) struct Filing {
+    staged: sy_run::Staged,
+    file: File,
+    /// Where the regions end.
+    end: usize,
+}
+
+/// The slot of a table's [`Filing`], taken by [`stage`]; a clone of the table has none (its
+/// filed columns are copied into vectors).
+#[derive(Default)]
+pub(super) struct FilingSlot(Mutex<Option<Filing>>);
+
+impl Clone for FilingSlot {
+    fn clone(&self) -> Self {
+        FilingSlot::default()
+    }
+}
+
+impl std::fmt::Debug for FilingSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let filed = self.0.lock().map(|g| g.is_some()).unwrap_or(false);
+        write!(f, "FilingSlot({})", if filed { "filed" } else { "none" })
+    }
+}
+
+/// An empty table whose row columns and `probe_end` are regions of `rows` values each in a file
+/// staged beside `path` (the cache to be): values pushed into them are written once, into the
+/// page cache, and [`stage`] only adds the rest. A column that outgrows its region (more rows
+/// than `rows`) moves into memory and is written by [`stage`] like the others.
+pub(super) fn filed_table(path: &Path, rows: usize) -> Result<ProbeTable, String> {
+    if rows == 0 {
+        return Err("no rows to reserve".to_string());
+    }
+    let (staged, file) = sy_run::stage_open(path).map_err(|e| e.to_string())?;
+    // Sparse: an upper bound (8 bytes a value); `stage` cuts the file to what it holds.
+    let bound = (ROW_COLUMNS + 1) * (rows.checked_mul(8).ok_or("too many rows")? + ALIGN);
+    file.set_len((ALIGN + bound) as u64)
+        .map_err(|e| e.to_string())?;
+    let mut t = ProbeTable::default();
+    let mut at = ALIGN;
+    t.probe_end = region(&file, &mut at, rows)?;
+    macro_rules! place {
+        ($t:ident, $file:ident, $at:ident, $rows:ident; $($c:ident),*) => {
+            $($t.$c = region(&$file, &mut $at, $rows)?;)*
+        };
+    }
+    row_columns!(place!(t, file, at, rows));
+    *t.filing.0.get_mut().map_err(|e| e.to_string())? = Some(Filing {
+        staged,
+        file,
+        end: at,
+    });
+    Ok(t)
+}
+
+/// Number of columns in [`row_columns!`].
+const ROW_COLUMNS: usize = {
+    macro_rules! count {
+        (; $($c:ident),*) => { [$(stringify!($c)),*].len() };
+    }
+    row_columns!(count!())
+};
+
+/// A column of `rows` values of `T` at byte `at` of `file` (advanced past it, aligned).
+fn region<T: Pod>(file: &File, at: &mut usize, rows: usize) -> Result<Column<T>, String> {
+    let bytes = rows * size_of::<T>();
+    let map = map_mut(file, *at, bytes).map_err(|e| e.to_string())?;
+    let column = Column::filed(map, *at).ok_or("a region is misaligned")?;
+    *at += bytes + padding(bytes);
+    Ok(column)
+}
+
+/// Maps `len` bytes of `file` from `offset`, writable and shared with the file.
+#[allow(unsafe_code)]
+fn map_mut(file: &File, offset: usize, len: usize) -> std::io::Result<memmap2::MmapMut> {
+    // SAFETY: the file is the staged temporary this process created and sizes
+    // (`sy_run::stage_open`); nobody else writes it until it is renamed into place, and each
+    // region is mapped once, by the column that owns it.
+    unsafe {
+        memmap2::MmapOptions::new()
+            .offset(offset as u64)
+            .len(len)
+            .map_mut(file)
+    }
+}
+
 /// Writes `table`, loaded from what `key` names, beside `path` (renamed into place by the
-/// caller's [`sy_run::Staged::commit`]).
+/// caller's [`sy_run::Staged::commit`]): into the file the table was built in, if it was
+/// ([`filed_table`]), after its regions; otherwise into a new one.
 pub(crate) fn stage(
     table: &ProbeTable,
     key: &CacheKey,
     path: &Path,
 ) -> Result<sy_run::Staged, String> {
+    let filing = table.filing.0.lock().map_err(|e| e.to_string())?.take();
+    let (staged, file, end) = match filing {
+        Some(f) => (f.staged, f.file, f.end),
+        None => {
+            let (staged, file) = sy_run::stage_open(path).map_err(|e| e.to_string())?;
+            (staged, file, ALIGN)
+        }
+    };
     let columns = columns(table);
-    let mut at = ALIGN;
+    let mut at = end;
     let mut placed = Vec::with_capacity(columns.len());
-    for (name, bytes) in &columns {
-        placed.push((name.to_string(), at, bytes.len(), crc32fast::hash(bytes)));
-        at += bytes.len() + padding(bytes.len());
+    let mut to_write = Vec::new();
+    for (name, bytes, in_file) in &columns {
+        let start = in_file.unwrap_or_else(|| {
+            to_write.push(*bytes);
+            let start = at;
+            at += bytes.len() + padding(bytes.len());
+            start
+        });
+        placed.push((name.to_string(), start, bytes.len(), crc32fast::hash(bytes)));
     }
     let header = Header {
         kind: KIND.to_string(),
@@ -121,19 +230,30 @@ pub(crate) fn stage(
     };
     let header = serde_json::to_vec(&header).map_err(|e| e.to_string())?;
     // Every byte is checksummed and verified on reading: no sync needed.
-    sy_run::stage_file(path, sy_run::Durability::Verified, |out| {
-        out.write_all(MAGIC)?;
-        out.write_all(&[0; ALIGN - MAGIC.len()])?;
-        for (_, bytes) in &columns {
-            out.write_all(bytes)?;
-            out.write_all(&[0; ALIGN][..padding(bytes.len())])?;
-        }
-        out.write_all(&header)?;
-        out.write_all(&u64::from(crc32fast::hash(&header)).to_le_bytes())?;
-        out.write_all(&(header.len() as u64).to_le_bytes())?;
-        out.write_all(MAGIC)
-    })
-    .map_err(|e| e.to_string())
+    write_frame(&file, end, &to_write, &header).map_err(|e| e.to_string())?;
+    Ok(staged)
+}
+
+/// The magic bytes at the start, `columns` one after another from byte `end` (each padded),
+/// then the header, its CRC-32 and length and the magic bytes; the file ends there.
+fn write_frame(file: &File, end: usize, columns: &[&[u8]], header: &[u8]) -> std::io::Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    out.write_all(MAGIC)?;
+    out.write_all(&[0; ALIGN - MAGIC.len()])?;
+    out.seek(SeekFrom::Start(end as u64))?;
+    for bytes in columns {
+        out.write_all(bytes)?;
+        out.write_all(&[0; ALIGN][..padding(bytes.len())])?;
+    }
+    out.write_all(header)?;
+    out.write_all(&u64::from(crc32fast::hash(header)).to_le_bytes())?;
+    out.write_all(&(header.len() as u64).to_le_bytes())?;
+    out.write_all(MAGIC)?;
+    let len = out.stream_position()?;
+    out.flush()?;
+    drop(out);
+    file.set_len(len)
 }
 
 /// Maps `file` read-only.

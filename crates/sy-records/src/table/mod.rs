@@ -291,6 +291,8 @@ pub struct ProbeTable {
     digests: Vec<String>,
     /// Where and under which key [`ProbeTable::save_cache`] writes this table's cache.
     unsaved_cache: Option<(PathBuf, cache::CacheKey)>,
+    /// The staged cache file this table's columns are being built in, if they are.
+    filing: cache::FilingSlot,
 }
 
 /// The bits of [`ProbeTable`]'s `present` column.
@@ -507,7 +509,7 @@ impl ProbeTable {
     pub fn load(paths: &[PathBuf], options: &LoadOptions) -> Result<ProbeTable, RecordsError> {
         let files = resolve_inputs(paths)?;
         let digests = digests(&files)?;
-        let mut t = ProbeTable::read_files(&files, options)?;
+        let mut t = ProbeTable::read_files(ProbeTable::default(), &files, options)?;
         t.digests = digests;
         Ok(t)
     }
@@ -540,7 +542,7 @@ impl ProbeTable {
             }
             Err(_) => {}
         }
-        let mut t = ProbeTable::read_files(&files, options)?;
+        let mut t = ProbeTable::read_files(filed_or_empty(&files, cache), &files, options)?;
         t.digests = digests;
         t.unsaved_cache = Some((cache.to_path_buf(), key));
         Ok(t)
@@ -573,9 +575,13 @@ impl ProbeTable {
         }
     }
 
-    /// Reads, validates and pairs the records of `files` (already resolved).
-    fn read_files(files: &[PathBuf], options: &LoadOptions) -> Result<ProbeTable, RecordsError> {
-        let mut t = ProbeTable::default();
+    /// Reads, validates and pairs the records of `files` (already resolved) into `t`, an empty
+    /// table.
+    fn read_files(
+        mut t: ProbeTable,
+        files: &[PathBuf],
+        options: &LoadOptions,
+    ) -> Result<ProbeTable, RecordsError> {
         for (index, path) in files.iter().enumerate() {
             let file = u32::try_from(index).unwrap_or(u32::MAX);
             let summary = t.read_file(path, file, options)?;
@@ -769,9 +775,8 @@ impl ProbeTable {
             _ => self.conditions.intern(row.run_id, row.condition_id, load),
         };
         self.condition.push(condition);
-        let text = self.probe_text.vec();
-        text.extend_from_slice(row.probe_id.as_bytes());
-        let end = text.len() as u64;
+        self.probe_text.extend_from_slice(row.probe_id.as_bytes());
+        let end = self.probe_text.len() as u64;
         self.probe_end.push(end);
         self.phase.push(codes::phase(row.phase));
         self.role.push(codes::role(row.role));
@@ -921,9 +926,9 @@ impl ProbeTable {
 
     fn reserve(&mut self, rows: usize) {
         macro_rules! reserve {
-            ($t:expr, $rows:expr; $($c:ident),*) => { $($t.$c.vec().reserve($rows);)* };
+            ($t:expr, $rows:expr; $($c:ident),*) => { $($t.$c.reserve($rows);)* };
         }
-        self.probe_end.vec().reserve(rows);
+        self.probe_end.reserve(rows);
         row_columns!(reserve!(self, rows));
     }
 
@@ -976,12 +981,25 @@ impl ProbeTable {
                     })
                 })
                 .collect();
-            let valid = self.push_native_rows(frame, start..start + len, offset, file);
+            // Into a table built in its cache file, every part is converted in memory and
+            // appended whole: a row at a time costs more in a filed column than in a vector.
+            let (valid, first) = if self.probe_end.file_start().is_some() {
+                let mut part = ProbeTable::default();
+                part.reserve(len);
+                let valid = part.push_native_rows(frame, start..start + len, offset, file);
+                (valid, Some(part))
+            } else {
+                let valid = self.push_native_rows(frame, start..start + len, offset, file);
+                (valid, None)
+            };
             let others: Option<Vec<ProbeTable>> = others
                 .into_iter()
                 .map(|h| h.join().ok().flatten())
                 .collect();
-            (valid, others)
+            (
+                valid,
+                others.map(|o| first.into_iter().chain(o).collect::<Vec<_>>()),
+            )
         });
         match (first_valid, others) {
             (true, Some(others)) => {
@@ -1041,11 +1059,14 @@ impl ProbeTable {
             .map(|d| self.decode_lengths.intern(d))
             .collect();
         let text = self.probe_text.len() as u64;
-        self.probe_text.vec().extend_from_slice(&other.probe_text);
-        (self.probe_end.vec()).extend(other.probe_end.iter().map(|end| end + text));
+        self.probe_text.extend_from_slice(&other.probe_text);
+        self.probe_end.extend_from_slice(&other.probe_end);
+        for end in self.probe_end.tail_mut(start) {
+            *end += text;
+        }
         macro_rules! extend {
             ($t:expr, $other:expr; $($c:ident),*) => {
-                $($t.$c.vec().extend_from_slice(&$other.$c);)*
+                $($t.$c.extend_from_slice(&$other.$c);)*
             };
         }
         row_columns!(extend!(self, other));
@@ -1054,9 +1075,9 @@ impl ProbeTable {
                 *id = to.get(*id as usize).copied().unwrap_or(NO_TEXT);
             }
         };
-        remap(&mut self.condition.vec()[start..], &conditions);
-        remap(&mut self.model.vec()[start..], &models);
-        remap(&mut self.decode_length.vec()[start..], &decode_lengths);
+        remap(self.condition.tail_mut(start), &conditions);
+        remap(self.model.tail_mut(start), &models);
+        remap(self.decode_length.tail_mut(start), &decode_lengths);
     }
 
     /// What [`ProbeTable::restore`] goes back to (rows are only ever appended between the two).
@@ -1073,11 +1094,11 @@ impl ProbeTable {
     /// Drops the rows appended since `mark`, and the text they interned.
     fn restore(&mut self, mark: TableMark) {
         macro_rules! truncate {
-            ($t:expr, $rows:expr; $($c:ident),*) => { $($t.$c.vec().truncate($rows);)* };
+            ($t:expr, $rows:expr; $($c:ident),*) => { $($t.$c.truncate($rows);)* };
         }
         row_columns!(truncate!(self, mark.rows));
-        self.probe_end.vec().truncate(mark.rows);
-        self.probe_text.vec().truncate(mark.probe_text);
+        self.probe_end.truncate(mark.rows);
+        self.probe_text.truncate(mark.probe_text);
         self.conditions.restore(mark.conditions);
         self.models.truncate(mark.models);
         self.decode_lengths.truncate(mark.decode_lengths);
@@ -1170,6 +1191,33 @@ impl ProbeTable {
             ($t:expr, $drop:expr; $($c:ident),*) => { $($t.$c.retain_unless($drop);)* };
         }
         row_columns!(retain!(self, drop));
+    }
+}
+
+/// An empty table built in the cache file staged beside `cache` ([`cache::filed_table`]) when
+/// every record file is Parquet (whose footer says how many rows to make room for); otherwise,
+/// or when that file cannot be made (reported), an empty table in memory.
+fn filed_or_empty(files: &[PathBuf], cache: &Path) -> ProbeTable {
+    let rows = files
+        .iter()
+        .map(|path| {
+            (Format::from_path(path) == Some(Format::Parquet))
+                .then(|| ParquetReader::new(File::open(path).ok()?).num_rows().ok())
+                .flatten()
+        })
+        .sum::<Option<usize>>();
+    let Some(rows) = rows.filter(|&r| r > 0) else {
+        return ProbeTable::default();
+    };
+    match cache::filed_table(cache, rows) {
+        Ok(t) => {
+            tracing::debug!(cache = %cache.display(), rows, "probe table built in its cache file");
+            t
+        }
+        Err(e) => {
+            tracing::warn!(cache = %cache.display(), "cannot stage the probe-table cache: {e}");
+            ProbeTable::default()
+        }
     }
 }
 
