@@ -20,7 +20,12 @@
 //! which a second thread decodes meanwhile) and the parts of a slice converted on other cores
 //! (about 137 bytes per row of each, appended to the table when the slice is done). A table
 //! mapped from its cache holds file-backed pages instead, which the kernel may drop and read
-//! again under memory pressure.
+//! again under memory pressure; so does a table loaded from Parquet files through
+//! [`ProbeTable::load_cached`], which is built in the cache file it will be (module `cache`,
+//! `filed_table`): only the probe ids (≈ 7 bytes a record) and the pairs stay in memory. At
+//! 10 M records `sy-fit`'s anonymous memory peaked at 0.83 GB against 2.11 GB when the table
+//! was in memory, and it fitted within a 1.2 GiB memory limit where the in-memory table was
+//! killed.
 
 /// Calls `$apply!(args; column, column, …)` with every [`ProbeTable`] column that holds one
 /// value per row (`probe_text`, `probe_end` and `pairs` have other lengths): the one list that
