@@ -30,18 +30,23 @@ fn records() -> Vec<Record> {
     records
 }
 
-/// Two record files (merged), the second with one invalid row (skipped with `skip_invalid`).
-fn inputs(dir: &Path) -> Vec<PathBuf> {
-    let a = dir.join("a.parquet");
-    write_records(&records(), &a).unwrap();
+/// The second node's records: another run id and one invalid row (an ok probe without a TTFT).
+fn second_node() -> Vec<Record> {
     let mut other = records();
     for r in &mut other {
         r.run_id = "node-b".to_string();
     }
     other[0].status = Status::Ok;
     other[0].ttft_ms = None;
+    other
+}
+
+/// Two record files (merged), the second with one invalid row (skipped with `skip_invalid`).
+fn inputs(dir: &Path) -> Vec<PathBuf> {
+    let a = dir.join("a.parquet");
+    write_records(&records(), &a).unwrap();
     let b = dir.join("b.jsonl");
-    write_records(&other, &b).unwrap();
+    write_records(&second_node(), &b).unwrap();
     vec![a, b]
 }
 
@@ -51,12 +56,7 @@ fn inputs(dir: &Path) -> Vec<PathBuf> {
 fn parquet_inputs(dir: &Path) -> Vec<PathBuf> {
     let a = dir.join("a.parquet");
     write_records(&records(), &a).unwrap();
-    let mut other = records();
-    for r in &mut other {
-        r.run_id = "node-b".to_string();
-    }
-    other[0].status = Status::Ok;
-    other[0].ttft_ms = None;
+    let mut other = second_node();
     let lone = other
         .iter()
         .rposition(|r| r.phase == Phase::Load && r.role == Model::Capable)
@@ -260,6 +260,10 @@ fn a_table_built_in_its_cache_file_reads_as_the_records() {
         "the invalid row and the lone partner"
     );
 
+    // A load that fails (the invalid row, strict) leaves nothing behind.
+    let strict = ProbeTable::load_cached(&paths, &LoadOptions::default(), Some(&cache));
+    assert!(strict.unwrap_err().to_string().contains("ttft_ms"));
+    assert!(staged_files(dir.path()).is_empty(), "failed: removed");
     // Dropped unsaved (a failed run): nothing is left behind.
     let unsaved = ProbeTable::load_cached(&paths, &SKIP, Some(&cache)).unwrap();
     assert!(

@@ -54,7 +54,30 @@ fn assert_loaders_agree(path: &Path, options: &LoadOptions) -> Result<ProbeTable
     let paths = [path.to_path_buf()];
     let records = load_records(&paths, options);
     let table = ProbeTable::load(&paths, options);
-    match (&records, &table) {
+    assert_table_agrees(path, &records, &table);
+    // Through a cache: a Parquet file's table is built in the staged cache file.
+    let cache = path.with_file_name("probe-table.cache");
+    let filed = ProbeTable::load_cached(&paths, options, Some(&cache));
+    assert_table_agrees(path, &records, &filed);
+    drop(filed);
+    let dir = path.parent().unwrap();
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with(".probe-table.cache"))
+        .collect();
+    assert!(left.is_empty() && !cache.exists(), "unsaved: {left:?}");
+    table
+}
+
+/// The table loader's outcome is the record loader's: the same rows, skips, files and pairs, or
+/// the same error.
+fn assert_table_agrees(
+    path: &Path,
+    records: &Result<sy_records::LoadedRecords, RecordsError>,
+    table: &Result<ProbeTable, RecordsError>,
+) {
+    match (records, table) {
         (Ok(l), Ok(t)) => {
             assert_rows_equal(t, &l.records, &path.display().to_string());
             assert_eq!(t.skipped(), l.skipped.as_slice());
@@ -80,7 +103,6 @@ fn assert_loaders_agree(path: &Path, options: &LoadOptions) -> Result<ProbeTable
                 .map_err(ToString::to_string),
         ),
     }
-    table
 }
 
 #[test]

@@ -228,7 +228,11 @@ fn stage_with(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "out".to_string());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    // Unique within the process too: two stagings of one path at once (a table built in its
+    // staged cache file while another is staged) must not share, and so truncate, one file.
+    static STAGED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = STAGED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
     let result = (|| {
         let mut file = std::fs::File::options()
             .read(true)
@@ -357,6 +361,13 @@ mod tests {
         let mut back = [0; 3];
         file.read_exact_at(&mut back, 2).unwrap();
         assert_eq!(&back, b"wer", "open for reading too");
+        // A second staging of the same path meanwhile gets a file of its own.
+        let (other, other_file) = stage_open(&path).unwrap();
+        other_file.write_all_at(b"x", 0).unwrap();
+        let mut back = [0; 5];
+        file.read_exact_at(&mut back, 0).unwrap();
+        assert_eq!(&back, b"newer", "not truncated by the second staging");
+        drop(other);
         staged.commit().unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"newer");
         assert_eq!(names(dir.path()), ["big.cache"]);

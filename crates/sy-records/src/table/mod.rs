@@ -954,9 +954,21 @@ impl ProbeTable {
         {
             return Ok(());
         }
+        if self.probe_end.file_start().is_none() {
+            return with_probe_columns(df, path, |c| {
+                self.push_columns(&c, path, offset, file, options)
+            })?;
+        }
+        // A row at a time costs more in a table built in its cache file than in vectors: the
+        // rows go into a part in memory, appended whole (as `push_native`'s parts are).
+        let mut part = ProbeTable::default();
+        part.reserve(df.height());
         with_probe_columns(df, path, |c| {
-            self.push_columns(&c, path, offset, file, options)
-        })?
+            part.push_columns(&c, path, offset, file, options)
+        })??;
+        self.skipped.append(&mut part.skipped);
+        self.append(&part);
+        Ok(())
     }
 
     /// Appends every row of a native frame (see [`native`]) if all of them are valid; `false`
