@@ -98,7 +98,9 @@ pub struct SelectOptions {
     pub zero_margins: bool,
     pub skip_invalid: bool,
     /// The probe-table cache to read (`sy_run::Artifact::ProbeCache`), if any. sy-select never
-    /// writes one: it is the last tool to read the records, and it drops them early.
+    /// writes one: it is the last tool to read the records, and it drops them early. (Without a
+    /// usable cache, a table read from Parquet records is still built in a staged cache file,
+    /// which is removed when the table is dropped: see `sy_records::ProbeTable::load_cached`.)
     pub records_cache: Option<PathBuf>,
     pub show_progress: bool,
     /// Creation time for the provenance (RFC 3339); `None` = now.
