@@ -954,13 +954,11 @@ impl ProbeTable {
         {
             return Ok(());
         }
-        if self.probe_end.file_start().is_none() {
+        if !self.is_filed() {
             return with_probe_columns(df, path, |c| {
                 self.push_columns(&c, path, offset, file, options)
             })?;
         }
-        // A row at a time costs more in a table built in its cache file than in vectors: the
-        // rows go into a part in memory, appended whole (as `push_native`'s parts are).
         let mut part = ProbeTable::default();
         part.reserve(df.height());
         with_probe_columns(df, path, |c| {
@@ -971,12 +969,20 @@ impl ProbeTable {
         Ok(())
     }
 
+    /// Whether this table is being built in its cache file ([`cache::filed_table`]). Rows then
+    /// go into a part in memory first and are appended whole: a row at a time costs more in a
+    /// mapped region than in a vector.
+    fn is_filed(&self) -> bool {
+        self.probe_end.file_start().is_some()
+    }
+
     /// Appends every row of a native frame (see [`native`]) if all of them are valid; `false`
     /// (the table as it was before) otherwise.
     ///
     /// The frame's rows are converted in contiguous parts, one per core ([`thread_parts`]): the
-    /// first into this table on this thread, each other one into a table of its own on a
-    /// thread of its own, appended in row order afterwards ([`ProbeTable::append`]), so the
+    /// first into this table on this thread (into a table of its own when this one is built in
+    /// its cache file, see [`ProbeTable::is_filed`]), each other one into a table of its own on
+    /// a thread of its own, appended in row order afterwards ([`ProbeTable::append`]), so the
     /// table is the one a single pass would build. Rows are appended as they are read and
     /// checked, and taken back at the first one that is not valid: a valid frame, the usual
     /// case, is read once.
@@ -998,9 +1004,7 @@ impl ProbeTable {
                     })
                 })
                 .collect();
-            // Into a table built in its cache file, every part is converted in memory and
-            // appended whole: a row at a time costs more in a filed column than in a vector.
-            let (valid, first) = if self.probe_end.file_start().is_some() {
+            let (valid, first) = if self.is_filed() {
                 let mut part = ProbeTable::default();
                 part.reserve(len);
                 let valid = part.push_native_rows(frame, start..start + len, offset, file);
