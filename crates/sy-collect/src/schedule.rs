@@ -60,7 +60,12 @@ pub struct Unit {
     pub repeat: u32,
 }
 
-/// Every condition and unit of a plan, in run order (Q grid first, then load).
+/// Every condition and unit of a plan, in run order: Q grid first, then load; within a phase,
+/// repeat-major (repeat 0 of every condition, then repeat 1, …). A condition's repeats are
+/// therefore spread over the phase rather than run back to back, so a burst of slow requests
+/// (another tenant, a busy host) moves one repeat of many conditions instead of most repeats of
+/// one, and a condition's median stays its own. `--resume` skips units by (condition, repeat),
+/// whatever their order.
 #[derive(Debug, Clone)]
 pub struct Schedule {
     pub conditions: Vec<Condition>,
@@ -78,14 +83,17 @@ impl Schedule {
         let planned = Schedule::conditions_of(plan);
         let total: u64 = planned.iter().map(|(_, r)| u64::from(*r)).sum();
         let mut units = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
-        let mut conditions = Vec::with_capacity(planned.len());
-        for (idx, (c, repeats)) in planned.into_iter().enumerate() {
-            conditions.push(c);
-            for repeat in 0..repeats {
-                units.push(Unit {
-                    condition: idx,
-                    repeat,
-                });
+        let repeats: Vec<u32> = planned.iter().map(|(_, r)| *r).collect();
+        let conditions: Vec<Condition> = planned.into_iter().map(|(c, _)| c).collect();
+        for phase in phase_ranges(&conditions) {
+            let most = repeats[phase.clone()].iter().copied().max().unwrap_or(0);
+            for repeat in 0..most {
+                units.extend(
+                    phase
+                        .clone()
+                        .filter(|&idx| repeat < repeats[idx])
+                        .map(|condition| Unit { condition, repeat }),
+                );
             }
         }
         Schedule { conditions, units }
@@ -203,6 +211,19 @@ impl Schedule {
     }
 }
 
+/// The index ranges of `conditions` that share one phase, in order (conditions come grouped by
+/// phase from [`Schedule::conditions_of`]).
+fn phase_ranges(conditions: &[Condition]) -> Vec<std::ops::Range<usize>> {
+    let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
+    for (idx, c) in conditions.iter().enumerate() {
+        match ranges.last_mut() {
+            Some(r) if conditions[r.start].phase == c.phase => r.end = idx + 1,
+            _ => ranges.push(idx..idx + 1),
+        }
+    }
+    ranges
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,6 +247,32 @@ mod tests {
         let mut ids: Vec<_> = s.conditions.iter().map(|c| c.id.clone()).collect();
         ids.dedup();
         assert_eq!(ids.len(), 4);
+    }
+
+    #[test]
+    fn repeats_are_spread_over_their_phase() {
+        let s = Schedule::from_plan(&plan(
+            "seed=1\n[qgrid]\nn=[64,128]\nf=[0.0]\nrepeats=3\n\
+             [load]\nn=[64]\nf=[0.0,0.5]\nrepeats=2\n",
+        ));
+        let order: Vec<(usize, u32)> = s.units.iter().map(|u| (u.condition, u.repeat)).collect();
+        assert_eq!(
+            order,
+            [
+                (0, 0),
+                (1, 0),
+                (0, 1),
+                (1, 1),
+                (0, 2),
+                (1, 2),
+                (2, 0),
+                (3, 0),
+                (2, 1),
+                (3, 1)
+            ]
+        );
+        assert_eq!(s.conditions[1].phase, Phase::Qgrid);
+        assert_eq!(s.conditions[2].phase, Phase::Load);
     }
 
     #[test]

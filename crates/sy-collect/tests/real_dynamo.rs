@@ -933,11 +933,11 @@ n = [128, 512, 1536]
 f = [0.0, 0.5, 0.875]
 repeats = 11
 "#;
-    // 11 repeats (7 until 3 Dec 2026): a cell's repeats run one after another, so a burst of
-    // slow requests on the busy 2-core machine lands in one cell. With 7, a fresh-clone CI run
-    // once read the real efficient N = 512 / 256-uncached cell at a server median of 8.49 ms,
-    // above its own 512-uncached neighbour (8.09) and 1.38 ms above the simulator's 7.11; the
-    // median of 11 needs six slow requests in a row to move.
+    // 11 repeats (7 until 3 Dec 2026). Until then a cell's repeats ran one after another, and
+    // with 7 a fresh-clone CI run once read the real efficient N = 512 / 256-uncached cell at a
+    // server median of 8.49 ms, above its own 512-uncached neighbour (8.09) and 1.38 ms above
+    // the simulator's 7.11: one burst of slow requests on the busy 2-core machine had landed in
+    // one cell. The collector now runs repeats repeat-major, so such a burst spreads over cells.
     let tmp = tempfile::tempdir().unwrap();
     let plan = collect::write_plan(tmp.path(), "compare", PLAN);
     let sim_dir = tmp.path().join("sim");
