@@ -75,6 +75,18 @@ impl Failure {
     }
 }
 
+/// The message prefix of a failed priming: it names the worker (and rank) the priming was booked
+/// on, since the record's own worker fields are the probe's, and the probe was never sent.
+fn priming_prefix(acc: &crate::accounting::Accounted) -> String {
+    match &acc.booking {
+        Ok(b) => format!(
+            "priming on worker {} rank {}: ",
+            b.answer.worker_id, b.answer.dp_rank
+        ),
+        Err(_) => "priming: ".to_string(),
+    }
+}
+
 /// What one attempt gathered for each candidate (index 0 efficient, 1 capable).
 #[derive(Debug, Default)]
 struct PairState {
@@ -159,7 +171,7 @@ impl UnitRunner {
         for (i, acc) in [a, b].iter().enumerate() {
             if let Some((reserve, e)) = acc.failure() {
                 let class = reserve.then_some(ErrorClass::Reservation);
-                failures[i] = Some(Failure::from_call(e, class, "priming: "));
+                failures[i] = Some(Failure::from_call(e, class, &priming_prefix(acc)));
             }
         }
         if failures.iter().any(Option::is_some) {
@@ -508,4 +520,43 @@ fn unix_ms_now() -> f64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64() * 1000.0)
         .unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accounting::{Accounted, Booking};
+    use sy_dynamo::CallError;
+
+    fn refused() -> CallError {
+        CallError {
+            kind: ErrorClass::Http5xx,
+            status: Some(503),
+            message: "frontend HTTP 503".into(),
+            retryable: None,
+        }
+    }
+
+    #[test]
+    fn a_failed_priming_names_the_worker_it_was_booked_on() {
+        let booked = Accounted {
+            booking: Ok(Booking {
+                selection_id: "s".into(),
+                answer: sy_wire::SelectResponse {
+                    worker_id: 42,
+                    dp_rank: 1,
+                    ..Default::default()
+                },
+            }),
+            stream: None,
+        };
+        assert_eq!(priming_prefix(&booked), "priming on worker 42 rank 1: ");
+        let unbooked = Accounted {
+            booking: Err(refused()),
+            stream: None,
+        };
+        assert_eq!(priming_prefix(&unbooked), "priming: ");
+        let f = Failure::from_call(&refused(), None, &priming_prefix(&booked));
+        assert_eq!(f.message, "priming on worker 42 rank 1: frontend HTTP 503");
+    }
 }

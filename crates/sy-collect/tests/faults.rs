@@ -337,10 +337,16 @@ fn http_400_for_a_just_restarted_worker_is_retried_until_it_is_discovered() {
         assert!(ok >= 38, "at most one unit may exhaust its retries: {ok}");
         // A probe that hit it was booked on it; a priming that hit it (the fault may land on a
         // primed condition's unit) fails before the probe's reservation, so its record books no
-        // worker and only the message names the instance.
+        // worker and its message names the worker the priming was booked on.
         let retried = discovery_retries(&run_dir);
+        let on_new = |r: &Record| {
+            r.reserved_worker_id == Some(new_id)
+                || r.error_message.as_deref().is_some_and(|m| {
+                    m.starts_with(&format!("priming on worker {new_id} rank 0: "))
+                })
+        };
         assert!(
-            retried.iter().any(|r| r.reserved_worker_id.is_none_or(|w| w == new_id)
+            retried.iter().any(|r| on_new(r)
                 && r
                     .error_message
                     .as_deref()
