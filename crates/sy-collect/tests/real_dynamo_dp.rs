@@ -292,8 +292,8 @@ async fn reference_gaps(stack: &Stack) -> Gaps {
 /// reference's in the same cells −0.21 to 1.72 ms), and with 3 probes a cell's median crossed
 /// the bound in a fresh-clone CI run (0e333ef: 1.68–2.05 ms in three N = 2048 cells) and in one
 /// of six local runs that day, each passing when run again. The history that led here: the
-/// cell margin over the reference's median was 0.5 ms, then 0.75 ms after a fresh-clone CI run (2 Dec 2026, e4552c3, quiet
-/// machine) measured one cell 0.57 ms over; a later one (2 Dec 2026, 14e1ba3, idle, the machine
+/// cell margin over the reference's median was 0.5 ms, then 0.75 ms after a fresh-clone CI run
+/// (2 Dec 2026, e4552c3, quiet machine) measured one cell 0.57 ms over; a later one (2 Dec 2026, 14e1ba3, idle, the machine
 /// slower that day: reference median 1.37 ms against 0.85–0.88 before) measured cells 0.93 and
 /// 0.82 ms over, while the reference's own cells spread from 1.04 to 2.06 ms, 0.69 ms above its
 /// model median — the reference would nearly have failed its own bound. A median of 3 probes
