@@ -80,11 +80,20 @@ impl Failure {
 fn priming_prefix(acc: &crate::accounting::Accounted) -> String {
     match &acc.booking {
         Ok(b) => format!(
-            "priming on worker {} rank {}: ",
+            "{PRIMING_ON_WORKER}{} rank {}: ",
             b.answer.worker_id, b.answer.dp_rank
         ),
         Err(_) => "priming: ".to_string(),
     }
+}
+
+const PRIMING_ON_WORKER: &str = "priming on worker ";
+
+/// The worker a failed priming was booked on, read back from its record's `error_message` (see
+/// [`priming_prefix`]); `None` for any other message.
+pub fn worker_of_failed_priming(error_message: &str) -> Option<u64> {
+    let rest = error_message.strip_prefix(PRIMING_ON_WORKER)?;
+    rest.split(' ').next()?.parse().ok()
 }
 
 /// What one attempt gathered for each candidate (index 0 efficient, 1 capable).
@@ -556,6 +565,12 @@ mod tests {
             stream: None,
         };
         assert_eq!(priming_prefix(&unbooked), "priming: ");
+        assert_eq!(
+            worker_of_failed_priming("priming on worker 42 rank 1: frontend HTTP 503"),
+            Some(42)
+        );
+        assert_eq!(worker_of_failed_priming("priming: frontend HTTP 503"), None);
+        assert_eq!(worker_of_failed_priming("frontend HTTP 503"), None);
         let f = Failure::from_call(&refused(), None, &priming_prefix(&booked));
         assert_eq!(f.message, "priming on worker 42 rank 1: frontend HTTP 503");
     }

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use common::*;
+use sy_collect::probe::worker_of_failed_priming;
 use sy_records::{ErrorClass, Record, Status};
 
 fn sim_config(faults: &str, extra: &str) -> String {
@@ -341,9 +342,7 @@ fn http_400_for_a_just_restarted_worker_is_retried_until_it_is_discovered() {
         let retried = discovery_retries(&run_dir);
         let on_new = |r: &Record| {
             r.reserved_worker_id == Some(new_id)
-                || r.error_message.as_deref().is_some_and(|m| {
-                    m.starts_with(&format!("priming on worker {new_id} rank 0: "))
-                })
+                || r.error_message.as_deref().and_then(worker_of_failed_priming) == Some(new_id)
         };
         assert!(
             retried.iter().any(|r| on_new(r)

@@ -733,7 +733,8 @@ fn touches(r: &serde_json::Value, worker: u64) -> bool {
         .any(|f| collect::u(r, f) == Some(worker))
         || r["error_message"]
             .as_str()
-            .is_some_and(|m| m.starts_with(&format!("priming on worker {worker} ")))
+            .and_then(sy_collect::probe::worker_of_failed_priming)
+            == Some(worker)
 }
 
 /// One sy-collect run, two faults on the launcher's table: the FIRST row (efficient-w0) crashes
@@ -936,8 +937,8 @@ fn cell_medians(records: &[serde_json::Value]) -> CellMedians {
 /// frontend's untimed work): same units, identical N, K, cached_tokens and capacities; both
 /// complete with /loads at zero; and in every Q-grid cell the sim/real median server TTFT ratio is
 /// within 0.9–1.1 or the medians are at most SERVER_ABS_MS apart, and the client ratio within
-/// CLIENT_RATIO or explained by the frontends' gaps (GAP_ABS_MS, GAP_LEVEL_MS). The per-cell table is printed;
-/// docs/dynamo.md holds a run of it.
+/// CLIENT_RATIO or explained by the frontends' gaps (GAP_ABS_MS, GAP_LEVEL_MS). The per-cell
+/// table is printed; docs/dynamo.md holds a run of it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_dynamo_sim_vs_dynamo_same_plan() {
     let Some(stack) = Stack::acquire("real_dynamo_sim_vs_dynamo_same_plan").await else {
