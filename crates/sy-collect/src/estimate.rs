@@ -6,13 +6,14 @@
 //! and the estimate is built from what they took:
 //!
 //! - qgrid: the units with the smallest and the largest prompt (uncached) give a per-token slope
-//!   `s` and a fixed cost per unit; a primed unit gives the extra cost of priming (one more
-//!   request plus the settle time);
+//!   `s` and a fixed cost per unit (with its two settle times: each Q-grid probe waits one); a
+//!   primed unit gives the extra cost of priming (one more request);
 //! - load: one unit per background shape (prefill contention, decode contention and length,
 //!   busy capable) — the one with the largest prompt — gives that shape's fixed cost (its
 //!   warm-up, the background requests' effect), and other prompt sizes move by the slope `s`.
 //!
-//! A unit's estimate is `c_group + s·(N − primed) + [primed > 0]·(s·primed + settle + prime)`.
+//! A unit's estimate is `c_group + s·N + [primed > 0]·prime + [load unit primed]·settle` (a
+//! load unit waits `settle_ms` only after a priming; a Q-grid unit's two waits are in `c_qgrid`).
 //! The pilot's records are thrown away; it uses its own prompts (no cache hit for the run).
 //! GPU time is the phase's duration times the GPU workers (data-parallel ranks) serving the two
 //! models: the calibration holds the whole deployment.
@@ -52,7 +53,7 @@ pub struct Pilot {
     pub seconds: f64,
     /// Seconds per uncached prompt token per unit (the slope `s`).
     pub seconds_per_token: f64,
-    /// The extra fixed cost of a primed unit besides its tokens and settle time.
+    /// The extra fixed cost of a primed unit besides its tokens and settle times.
     pub prime_seconds: f64,
     /// Fixed cost per unit, per group (`qgrid`, or the load background shape).
     pub group_seconds: BTreeMap<String, f64>,
@@ -85,15 +86,24 @@ pub fn unit_cost_seconds(plan: &Plan, c: &Condition) -> f64 {
     let primed = c.primed_tokens();
     let slots = crate::background::slots_for(c, "e", "c").len();
     let mut ms = EST_MS_PER_REQUEST + (c.planned_n - primed) as f64 * EST_US_PER_TOKEN / 1e3;
+    ms += settles(c) as f64 * plan.probe.settle_ms as f64;
     if primed > 0 {
         ms += EST_MS_PER_REQUEST + primed as f64 * EST_US_PER_TOKEN / 1e3;
-        ms += plan.probe.settle_ms as f64;
     }
     if slots > 0 {
         ms += plan.load.as_ref().map_or(0, |l| l.warmup_ms) as f64;
         ms += c.background.prefill_prompt_tokens as f64 * EST_US_PER_TOKEN / 1e3;
     }
     ms / 1e3
+}
+
+/// How many times a unit waits `settle_ms`: before each of a Q-grid unit's two probes, and
+/// after a load unit's priming (see `UnitRunner::quiet`).
+fn settles(c: &Condition) -> u32 {
+    match c.phase {
+        sy_records::Phase::Qgrid => 2,
+        sy_records::Phase::Load => u32::from(c.primed_tokens() > 0),
+    }
 }
 
 /// The load background shape a unit belongs to (its pilot group).
@@ -124,9 +134,12 @@ pub fn unit_seconds(plan: &Plan, c: &Condition, pilot: &Pilot) -> f64 {
         .or_else(|| pilot.group_seconds.get("qgrid"))
         .copied()
         .unwrap_or(0.0);
-    let mut t = base + s * (c.planned_n - primed) as f64;
+    let mut t = base + s * c.planned_n as f64;
     if primed > 0 {
-        t += s * primed as f64 + plan.probe.settle_ms as f64 / 1e3 + pilot.prime_seconds;
+        t += pilot.prime_seconds;
+    }
+    if c.phase == sy_records::Phase::Load {
+        t += settles(c) as f64 * plan.probe.settle_ms as f64 / 1e3;
     }
     t.max(0.0)
 }
@@ -288,14 +301,10 @@ pub fn fit_pilot(
     for (c, t) in measured {
         match c.phase {
             sy_records::Phase::Qgrid if c.primed_tokens() > 0 => {
-                prime = (t - q_base - slope * c.planned_n as f64 - settle).max(0.0);
+                prime = (t - q_base - slope * c.planned_n as f64).max(0.0);
             }
             sy_records::Phase::Load => {
-                let primed = c.primed_tokens();
-                let mut base = t - slope * c.planned_n as f64;
-                if primed > 0 {
-                    base -= settle;
-                }
+                let base = t - slope * c.planned_n as f64 - settles(c) as f64 * settle;
                 group_seconds.insert(group_of(c), base.max(0.0));
             }
             _ => {}
@@ -341,13 +350,19 @@ mod tests {
         // qgrid small, qgrid large, qgrid primed, two load shapes.
         assert_eq!(picks.len(), 5, "{picks:?}");
         assert!(picks.len() * 2 < s.units.len(), "{} units", s.units.len());
-        // A synthetic deployment: 50 ms per unit + 0.1 ms per token, priming +30 ms + settle,
-        // load shapes + 200 ms per background request.
+        // A synthetic deployment: 50 ms per unit + 0.1 ms per token, priming +30 ms, a settle
+        // (20 ms) before each Q-grid probe and after a load unit's priming, load shapes + 200 ms
+        // per background request.
         let truth = |c: &Condition| {
             let mut t = 0.05 + 1e-4 * c.planned_n as f64;
             if c.primed_tokens() > 0 {
-                t += 0.03 + 0.02;
+                t += 0.03;
             }
+            t += match c.phase {
+                sy_records::Phase::Qgrid => 2.0 * 0.02,
+                sy_records::Phase::Load if c.primed_tokens() > 0 => 0.02,
+                sy_records::Phase::Load => 0.0,
+            };
             t + 0.2 * f64::from(c.background.prefill_requests)
         };
         let measured: Vec<(&Condition, f64)> = picks

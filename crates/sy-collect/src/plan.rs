@@ -153,7 +153,9 @@ impl Default for PromptSpec {
 pub struct ProbeSpec {
     /// Output tokens asked of each probe (TTFT needs only one; a few check the stream).
     pub max_tokens: u32,
-    /// Pause after priming a prefix before probing (lets KV events reach the router).
+    /// Quiet time before every Q-grid probe (after its priming, between the two candidates) and
+    /// after a load unit's priming: lets KV events reach the router and gives every probe the
+    /// same idle deployment (see `UnitRunner::quiet`).
     pub settle_ms: u64,
 }
 

@@ -113,8 +113,9 @@ struct PairState {
 /// efficient one has finished: a sibling in flight is a competing request at the shared
 /// frontend (measured: with both sent together the first token of one waits up to ~1 ms while
 /// the frontend forwards the other's; see docs/dynamo.md, "client TTFT against the server's").
-/// No load means none, so the qgrid cells are measured one request at a time. The observations
-/// and bookings of both are still taken before either is sent; at no load nothing changes them.
+/// No load means none, so the qgrid cells are measured one request at a time, each after
+/// `settle_ms` of quiet (see [`UnitRunner::quiet`]). The observations and bookings of both are
+/// still taken before either is sent; at no load nothing changes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sending {
     SameInstant,
@@ -145,10 +146,19 @@ impl UnitRunner {
             .prompts
             .probe(&cond.id, repeat, attempt, cond.planned_n);
         let mut pair = PairState::default();
-        if self.prime(cond, &tokens, &mut pair.failures).await {
+        let sending = Sending::of(cond.phase);
+        let primed = cond.primed_tokens() > 0;
+        let when = if primed {
+            "after priming"
+        } else {
+            "before the probe"
+        };
+        let quiet_first = primed || sending == Sending::OneAfterTheOther;
+        if self.prime(cond, &tokens, &mut pair.failures).await
+            && (!quiet_first || self.quiet(&mut pair.failures, when).await)
+        {
             let background = self.start_background(cond, &probe_id).await;
-            self.probe_pair(&tokens, Sending::of(cond.phase), &mut pair)
-                .await;
+            self.probe_pair(&tokens, sending, &mut pair).await;
             if let Some(bg) = background {
                 bg.stop().await;
             }
@@ -156,8 +166,8 @@ impl UnitRunner {
         self.attempt_of(cond, repeat, attempt, &probe_id, tokens.len(), pair)
     }
 
-    /// 1. Primes the prefix on both models (each through the accounting path) and lets it
-    ///    settle. Returns whether the attempt goes on (no failure, not cancelled).
+    /// 1. Primes the prefix on both models (each through the accounting path). Returns whether
+    ///    the attempt goes on (no failure).
     async fn prime(
         &self,
         cond: &Condition,
@@ -183,13 +193,22 @@ impl UnitRunner {
                 failures[i] = Some(Failure::from_call(e, class, &priming_prefix(acc)));
             }
         }
-        if failures.iter().any(Option::is_some) {
-            return false;
-        }
+        failures.iter().all(Option::is_none)
+    }
+
+    /// Waits `settle_ms` with nothing of the collector's in flight, unless cancelled (then both
+    /// sides fail as cancelled `when`). Before every Q-grid probe and after a priming: the wait
+    /// lets the priming's KV events reach the router, and it gives every Q-grid probe the same
+    /// idle deployment. Measured on Dynamo 1.6.1 (docs/dynamo.md, "Every Q-grid probe after the
+    /// same quiet time"): a request sent within ~3 ms of the previous one's end starts its first
+    /// token about 0.6 ms sooner than one sent after 10 ms or more of quiet, so a probe that
+    /// followed its predecessor at once and one that followed a priming were not comparable.
+    async fn quiet(&self, failures: &mut [Option<Failure>; 2], when: &str) -> bool {
         let settle = Duration::from_millis(self.plan.probe.settle_ms);
+        let cancel = &self.driver.cancel;
         tokio::select! {
             _ = cancel.cancelled() => {
-                *failures = [Some(Failure::cancelled("after priming")), Some(Failure::cancelled("after priming"))];
+                *failures = [Some(Failure::cancelled(when)), Some(Failure::cancelled(when))];
                 false
             }
             _ = tokio::time::sleep(settle) => true,
@@ -384,7 +403,15 @@ impl UnitRunner {
         };
         let (oa, ob) = match sending {
             Sending::SameInstant => tokio::join!(send(0), send(1)),
-            Sending::OneAfterTheOther => (send(0).await, send(1).await),
+            Sending::OneAfterTheOther => {
+                let first = send(0).await;
+                let settle = Duration::from_millis(self.plan.probe.settle_ms);
+                tokio::select! {
+                    _ = cancel.cancelled() => {}
+                    _ = tokio::time::sleep(settle) => {}
+                }
+                (first, send(1).await)
+            }
         };
         let release = |i: usize| async move {
             if let Some(b) = &bookings[i] {

@@ -205,6 +205,42 @@ cached_ms_per_token = 0.004
 attention_ms_per_token_ctx = 0.008
 "#;
 
+/// Every Q-grid probe leaves after `settle_ms` with nothing of the collector's in flight: after
+/// its priming, after the previous unit's probes when nothing is primed, and between the pair's
+/// two candidates. A deployment answers a request that follows another at once sooner than one
+/// that follows a quiet spell (docs/dynamo.md, "Every Q-grid probe after the same quiet time"),
+/// so the cells are comparable only when every probe waited the same.
+#[test]
+fn every_qgrid_probe_follows_settle_ms_of_quiet() {
+    const SETTLE_MS: f64 = 60.0;
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        dir.path(),
+        "plan.toml",
+        "name = \"quiet\"\nseed = 4\n[probe]\nmax_tokens = 2\nsettle_ms = 60\n\
+         [qgrid]\nn = [64, 256]\nf = [0.0, 0.5]\nrepeats = 2\n",
+    );
+    let run_dir = dir.path().join("run");
+    let out = run_sim(&plan, &run_dir, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut recs = records(&run_dir);
+    assert_eq!(recs.len(), 2 * 8);
+    recs.sort_by(|a, b| a.sent_at_unix_ms.total_cmp(&b.sent_at_unix_ms));
+    for w in recs.windows(2) {
+        let (prev, next) = (&w[0], &w[1]);
+        // The previous probe had its first token at sent + TTFT and ended after it.
+        let quiet = next.sent_at_unix_ms - (prev.sent_at_unix_ms + prev.ttft_ms.unwrap());
+        assert!(
+            quiet >= SETTLE_MS - 1.0,
+            "{} {:?} left {quiet:.1} ms after {} {:?} had its first token (settle_ms {SETTLE_MS})",
+            next.probe_id,
+            next.role,
+            prev.probe_id,
+            prev.role
+        );
+    }
+}
+
 /// `sy-sim fit-config`'s fitter on records the simulator produced with a known configuration:
 /// starting from a base with the same capacities but the default step times, the fitted one predicts every Q-grid cell within 0.1 %
 /// of what the known one does, and its base and per-token costs are the known ones (within 1 %).

@@ -131,7 +131,8 @@ pub fn send(frontend: &str, model: &str, tokens: &[u64], max_tokens: u32, pin: P
 }
 
 /// A probe of `n` tokens whose first `primed` tokens are cached on the pinned worker first (a
-/// priming request, then `settle`), like one candidate of the collector's Q-grid units.
+/// priming request), sent after `settle` of quiet whether primed or not, like one candidate of
+/// the collector's Q-grid units.
 pub fn probe(
     frontend: &str,
     model: &str,
@@ -143,7 +144,7 @@ pub fn probe(
     let tokens = crate::stack::fresh_tokens(n);
     if primed > 0 {
         send(frontend, model, &tokens[..primed], 1, pin);
-        std::thread::sleep(settle);
     }
+    std::thread::sleep(settle);
     send(frontend, model, &tokens, 2, pin)
 }
