@@ -86,7 +86,7 @@ pub fn unit_cost_seconds(plan: &Plan, c: &Condition) -> f64 {
     let primed = c.primed_tokens();
     let slots = crate::background::slots_for(c, "e", "c").len();
     let mut ms = EST_MS_PER_REQUEST + (c.planned_n - primed) as f64 * EST_US_PER_TOKEN / 1e3;
-    ms += settles(c) as f64 * plan.probe.settle_ms as f64;
+    ms += crate::probe::quiet_waits(c) as f64 * plan.probe.settle_ms as f64;
     if primed > 0 {
         ms += EST_MS_PER_REQUEST + primed as f64 * EST_US_PER_TOKEN / 1e3;
     }
@@ -95,15 +95,6 @@ pub fn unit_cost_seconds(plan: &Plan, c: &Condition) -> f64 {
         ms += c.background.prefill_prompt_tokens as f64 * EST_US_PER_TOKEN / 1e3;
     }
     ms / 1e3
-}
-
-/// How many times a unit waits `settle_ms`: before each of a Q-grid unit's two probes, and
-/// after a load unit's priming (see `UnitRunner::quiet`).
-fn settles(c: &Condition) -> u32 {
-    match c.phase {
-        sy_records::Phase::Qgrid => 2,
-        sy_records::Phase::Load => u32::from(c.primed_tokens() > 0),
-    }
 }
 
 /// The load background shape a unit belongs to (its pilot group).
@@ -139,7 +130,7 @@ pub fn unit_seconds(plan: &Plan, c: &Condition, pilot: &Pilot) -> f64 {
         t += pilot.prime_seconds;
     }
     if c.phase == sy_records::Phase::Load {
-        t += settles(c) as f64 * plan.probe.settle_ms as f64 / 1e3;
+        t += crate::probe::quiet_waits(c) as f64 * plan.probe.settle_ms as f64 / 1e3;
     }
     t.max(0.0)
 }
@@ -304,7 +295,8 @@ pub fn fit_pilot(
                 prime = (t - q_base - slope * c.planned_n as f64).max(0.0);
             }
             sy_records::Phase::Load => {
-                let base = t - slope * c.planned_n as f64 - settles(c) as f64 * settle;
+                let base =
+                    t - slope * c.planned_n as f64 - crate::probe::quiet_waits(c) as f64 * settle;
                 group_seconds.insert(group_of(c), base.max(0.0));
             }
             _ => {}

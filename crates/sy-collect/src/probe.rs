@@ -131,6 +131,19 @@ impl Sending {
     }
 }
 
+/// Whether a unit waits `settle_ms` before its probes: every Q-grid unit, and a load unit after
+/// its priming (see [`UnitRunner::quiet`]).
+fn quiet_before_probes(c: &Condition) -> bool {
+    c.phase == Phase::Qgrid || c.primed_tokens() > 0
+}
+
+/// How many times a unit waits `settle_ms` (what the run-time estimate counts): before its
+/// probes ([`quiet_before_probes`]) and, in the Q grid, between the pair's two candidates.
+pub fn quiet_waits(c: &Condition) -> u32 {
+    let between = Sending::of(c.phase) == Sending::OneAfterTheOther;
+    u32::from(quiet_before_probes(c)) + u32::from(between)
+}
+
 impl UnitRunner {
     fn models(&self) -> [(Model, &str); 2] {
         [
@@ -146,19 +159,17 @@ impl UnitRunner {
             .prompts
             .probe(&cond.id, repeat, attempt, cond.planned_n);
         let mut pair = PairState::default();
-        let sending = Sending::of(cond.phase);
-        let primed = cond.primed_tokens() > 0;
-        let when = if primed {
+        let when = if cond.primed_tokens() > 0 {
             "after priming"
         } else {
             "before the probe"
         };
-        let quiet_first = primed || sending == Sending::OneAfterTheOther;
         if self.prime(cond, &tokens, &mut pair.failures).await
-            && (!quiet_first || self.quiet(&mut pair.failures, when).await)
+            && (!quiet_before_probes(cond) || self.quiet(&mut pair.failures, when).await)
         {
             let background = self.start_background(cond, &probe_id).await;
-            self.probe_pair(&tokens, sending, &mut pair).await;
+            self.probe_pair(&tokens, Sending::of(cond.phase), &mut pair)
+                .await;
             if let Some(bg) = background {
                 bg.stop().await;
             }
@@ -204,13 +215,21 @@ impl UnitRunner {
     /// token about 0.6 ms sooner than one sent after 10 ms or more of quiet, so a probe that
     /// followed its predecessor at once and one that followed a priming were not comparable.
     async fn quiet(&self, failures: &mut [Option<Failure>; 2], when: &str) -> bool {
+        let waited = self.settle_unless_cancelled().await;
+        if !waited {
+            *failures = [
+                Some(Failure::cancelled(when)),
+                Some(Failure::cancelled(when)),
+            ];
+        }
+        waited
+    }
+
+    /// Sleeps `settle_ms`; `false` when the run was cancelled first.
+    async fn settle_unless_cancelled(&self) -> bool {
         let settle = Duration::from_millis(self.plan.probe.settle_ms);
-        let cancel = &self.driver.cancel;
         tokio::select! {
-            _ = cancel.cancelled() => {
-                *failures = [Some(Failure::cancelled(when)), Some(Failure::cancelled(when))];
-                false
-            }
+            _ = self.driver.cancel.cancelled() => false,
             _ = tokio::time::sleep(settle) => true,
         }
     }
@@ -405,11 +424,8 @@ impl UnitRunner {
             Sending::SameInstant => tokio::join!(send(0), send(1)),
             Sending::OneAfterTheOther => {
                 let first = send(0).await;
-                let settle = Duration::from_millis(self.plan.probe.settle_ms);
-                tokio::select! {
-                    _ = cancel.cancelled() => {}
-                    _ = tokio::time::sleep(settle) => {}
-                }
+                // Cancelled: the second is not sent (`send` checks the cancel).
+                self.settle_unless_cancelled().await;
                 (first, send(1).await)
             }
         };
@@ -563,6 +579,29 @@ mod tests {
     use super::*;
     use crate::accounting::{Accounted, Booking};
     use sy_dynamo::CallError;
+
+    #[test]
+    fn every_qgrid_unit_waits_twice_and_a_load_unit_only_after_priming() {
+        let plan = Plan::from_toml_str(
+            "seed = 1\n[qgrid]\nn = [128]\nf = [0.0, 0.5]\nrepeats = 1\n\
+             [load]\nn = [128]\nf = [0.0, 0.5]\nrepeats = 1\nprefill_contention = [2]\n",
+            std::path::Path::new("t.toml"),
+        )
+        .unwrap();
+        let s = crate::schedule::Schedule::from_plan(&plan);
+        let waits = |phase: Phase, primed: bool| {
+            let c = s
+                .conditions
+                .iter()
+                .find(|c| c.phase == phase && (c.primed_tokens() > 0) == primed)
+                .unwrap();
+            (quiet_before_probes(c), quiet_waits(c))
+        };
+        assert_eq!(waits(Phase::Qgrid, false), (true, 2));
+        assert_eq!(waits(Phase::Qgrid, true), (true, 2));
+        assert_eq!(waits(Phase::Load, false), (false, 0));
+        assert_eq!(waits(Phase::Load, true), (true, 1));
+    }
 
     fn refused() -> CallError {
         CallError {
