@@ -35,7 +35,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sy_records::{ProbePair, Split, condition_key};
 use sy_run::Artifact;
-use sy_selector::{Estimator, InputFile, ModelEstimators, Observation, PredictError};
+use sy_selector::{
+    CandidateFeatures, Estimator, InputFile, ModelEstimators, Observation, PredictError,
+    predict_prepared,
+};
 
 pub use error::{InputsError, MarginError, MarginsFileError};
 pub use inputs::FitEstimators;
@@ -125,15 +128,16 @@ pub struct MarginPair<'a, O> {
     pub measured_ms: f64,
 }
 
-/// The predicted advantage `T_eff − T_cap` of one pair, or why there is none.
+/// The predicted advantage `T_eff − T_cap` of one pair, or why there is none (`features`: both
+/// observations' raw features when computed beforehand, else [`CandidateFeatures::UNKNOWN`]).
 pub fn predicted_advantage(
     fit: &FitEstimators,
     estimator: Estimator,
-    efficient: &Observation,
-    capable: &Observation,
+    (efficient, capable): (&Observation, &Observation),
+    features: &CandidateFeatures,
 ) -> Result<f64, PredictError> {
-    let t_eff = sy_selector::predict(&fit.efficient, estimator, efficient)?;
-    let t_cap = sy_selector::predict(&fit.capable, estimator, capable)?;
+    let t_eff = predict_prepared(&fit.efficient, estimator, efficient, features.efficient)?;
+    let t_cap = predict_prepared(&fit.capable, estimator, capable, features.capable)?;
     Ok(t_eff - t_cap)
 }
 
@@ -191,12 +195,9 @@ pub fn margins_of_pairs<'a, O: std::borrow::Borrow<Observation>>(
         let errors: Vec<AdvantageError<'a>> = pairs
             .clone()
             .map(|pair| {
-                let predicted = match predicted_advantage(
-                    fit,
-                    estimator,
-                    pair.efficient.borrow(),
-                    pair.capable.borrow(),
-                ) {
+                let observations = (pair.efficient.borrow(), pair.capable.borrow());
+                let unknown = &CandidateFeatures::UNKNOWN;
+                let predicted = match predicted_advantage(fit, estimator, observations, unknown) {
                     Ok(v) => Some(v),
                     Err(e) => {
                         *excluded
@@ -221,29 +222,22 @@ pub fn margins_of_pairs<'a, O: std::borrow::Borrow<Observation>>(
 }
 
 /// The margins alone (blind, cache) of measured pairs given as `(condition index, efficient,
-/// capable, measured advantage)`: one pass, each pair's observations read once for both
-/// estimators. The same values as [`margins_of_pairs`] on the same pairs (grouped by condition
+/// capable, their raw features, measured advantage)`: one pass, each pair's observations read
+/// once for both estimators. The same values as [`margins_of_pairs`] on the same pairs (grouped by condition
 /// index rather than name); what the stability seeds need.
 pub fn margin_values_of_pairs<O: std::borrow::Borrow<Observation>>(
     fit: &FitEstimators,
-    pairs: impl Iterator<Item = (u32, O, O, f64)>,
+    pairs: impl Iterator<Item = (u32, O, O, CandidateFeatures, f64)>,
     conditions: usize,
     level: f64,
 ) -> (Option<f64>, Option<f64>) {
     let mut blind = ConditionMaxima::new(conditions);
     let mut cache = ConditionMaxima::new(conditions);
-    for (c, efficient, capable, measured) in pairs {
-        let (e, k) = (efficient.borrow(), capable.borrow());
-        blind.add(
-            c,
-            predicted_advantage(fit, Estimator::Blind, e, k).ok(),
-            measured,
-        );
-        cache.add(
-            c,
-            predicted_advantage(fit, Estimator::Cache, e, k).ok(),
-            measured,
-        );
+    for (c, efficient, capable, features, measured) in pairs {
+        let observations = (efficient.borrow(), capable.borrow());
+        let advantage = |e| predicted_advantage(fit, e, observations, &features).ok();
+        blind.add(c, advantage(Estimator::Blind), measured);
+        cache.add(c, advantage(Estimator::Cache), measured);
     }
     (blind.margin(level), cache.margin(level))
 }

@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sy_records::{ProbePair, ProbeTable, Split};
 use sy_selector::{
-    DecisionInput, GuardLimits, Model, Observation, Reason, RuleParams, Thresholds, TriggerReads,
-    Variant, decide, guard,
+    CandidateFeatures, DecisionInput, GuardLimits, Model, Observation, Reason, RuleParams,
+    Thresholds, TriggerReads, Variant, decide_prepared, guard,
 };
 
 use crate::search::{GuardPass, SearchProbe};
@@ -29,6 +29,9 @@ use crate::search::{GuardPass, SearchProbe};
 pub struct EvalPair {
     efficient: PackedObservation,
     capable: PackedObservation,
+    /// Both candidates' log features, taken once: every variant, bootstrap and split seed
+    /// decides the pair again (48 bytes a pair; the logarithms were a tenth of the replays' time).
+    features: CandidateFeatures,
     now_ms: f64,
     local_capable_in_flight: u64,
     proposal: Model,
@@ -174,6 +177,7 @@ impl EvalPair {
         EvalPair {
             efficient: PackedObservation::pack(&input.efficient),
             capable: PackedObservation::pack(&input.capable),
+            features: CandidateFeatures::of(input),
             now_ms: input.now_ms,
             local_capable_in_flight: input.local_capable_in_flight,
             proposal: input.proposal,
@@ -194,6 +198,11 @@ impl EvalPair {
             now_ms: self.now_ms,
             local_capable_in_flight: self.local_capable_in_flight,
         }
+    }
+
+    /// Both candidates' raw features (computed once, with the pair).
+    pub fn features(&self) -> &CandidateFeatures {
+        &self.features
     }
 
     /// The efficient candidate's observation.
@@ -453,7 +462,7 @@ impl<'p> VariantTally<'p> {
 
     #[inline]
     fn add(&mut self, pair: &EvalPair, input: &DecisionInput) {
-        let d = decide(self.params, self.variant, input);
+        let d = decide_prepared(self.params, self.variant, input, &pair.features);
         let selected = pair.selected_ttft(d.choice);
         let oracle = pair.oracle_ttft();
         self.all.add(&d.reason, d.changed, selected, oracle);

@@ -101,7 +101,10 @@ impl<'a> Shared<'a> {
         let pairs = self
             .pairs
             .indexed_in_split(condition_splits, Split::Uncertainty)
-            .map(|(c, p)| (c, p.efficient(), p.capable(), p.ttft_eff_ms - p.ttft_cap_ms));
+            .map(|(c, p)| {
+                let measured = p.ttft_eff_ms - p.ttft_cap_ms;
+                (c, p.efficient(), p.capable(), *p.features(), measured)
+            });
         let (blind, cache) =
             sy_margin::margin_values_of_pairs(fit, pairs, condition_splits.len(), level);
         Ok(Margins {

@@ -80,18 +80,65 @@ impl EstimatorInputs {
         obs: &Observation,
         estimator: Estimator,
     ) -> Result<EstimatorInputs, InvalidInput> {
+        EstimatorInputs::from_prepared(obs, estimator, RawFeatures::UNKNOWN)
+    }
+
+    /// [`EstimatorInputs::from_observation`], taking the raw features from `raw` when they are
+    /// known (N, R and P are then valid: only N and K are read again). Same result, same first
+    /// invalid field.
+    #[inline(always)]
+    pub fn from_prepared(
+        obs: &Observation,
+        estimator: Estimator,
+        raw: RawFeatures,
+    ) -> Result<EstimatorInputs, InvalidInput> {
         let n = obs.valid_n()?;
         let f = match estimator {
             Estimator::Blind => 0.0,
             Estimator::Cache => obs.valid_k()? / n,
         };
-        let r = obs.valid_r()?;
-        let p = obs.valid_p()?;
-        Ok(EstimatorInputs {
-            n,
-            f,
-            raw: [log1p(n), log1p(r), log1p(p)],
-        })
+        let raw = match raw.get() {
+            Some(raw) => raw,
+            None => {
+                let r = obs.valid_r()?;
+                let p = obs.valid_p()?;
+                [log1p(n), log1p(r), log1p(p)]
+            }
+        };
+        Ok(EstimatorInputs { n, f, raw })
+    }
+}
+
+/// One observation's [`raw_features`], computed once for a replay that predicts from the same
+/// observation many times (every variant, split seed and bootstrap of `sy-select`), or unknown.
+///
+/// Made only by [`RawFeatures::of`] (or [`RawFeatures::UNKNOWN`]), so it holds exactly what
+/// [`raw_features`] gives; it must be passed with the observation it was made of. Valid
+/// features are finite, so unknown is a NaN in the first place (24 bytes, no tag).
+#[derive(Debug, Clone, Copy)]
+pub struct RawFeatures([f64; 3]);
+
+/// Bit for bit, so that two unknowns are equal (NaN ≠ NaN as floats).
+impl PartialEq for RawFeatures {
+    fn eq(&self, other: &RawFeatures) -> bool {
+        self.0.map(f64::to_bits) == other.0.map(f64::to_bits)
+    }
+}
+
+impl RawFeatures {
+    /// Not computed (or N, R or P invalid): the estimators compute and validate them.
+    pub const UNKNOWN: RawFeatures = RawFeatures([f64::NAN; 3]);
+
+    /// The raw features of `obs`, or [`RawFeatures::UNKNOWN`] when N, R or P is invalid.
+    #[inline]
+    pub fn of(obs: &Observation) -> RawFeatures {
+        raw_features(obs).map_or(RawFeatures::UNKNOWN, RawFeatures)
+    }
+
+    /// The features, when known.
+    #[inline(always)]
+    pub fn get(&self) -> Option<[f64; 3]> {
+        (!self.0[0].is_nan()).then_some(self.0)
     }
 }
 
@@ -276,8 +323,19 @@ pub fn predict(
     estimator: Estimator,
     obs: &Observation,
 ) -> Result<f64, PredictError> {
+    predict_prepared(model, estimator, obs, RawFeatures::UNKNOWN)
+}
+
+/// [`predict`] with the observation's raw features already computed ([`RawFeatures::of`]).
+#[inline]
+pub fn predict_prepared(
+    model: &ModelEstimators,
+    estimator: Estimator,
+    obs: &Observation,
+    raw: RawFeatures,
+) -> Result<f64, PredictError> {
     // Validate every input before looking up Q, so an invalid input is named as such.
-    let inputs = EstimatorInputs::from_observation(obs, estimator)?;
+    let inputs = EstimatorInputs::from_prepared(obs, estimator, raw)?;
     predict_from_inputs(model, estimator, &inputs)
 }
 

@@ -61,9 +61,9 @@ pub use bundle::{
     MAX_PLAUSIBLE_FEATURE, MAX_PLAUSIBLE_MS, ParamsError, Provenance,
 };
 pub use estimator::{
-    EstimatorInputs, FeatureMoments, LoadCorrection, ModelEstimators, PredictError, Standardiser,
-    StandardiserError, log1p, predict, predict_from_inputs, q_baseline, raw_features,
-    regression_target,
+    EstimatorInputs, FeatureMoments, LoadCorrection, ModelEstimators, PredictError, RawFeatures,
+    Standardiser, StandardiserError, log1p, predict, predict_from_inputs, predict_prepared,
+    q_baseline, raw_features, regression_target,
 };
 pub use live::{Candidates, LiveRule, Observer, RouteFailure, Routed};
 pub use model::{Estimator, Model, Variant};
@@ -73,9 +73,10 @@ pub use observation::{
 pub use qtable::{OutOfRange, QTable, QTableError};
 pub use quantile::{quantile_by_rank, quantile_sorted, quantile_unsorted};
 pub use rule::{
-    Decision, DecisionInput, GuardLimits, GuardReadings, Margins, Reason, RequiredInputs,
-    RuleParams, Thresholds, TriggerReads, check_guard_limits, count_trigger, decide, guard,
-    p_trigger, r_trigger, read_guard_inputs, required_inputs, trigger_enabled, ttft_trigger,
+    CandidateFeatures, Decision, DecisionInput, GuardLimits, GuardReadings, Margins, Reason,
+    RequiredInputs, RuleParams, Thresholds, TriggerReads, check_guard_limits, count_trigger,
+    decide, decide_prepared, guard, p_trigger, r_trigger, read_guard_inputs, required_inputs,
+    trigger_enabled, ttft_trigger,
 };
 
 /// `RuleParams` under the name the interfaces also use.

@@ -12,7 +12,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::estimator::{EstimatorInputs, ModelEstimators, PredictError, predict_from_inputs};
+use crate::estimator::{
+    EstimatorInputs, ModelEstimators, PredictError, RawFeatures, predict_from_inputs,
+};
 use crate::model::{Estimator, Model, Variant};
 use crate::observation::{Field, InvalidInput, Needs, Observation, Problem};
 use crate::qtable::OutOfRange;
@@ -369,10 +371,45 @@ impl RuleParams {
 /// ([`read_guard_inputs`] then [`check_guard_limits`], together [`guard`]) and the variant's
 /// trigger ([`count_trigger`] or [`ttft_trigger`] on the predicted advantage).
 pub fn decide(params: &RuleParams, variant: Variant, input: &DecisionInput) -> Decision {
+    decide_prepared(params, variant, input, &CandidateFeatures::UNKNOWN)
+}
+
+/// Both candidates' [`RawFeatures`], computed once for a replay that decides the same turn
+/// many times; [`CandidateFeatures::UNKNOWN`] in [`decide`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CandidateFeatures {
+    pub efficient: RawFeatures,
+    pub capable: RawFeatures,
+}
+
+impl CandidateFeatures {
+    /// Neither computed: [`decide`] computes what it reads.
+    pub const UNKNOWN: CandidateFeatures = CandidateFeatures {
+        efficient: RawFeatures::UNKNOWN,
+        capable: RawFeatures::UNKNOWN,
+    };
+
+    /// Both candidates' features of `input`.
+    pub fn of(input: &DecisionInput) -> CandidateFeatures {
+        CandidateFeatures {
+            efficient: RawFeatures::of(&input.efficient),
+            capable: RawFeatures::of(&input.capable),
+        }
+    }
+}
+
+/// [`decide`] with both candidates' raw features already computed from the same `input`
+/// ([`CandidateFeatures::of`]): the same decision, without taking their logarithms again.
+pub fn decide_prepared(
+    params: &RuleParams,
+    variant: Variant,
+    input: &DecisionInput,
+    features: &CandidateFeatures,
+) -> Decision {
     // One `Decision`, filled in place and returned once: the early exits of `evaluate` only
     // return a `Reason`, so the 184-byte decision is never copied on the way out.
     let mut d = Decision::keep(variant, input.proposal, Reason::TriggerFalse);
-    let reason = evaluate(params, variant, input, &mut d);
+    let reason = evaluate(params, variant, (input, features), &mut d);
     d.reason = reason;
     if reason == Reason::Override {
         d.choice = Model::Capable;
@@ -447,9 +484,10 @@ fn estimator_inputs(
     model: Model,
     obs: &Observation,
     estimator: Option<Estimator>,
+    raw: RawFeatures,
 ) -> Result<Option<EstimatorInputs>, Reason> {
     estimator
-        .map(|est| on(model, EstimatorInputs::from_observation(obs, est)))
+        .map(|est| on(model, EstimatorInputs::from_prepared(obs, est, raw)))
         .transpose()
 }
 
@@ -461,6 +499,16 @@ pub fn read_guard_inputs(
     reads: TriggerReads,
     input: &DecisionInput,
 ) -> Result<GuardReadings, Reason> {
+    read_prepared(reads, input, &CandidateFeatures::UNKNOWN)
+}
+
+/// [`read_guard_inputs`] with the candidates' raw features, when known.
+#[inline(always)]
+fn read_prepared(
+    reads: TriggerReads,
+    input: &DecisionInput,
+    features: &CandidateFeatures,
+) -> Result<GuardReadings, Reason> {
     let (eff, cap) = (&input.efficient, &input.capable);
     let estimator = reads.estimator();
     let (read_r, read_p) = match reads {
@@ -471,10 +519,10 @@ pub fn read_guard_inputs(
         return Err(Reason::NotSchedulable);
     }
     let capable_age_ms = on(Model::Capable, cap.age_ms(input.now_ms))?;
-    let capable_inputs = estimator_inputs(Model::Capable, cap, estimator)?;
+    let capable_inputs = estimator_inputs(Model::Capable, cap, estimator, features.capable)?;
     let capable_r = on(Model::Capable, cap.valid_r())?;
     let efficient_age_ms = on(Model::Efficient, eff.age_ms(input.now_ms))?;
-    let efficient_inputs = estimator_inputs(Model::Efficient, eff, estimator)?;
+    let efficient_inputs = estimator_inputs(Model::Efficient, eff, estimator, features.efficient)?;
     let efficient_r = read_r
         .then(|| on(Model::Efficient, eff.valid_r()))
         .transpose()?;
@@ -617,10 +665,10 @@ fn record_terms(params: &RuleParams, variant: Variant, d: &mut Decision) {
 fn guard_recorded(
     params: &RuleParams,
     reads: TriggerReads,
-    input: &DecisionInput,
+    (input, features): (&DecisionInput, &CandidateFeatures),
     d: &mut Decision,
 ) -> Result<GuardReadings, Reason> {
-    let readings = read_guard_inputs(reads, input)?;
+    let readings = read_prepared(reads, input, features)?;
     d.capable_age_ms = Some(readings.capable_age_ms);
     d.efficient_age_ms = Some(readings.efficient_age_ms);
     let checked = check_guard_limits(&params.limits, &readings, input.local_capable_in_flight);
@@ -661,7 +709,7 @@ fn trigger(
 fn evaluate(
     params: &RuleParams,
     variant: Variant,
-    input: &DecisionInput,
+    (input, features): (&DecisionInput, &CandidateFeatures),
     d: &mut Decision,
 ) -> Reason {
     if input.proposal == Model::Capable {
@@ -674,7 +722,7 @@ fn evaluate(
     let Some(reads) = TriggerReads::of(variant, &params.thresholds) else {
         return Reason::TriggerDisabled;
     };
-    let fire = guard_recorded(params, reads, input, d)
+    let fire = guard_recorded(params, reads, (input, features), d)
         .and_then(|readings| trigger(params, reads, &readings, d));
     match fire {
         Ok(true) => Reason::Override,

@@ -8,8 +8,8 @@ use common::strategies::{NOW, observation};
 
 use proptest::prelude::*;
 use sy_selector::{
-    Decision, DecisionInput, Model, Reason, RuleParams, Thresholds, Variant, decide,
-    required_inputs,
+    CandidateFeatures, Decision, DecisionInput, Estimator, Model, RawFeatures, Reason, RuleParams,
+    Thresholds, Variant, decide, decide_prepared, predict, predict_prepared, required_inputs,
 };
 
 fn input() -> impl Strategy<Value = DecisionInput> {
@@ -107,6 +107,21 @@ fn scramble_unread(
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+    /// A decision from features computed beforehand is the decision (every variant, valid or
+    /// not), and so is each prediction.
+    #[test]
+    fn prepared_features_decide_and_predict_the_same(p in params(), v in variant(), i in input()) {
+        let features = CandidateFeatures::of(&i);
+        prop_assert!(same(&decide_prepared(&p, v, &i, &features), &decide(&p, v, &i)));
+        for estimator in [Estimator::Blind, Estimator::Cache] {
+            for (model, obs) in [(&p.efficient, &i.efficient), (&p.capable, &i.capable)] {
+                let prepared = predict_prepared(model, estimator, obs, RawFeatures::of(obs));
+                let direct = predict(model, estimator, obs);
+                prop_assert_eq!(format!("{prepared:?}"), format!("{direct:?}"));
+            }
+        }
+    }
 
     #[test]
     fn never_changes_a_capable_proposal(p in params(), v in variant(), mut i in input()) {
