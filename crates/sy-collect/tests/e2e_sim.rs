@@ -212,13 +212,15 @@ attention_ms_per_token_ctx = 0.008
 /// so the cells are comparable only when every probe waited the same.
 #[test]
 fn every_qgrid_probe_follows_settle_ms_of_quiet() {
-    const SETTLE_MS: f64 = 60.0;
+    const SETTLE_MS: u32 = 60;
     let dir = tempfile::tempdir().unwrap();
     let plan = write(
         dir.path(),
         "plan.toml",
-        "name = \"quiet\"\nseed = 4\n[probe]\nmax_tokens = 2\nsettle_ms = 60\n\
-         [qgrid]\nn = [64, 256]\nf = [0.0, 0.5]\nrepeats = 2\n",
+        &format!(
+            "name = \"quiet\"\nseed = 4\n[probe]\nmax_tokens = 2\nsettle_ms = {SETTLE_MS}\n\
+             [qgrid]\nn = [64, 256]\nf = [0.0, 0.5]\nrepeats = 2\n"
+        ),
     );
     let run_dir = dir.path().join("run");
     let out = run_sim(&plan, &run_dir, &[]);
@@ -231,7 +233,7 @@ fn every_qgrid_probe_follows_settle_ms_of_quiet() {
         // The previous probe had its first token at sent + TTFT and ended after it.
         let quiet = next.sent_at_unix_ms - (prev.sent_at_unix_ms + prev.ttft_ms.unwrap());
         assert!(
-            quiet >= SETTLE_MS - 1.0,
+            quiet >= f64::from(SETTLE_MS) - 1.0,
             "{} {:?} left {quiet:.1} ms after {} {:?} had its first token (settle_ms {SETTLE_MS})",
             next.probe_id,
             next.role,

@@ -221,12 +221,16 @@ impl Gaps {
     }
 }
 
-/// The plan's `settle_ms`: the quiet time before every Q-grid probe of both clients. 150 ms
-/// until 3 Dec 2026, when every Q-grid probe started waiting it (not only primed ones): the
+/// The plan's `settle_ms`: the quiet time before every Q-grid probe of both clients (50 ms; 150
+/// until 3 Dec 2026, when every Q-grid probe started waiting it, not only primed ones: the
 /// collection then took 17 s instead of 9, twice as long in which a stretch of a noisy machine
-/// could land (one did in a fresh-clone CI run: 1 of 5 repeats of nearly every cell at 2–5.5 ms).
+/// could land — one did in a fresh-clone CI run: 1 of 5 repeats of nearly every cell at 2–5.5 ms).
 /// 50 ms is well past the ~10 ms after which Dynamo answers as after any longer quiet.
-const SETTLE_MS: u64 = 50;
+fn plan_settle() -> Duration {
+    let plan = sy_collect::Plan::from_toml_str(DP_PLAN, std::path::Path::new("DP_PLAN"))
+        .expect("the dp64 plan parses");
+    Duration::from_millis(plan.probe.settle_ms)
+}
 
 /// Probes per Q-grid cell for the reference client (the collector has the plan's 5).
 const REFERENCE_REPEATS: usize = 5;
@@ -244,7 +248,7 @@ async fn reference_gaps(stack: &Stack) -> Gaps {
     let capable = stack.worker("capable-dp").worker_id;
     let frontend = stack.frontend.clone();
     tokio::task::spawn_blocking(move || {
-        let settle = Duration::from_millis(SETTLE_MS);
+        let settle = plan_settle();
         let warm = Pin {
             worker_id: capable,
             dp_rank: Some(0),
