@@ -11,8 +11,8 @@ use sy_selector::{RuleParams, Thresholds, Variant};
 pub use crate::error::ChoiceError;
 use crate::evaluate::{Detail, EvalPair, GuardProbe, Replay, VariantStats, replay_variants};
 use crate::search::{
-    Landscape, Probes, RuleFamily, SearchInput, SearchOutcome, SearchProbe, TIE_TOLERANCE_MS,
-    ThresholdRule, search_prepared,
+    Landscape, Probes, SearchInput, SearchOutcome, SearchProbe, TIE_TOLERANCE_MS, ThresholdRule,
+    search_families,
 };
 
 /// How a candidate was chosen.
@@ -124,11 +124,8 @@ pub fn choose_on_probes<P: std::borrow::Borrow<EvalPair>>(
     landscape_columns: usize,
     detail: Detail,
 ) -> Result<Choices, ChoiceError> {
-    let (search_count, _) =
-        search_prepared(probes, RuleFamily::Count, 0).map_err(ChoiceError::Search)?;
-    let (search_cp, landscape) =
-        search_prepared(probes, RuleFamily::CountPrefill, landscape_columns)
-            .map_err(ChoiceError::Search)?;
+    let (search_count, search_cp, landscape) =
+        search_families(probes, landscape_columns).map_err(ChoiceError::Search)?;
 
     let count_params = with_rule(base, search_count.best.rule);
     let cp_params = with_rule(base, search_cp.best.rule);

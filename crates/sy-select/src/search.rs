@@ -574,6 +574,23 @@ impl Sweep {
         }
     }
 
+    /// The `count` family's sweep from the `count_prefill` one: the same r values and `R >= r`
+    /// sums (both are read from the same list by R), no p term.
+    fn count_only(&self) -> Sweep {
+        Sweep {
+            family: RuleFamily::Count,
+            r_values: self.r_values.clone(),
+            p_values: Vec::new(),
+            r_sum: self.r_sum.clone(),
+            r_cnt: self.r_cnt.clone(),
+            p_sum: Vec::new(),
+            p_cnt: Vec::new(),
+            br_sum: vec![0; self.r_values.len()],
+            br_cnt: vec![0; self.r_values.len()],
+            joining: Vec::new(),
+        }
+    }
+
     /// Visits every candidate rule as (gain, overrides, rule) — disabled, r alone, p alone, then
     /// both terms r by r — and calls `row(a, extra)` after the rules of the a-th r (with the
     /// per-p extra gains of the both-term rules; empty for `count`). The both-term rules of an
@@ -749,15 +766,63 @@ pub fn search_prepared(
     family: RuleFamily,
     landscape_p_columns: usize,
 ) -> Result<(SearchOutcome, Option<Landscape>), SearchError> {
-    if input.is_empty() {
-        return Err(SearchError::NoProbes);
+    let totals = Totals::of(input)?;
+    Ok(search_sweep(
+        &Sweep::new(input, family),
+        &totals,
+        landscape_p_columns,
+    ))
+}
+
+/// Both families' searches ([`search_prepared`] with [`RuleFamily::Count`], then with
+/// [`RuleFamily::CountPrefill`] and its landscape) from one pass over the probes: the `count`
+/// sweep is a part of the `count_prefill` one.
+pub fn search_families(
+    input: &Probes<'_>,
+    landscape_p_columns: usize,
+) -> Result<(SearchOutcome, SearchOutcome, Option<Landscape>), SearchError> {
+    let totals = Totals::of(input)?;
+    let both = Sweep::new(input, RuleFamily::CountPrefill);
+    let (count, _) = search_sweep(&both.count_only(), &totals, 0);
+    let (count_prefill, landscape) = search_sweep(&both, &totals, landscape_p_columns);
+    Ok((count, count_prefill, landscape))
+}
+
+/// What every rule's mean is relative to: the probes' count and their summed efficient and
+/// oracle TTFTs (units).
+struct Totals {
+    n: usize,
+    base: i128,
+    oracle: i128,
+}
+
+impl Totals {
+    fn of(input: &Probes<'_>) -> Result<Totals, SearchError> {
+        if input.is_empty() {
+            return Err(SearchError::NoProbes);
+        }
+        let (mut base, mut oracle) = (0i128, 0i128);
+        for (e, c) in input.units() {
+            base += i128::from(e);
+            oracle += i128::from(e.min(c));
+        }
+        Ok(Totals {
+            n: input.len(),
+            base,
+            oracle,
+        })
     }
-    let base: i128 = input.units().map(|(e, _)| i128::from(e)).sum();
-    let oracle: i128 = input.units().map(|(e, c)| i128::from(e.min(c))).sum();
-    let n = input.len();
+}
+
+/// The search over one family's sweep.
+fn search_sweep(
+    sweep: &Sweep,
+    &Totals { n, base, oracle }: &Totals,
+    landscape_p_columns: usize,
+) -> (SearchOutcome, Option<Landscape>) {
+    let family = sweep.family;
     let n_f = n as f64;
     let to_mean = |gain: i128| (base + gain) as f64 / UNITS_PER_MS / n_f;
-    let sweep = Sweep::new(input, family);
     let mut chooser = Chooser {
         // Tolerance on the mean (1e-9 ms) as a tolerance on the summed units: n units.
         tol_units: (TIE_TOLERANCE_MS * UNITS_PER_MS).round() as i128 * n as i128,
@@ -832,7 +897,7 @@ pub fn search_prepared(
         rules_evaluated: chooser.evaluated,
         tied_rules: chooser.tied,
     };
-    Ok((outcome, landscape))
+    (outcome, landscape)
 }
 
 /// The objective of one rule by direct evaluation over every probe (the reference the sweep is
@@ -1177,6 +1242,18 @@ mod tests {
                 (Err(a), Err(b)) => proptest::prop_assert_eq!(a, b),
                 (a, b) => proptest::prop_assert!(false, "{:?} vs {:?}", a, b),
             }
+        }
+
+        /// Both families from one sweep are each family searched alone, bit for bit.
+        #[test]
+        fn both_families_at_once_search_like_each_alone(
+            probes in proptest::collection::vec(arb_probe(), 1..60),
+        ) {
+            let input = SearchInput::new(&probes).unwrap();
+            let (count, count_prefill, landscape) = search_families(&input.all(), 7).unwrap();
+            let alone = |family| search_prepared(&input.all(), family, 7).unwrap();
+            proptest::prop_assert_eq!((count, None), (alone(RuleFamily::Count).0, None::<Landscape>));
+            proptest::prop_assert_eq!((count_prefill, landscape), alone(RuleFamily::CountPrefill));
         }
     }
 }
