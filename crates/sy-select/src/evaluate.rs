@@ -684,11 +684,18 @@ impl AllPairs {
             .collect()
     }
 
-    /// Each measured pair's search view with `guard`, in pair order.
-    pub fn search_probes(&self, guard: &GuardProbe) -> Vec<Option<SearchProbe>> {
-        self.pairs
-            .iter()
-            .map(|p| p.as_ref().map(|p| guard.search_probe(p)))
-            .collect()
+    /// Each measured pair's search view with `guard`, in pair order, and the pair index of
+    /// each (both vectors sized once: growing them cost more than filling them).
+    pub fn search_probes(&self, guard: &GuardProbe) -> (Vec<usize>, Vec<SearchProbe>) {
+        let measured = self.pairs.iter().filter(|p| p.is_some()).count();
+        let mut index = Vec::with_capacity(measured);
+        let mut probes = Vec::with_capacity(measured);
+        for (i, p) in self.pairs.iter().enumerate() {
+            if let Some(p) = p {
+                index.push(i);
+                probes.push(guard.search_probe(p));
+            }
+        }
+        (index, probes)
     }
 }

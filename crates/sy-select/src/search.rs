@@ -434,10 +434,15 @@ fn fires_by_rank(distinct: &[f64], p_values: &[f64]) -> Vec<u32> {
         .collect()
 }
 
-/// The distinct values of a descending list, ascending.
+/// The distinct values of a descending list, ascending (deduplicated as they come: the list
+/// is long, its distinct values few).
 fn distinct_ascending<'a>(descending: impl DoubleEndedIterator<Item = &'a Sorted>) -> Vec<f64> {
-    let mut v: Vec<f64> = descending.rev().map(|x| x.value).collect();
-    v.dedup();
+    let mut v: Vec<f64> = Vec::new();
+    for x in descending.rev() {
+        if v.last() != Some(&x.value) {
+            v.push(x.value);
+        }
+    }
     v
 }
 
@@ -500,6 +505,10 @@ fn valid(v: Option<f64>) -> Option<f64> {
     v.filter(|x| x.is_finite())
 }
 
+/// A probe of the both-term rules: its valid R, how many of the p values its P fires at, and
+/// its gain.
+type Joining = (Option<f64>, usize, i64);
+
 /// The candidate thresholds and the per-term prefix sums the sweep reads.
 struct Sweep {
     family: RuleFamily,
@@ -516,7 +525,7 @@ struct Sweep {
     br_cnt: Vec<u64>,
     /// Probes eligible for both terms with a valid P, by ascending R (invalid R first): their
     /// R, how many of the (ascending) p values their P fires at, and their gain.
-    joining: Vec<(Option<f64>, usize, i64)>,
+    joining: Vec<Joining>,
 }
 
 impl Sweep {
@@ -540,7 +549,7 @@ impl Sweep {
         // Both-term probes by ascending R: those without a valid R (never triggered by R)
         // first, then `by_r` reversed.
         let fires_at = |p: f64| p_values.partition_point(|&t| p_trigger(p, t));
-        let joining: Vec<(Option<f64>, usize, i64)> = if prefill {
+        let joining: Vec<Joining> = if prefill {
             // How many p values each probe's P fires at, by the rank of its P among all the
             // probes' (one merge, instead of a binary search per probe in R order).
             let by_rank = fires_by_rank(input.p_distinct(), &p_values);
@@ -556,7 +565,11 @@ impl Sweep {
                 .rev()
                 .filter(|s| s.guard.both)
                 .filter_map(|s| Some((Some(s.value), fires_of(s)?, s.gain)));
-            without_r.chain(with_r).collect()
+            // Sized for every probe at once (address space only: the pages a shorter list
+            // never reaches are never touched), so it is never copied while it grows.
+            let mut joining = Vec::with_capacity(input.input.len());
+            joining.extend(without_r.chain(with_r));
+            joining
         } else {
             Vec::new()
         };
@@ -655,7 +668,7 @@ impl Sweep {
 /// p values rather than the number of probes.
 struct ExtraRows<'a> {
     p_values: &'a [f64],
-    joining: &'a [(Option<f64>, usize, i64)],
+    joining: &'a [Joining],
     next: usize,
     /// Gains and counts of the joined probes by how many p values they fire at (0..=len).
     bucket_sum: Vec<i128>,
@@ -663,7 +676,7 @@ struct ExtraRows<'a> {
 }
 
 impl<'a> ExtraRows<'a> {
-    fn new(p_values: &'a [f64], joining: &'a [(Option<f64>, usize, i64)]) -> Self {
+    fn new(p_values: &'a [f64], joining: &'a [Joining]) -> Self {
         ExtraRows {
             p_values,
             joining,

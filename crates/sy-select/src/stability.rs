@@ -76,12 +76,7 @@ struct Shared<'a> {
 
 impl<'a> Shared<'a> {
     fn new(inputs: &'a ConditionSumsTable, pairs: &'a AllPairs, limits: GuardLimits) -> Shared<'a> {
-        let (pair_of_probe, probes): (Vec<usize>, Vec<_>) = pairs
-            .search_probes(&GuardProbe::with_limits(limits))
-            .into_iter()
-            .enumerate()
-            .filter_map(|(i, p)| Some((i, p?)))
-            .unzip();
+        let (pair_of_probe, probes) = pairs.search_probes(&GuardProbe::with_limits(limits));
         Shared {
             inputs,
             pairs,
