@@ -147,6 +147,37 @@ fn a_cached_table_reads_as_the_records() {
     assert_same(&cached.clone(), &fresh);
 }
 
+/// The same files named another way (relative to the working directory instead of absolute)
+/// read the cache, and the table names them as this run does.
+#[test]
+fn a_cache_is_used_whatever_the_spelling_of_the_record_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = inputs(dir.path());
+    let cache = dir.path().join("probe-table.cache");
+    let written = ProbeTable::load_cached(&paths, &SKIP, Some(&cache)).unwrap();
+    assert!(written.save_cache());
+    let made = inode(&cache);
+    let cwd = std::env::current_dir().unwrap();
+    let relative: Vec<PathBuf> = paths
+        .iter()
+        .map(|p| {
+            let up = cwd.components().skip(1).map(|_| "..").collect::<PathBuf>();
+            up.join(p.strip_prefix("/").unwrap())
+        })
+        .collect();
+    assert_ne!(relative, paths);
+    let cached = ProbeTable::load_cached(&relative, &SKIP, Some(&cache)).unwrap();
+    assert!(
+        !cached.save_cache(),
+        "read from the cache, not from the records"
+    );
+    assert_eq!(inode(&cache), made);
+    assert_same(&cached, &ProbeTable::load(&relative, &SKIP).unwrap());
+    let named: Vec<String> = cached.input_files().into_iter().map(|f| f.path).collect();
+    let expected: Vec<String> = relative.iter().map(|p| p.display().to_string()).collect();
+    assert_eq!(named, expected);
+}
+
 #[test]
 fn a_cache_of_other_records_or_options_is_not_used() {
     let dir = tempfile::tempdir().unwrap();

@@ -29,7 +29,8 @@ const MAGIC: &[u8; 8] = b"SYPROBE\0";
 const ALIGN: usize = 64;
 const KIND: &str = "sy probe-table cache";
 
-/// What a table was loaded from: each record file's path and SHA-256, and the load options.
+/// What a table was loaded from: each record file's canonical path (so `runs/a/records.parquet`
+/// and its absolute spelling name the same file) and SHA-256, and the load options.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct CacheKey {
     pub files: Vec<(String, String)>,
@@ -41,6 +42,7 @@ impl CacheKey {
         CacheKey {
             files: files
                 .iter()
+                .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
                 .map(|p| p.display().to_string())
                 .zip(digests.iter().cloned())
                 .collect(),

@@ -540,6 +540,7 @@ impl ProbeTable {
             Ok(mut t) => {
                 tracing::info!(cache = %cache.display(), rows = t.len(), "probe table read from its cache");
                 t.digests = digests;
+                t.rename_files(&files);
                 return Ok(t);
             }
             Err(why) if cache.exists() => {
@@ -551,6 +552,20 @@ impl ProbeTable {
         t.digests = digests;
         t.unsaved_cache = Some((cache.to_path_buf(), key));
         Ok(t)
+    }
+
+    /// Names the record files as this run does (a cache may have been made with another
+    /// spelling of the same paths): in the file summaries and the skipped rows' issues.
+    fn rename_files(&mut self, files: &[PathBuf]) {
+        let before: Vec<PathBuf> = self.files.iter().map(|f| f.path.clone()).collect();
+        for issue in &mut self.skipped {
+            if let Some(i) = before.iter().position(|p| *p == issue.path) {
+                issue.path = files.get(i).cloned().unwrap_or_else(|| issue.path.clone());
+            }
+        }
+        for (summary, path) in self.files.iter_mut().zip(files) {
+            summary.path = path.clone();
+        }
     }
 
     /// Writes the probe-table cache of a table [`ProbeTable::load_cached`] read from the records
