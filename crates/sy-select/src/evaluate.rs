@@ -1,5 +1,6 @@
-//! Replaying variants over paired probes: every decision goes through `sy_selector::decide` (the
-//! production code path), Stage's proposal is taken as *efficient* for every pair, and the
+//! Replaying variants over paired probes: every decision goes through `sy_selector::decide`'s
+//! body, `decide_prepared` (the production code path, with each pair's log features taken once),
+//! Stage's proposal is taken as *efficient* for every pair, and the
 //! *selected TTFT* is the measured TTFT of the candidate the decision picks.
 //!
 //! The statistics answer the proposal's questions per variant: how often the rule could act,
