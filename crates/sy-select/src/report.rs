@@ -662,11 +662,24 @@ type Prediction = (bool, Option<DecodeLength>, f64, f64);
 fn predictions(out: &SelectOutput, estimator: Estimator) -> Vec<Prediction> {
     let mut v = Vec::new();
     for p in &out.selection_pairs {
-        for (efficient, est, obs, measured) in [
-            (true, &out.fit.efficient, p.efficient(), p.ttft_eff_ms),
-            (false, &out.fit.capable, p.capable(), p.ttft_cap_ms),
+        let f = p.features();
+        for (efficient, est, obs, raw, measured) in [
+            (
+                true,
+                &out.fit.efficient,
+                p.efficient(),
+                f.efficient,
+                p.ttft_eff_ms,
+            ),
+            (
+                false,
+                &out.fit.capable,
+                p.capable(),
+                f.capable,
+                p.ttft_cap_ms,
+            ),
         ] {
-            if let Ok(pred) = sy_selector::predict(est, estimator, &obs) {
+            if let Ok(pred) = sy_selector::predict_prepared(est, estimator, &obs, raw) {
                 v.push((efficient, p.decode_length, pred, measured));
             }
         }
