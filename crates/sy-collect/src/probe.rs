@@ -1,5 +1,5 @@
-//! One unit: prime the prefix, hold the background load, observe both candidates, send the
-//! same prompt to both (at the same instant under load, one after the other in the no-load
+//! One unit: prime the prefix, hold the background load, observe, book and send the same prompt
+//! to both candidates (both at the same instant under load, one after the other in the no-load
 //! grid: [`Sending`]), release everything, and build two records.
 //!
 //! A unit attempt that fails transiently (connect, timeout, 5xx, a stream error or drop, a
@@ -114,8 +114,14 @@ struct PairState {
 /// frontend (measured: with both sent together the first token of one waits up to ~1 ms while
 /// the frontend forwards the other's; see docs/dynamo.md, "client TTFT against the server's").
 /// No load means none, so the qgrid cells are measured one request at a time, each after
-/// `settle_ms` of quiet (see [`UnitRunner::quiet`]). The observations and bookings of both are
-/// still taken before either is sent; at no load nothing changes them.
+/// `settle_ms` of quiet (see [`UnitRunner::quiet`]), and each candidate is observed and booked
+/// right before its own probe, as the live router does before every request. Observing both
+/// first and sending the second after the first probe and the quiet left the second's record
+/// with an observation ~60 ms older than its send, and its probe alone without the requests to
+/// the selection service just before it: measured on the dp64 stack (4 Dec 2026, two runs each
+/// order), whichever candidate went second had a client − server gap 0.1–0.2 ms above the
+/// first's (capable second: 0.99–1.09 ms against efficient 0.81–0.92; efficient second:
+/// 0.94–1.00 against capable 0.83–0.84).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sending {
     SameInstant,
@@ -318,7 +324,8 @@ impl UnitRunner {
         }
     }
 
-    /// 3. Observe both, reserve both, send both (see [`Sending`]), release both.
+    /// 3. Observe, reserve, send (see [`Sending`]), release: both candidates at once in the
+    /// load phase, one after the other in the Q grid.
     async fn probe_pair(&self, tokens: &[u32], sending: Sending, pair: &mut PairState) {
         if self.driver.cancel.is_cancelled() {
             pair.failures = [
@@ -327,38 +334,45 @@ impl UnitRunner {
             ];
             return;
         }
-        if !self.observe(tokens, pair).await {
-            return;
+        match sending {
+            Sending::SameInstant => self.probe_candidates(tokens, &[0, 1], pair).await,
+            Sending::OneAfterTheOther => {
+                self.probe_candidates(tokens, &[0], pair).await;
+                if self.settle_unless_cancelled().await {
+                    self.probe_candidates(tokens, &[1], pair).await;
+                } else {
+                    pair.failures[1] = Some(Failure::cancelled("before the probe"));
+                }
+            }
         }
-        self.reserve(tokens, pair).await;
-        let sent = self.send_both(tokens, &pair.bookings, sending).await;
-        self.settle(sent, pair);
     }
 
-    /// Observes both candidates; returns whether both observations succeeded.
-    async fn observe(&self, tokens: &[u32], pair: &mut PairState) -> bool {
-        let [(_, eff), (_, cap)] = self.models();
-        let (allowed_eff, allowed_cap) = tokio::join!(
-            self.driver.allowed_workers(eff),
-            self.driver.allowed_workers(cap)
-        );
-        let obs = observe_candidates(
-            &self.driver.selection,
-            &[
-                Candidate {
-                    model: eff,
-                    tokens,
-                    allowed: allowed_eff.as_deref(),
-                },
-                Candidate {
-                    model: cap,
-                    tokens,
-                    allowed: allowed_cap.as_deref(),
-                },
-            ],
-        )
-        .await;
-        for (i, o) in obs.into_iter().enumerate() {
+    /// Observes, reserves and sends the candidates `which` (indices: 0 efficient, 1 capable)
+    /// together, then releases their bookings.
+    async fn probe_candidates(&self, tokens: &[u32], which: &[usize], pair: &mut PairState) {
+        if !self.observe(tokens, which, pair).await {
+            return;
+        }
+        self.reserve(tokens, which, pair).await;
+        let sent = self.send_each(tokens, which, &pair.bookings).await;
+        self.settle(sent, which, pair);
+    }
+
+    /// Observes the candidates `which`; returns whether every observation succeeded.
+    async fn observe(&self, tokens: &[u32], which: &[usize], pair: &mut PairState) -> bool {
+        let models = self.models();
+        let allowed = each(which, |i| self.driver.allowed_workers(models[i].1)).await;
+        let candidates: Vec<Candidate<'_>> = which
+            .iter()
+            .zip(&allowed)
+            .map(|(&i, allowed)| Candidate {
+                model: models[i].1,
+                tokens,
+                allowed: allowed.as_deref(),
+            })
+            .collect();
+        let obs = observe_candidates(&self.driver.selection, &candidates).await;
+        for (&i, o) in which.iter().zip(obs) {
             if let Some(e) = &o.error {
                 pair.failures[i] = Some(Failure::from_call(
                     e,
@@ -368,18 +382,19 @@ impl UnitRunner {
             }
             pair.observations[i] = o;
         }
-        pair.failures.iter().all(Option::is_none)
+        which.iter().all(|&i| pair.failures[i].is_none())
     }
 
-    /// Reserves the probe on both candidates' observed workers.
-    async fn reserve(&self, tokens: &[u32], pair: &mut PairState) {
-        let [(_, eff), (_, cap)] = self.models();
+    /// Reserves the probe on the observed workers of the candidates `which`.
+    async fn reserve(&self, tokens: &[u32], which: &[usize], pair: &mut PairState) {
+        let models = self.models();
         let max_tokens = self.plan.probe.max_tokens;
-        let (a, b) = tokio::join!(
-            self.driver.reserve(eff, tokens, max_tokens, "probe"),
-            self.driver.reserve(cap, tokens, max_tokens, "probe"),
-        );
-        for (i, r) in [a, b].into_iter().enumerate() {
+        let booked = each(which, |i| {
+            self.driver
+                .reserve(models[i].1, tokens, max_tokens, "probe")
+        })
+        .await;
+        for (&i, r) in which.iter().zip(booked) {
             match r {
                 Ok(bk) => pair.bookings[i] = Some(bk),
                 Err(e) => {
@@ -393,12 +408,13 @@ impl UnitRunner {
         }
     }
 
-    /// Sends both reserved probes as `sending` says, then releases both bookings.
-    async fn send_both(
+    /// Sends the reserved probes of the candidates `which` at the same instant (their futures
+    /// start in the same poll), then releases their bookings. Outcomes by candidate index.
+    async fn send_each(
         &self,
         tokens: &[u32],
+        which: &[usize],
         bookings: &[Option<Booking>; 2],
-        sending: Sending,
     ) -> [Option<StreamOutcome>; 2] {
         let cancel = self.driver.cancel.clone();
         let max_tokens = self.plan.probe.max_tokens;
@@ -420,28 +436,25 @@ impl UnitRunner {
                 }
             }
         };
-        let (oa, ob) = match sending {
-            Sending::SameInstant => tokio::join!(send(0), send(1)),
-            Sending::OneAfterTheOther => {
-                let first = send(0).await;
-                // Cancelled: the second is not sent (`send` checks the cancel).
-                self.settle_unless_cancelled().await;
-                (first, send(1).await)
-            }
-        };
+        let outcomes = each(which, send).await;
         let release = |i: usize| async move {
             if let Some(b) = &bookings[i] {
                 self.driver.release(b).await;
             }
         };
-        tokio::join!(release(0), release(1));
-        [oa, ob]
+        each(which, release).await;
+        let mut sent = [None, None];
+        for (&i, o) in which.iter().zip(outcomes) {
+            sent[i] = o;
+        }
+        sent
     }
 
-    /// Attributes each sent probe's outcome: a stream error (suspecting the worker on a
-    /// worker fault), a probe served by another worker than booked, or nothing sent.
-    fn settle(&self, sent: [Option<StreamOutcome>; 2], pair: &mut PairState) {
-        for (i, o) in sent.into_iter().enumerate() {
+    /// Attributes the outcome of each candidate of `which`: a stream error (suspecting the
+    /// worker on a worker fault), a probe served by another worker than booked, or nothing sent.
+    fn settle(&self, mut sent: [Option<StreamOutcome>; 2], which: &[usize], pair: &mut PairState) {
+        for &i in which {
+            let o = sent[i].take();
             match o {
                 Some(out) => {
                     if let (None, Some(b)) = (&out.error, &pair.bookings[i])
@@ -565,6 +578,22 @@ fn served_elsewhere(booking: &Booking, out: &StreamOutcome) -> Option<Failure> {
         ),
         transient: true,
     })
+}
+
+/// `f` of one candidate index, or of two at the same instant (their futures polled together),
+/// in the order of `which`.
+async fn each<T, F: std::future::Future<Output = T>>(
+    which: &[usize],
+    f: impl Fn(usize) -> F,
+) -> Vec<T> {
+    match *which {
+        [a] => vec![f(a).await],
+        [a, b] => {
+            let (x, y) = tokio::join!(f(a), f(b));
+            vec![x, y]
+        }
+        _ => Vec::new(),
+    }
 }
 
 fn unix_ms_now() -> f64 {

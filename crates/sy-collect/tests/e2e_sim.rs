@@ -241,6 +241,16 @@ fn every_qgrid_probe_follows_settle_ms_of_quiet() {
             prev.role
         );
     }
+    // Each candidate is observed right before its own probe (not both before the first).
+    for r in &recs {
+        let age = r.sent_at_unix_ms - r.observed.observed_at_unix_ms.unwrap();
+        assert!(
+            (0.0..f64::from(SETTLE_MS) / 2.0).contains(&age),
+            "{} {:?} was sent {age:.1} ms after its observation",
+            r.probe_id,
+            r.role
+        );
+    }
 }
 
 /// `sy-sim fit-config`'s fitter on records the simulator produced with a known configuration:
