@@ -325,7 +325,7 @@ impl UnitRunner {
     }
 
     /// 3. Observe, reserve, send (see [`Sending`]), release: both candidates at once in the
-    /// load phase, one after the other in the Q grid.
+    ///    load phase, one after the other in the Q grid.
     async fn probe_pair(&self, tokens: &[u32], sending: Sending, pair: &mut PairState) {
         if self.driver.cancel.is_cancelled() {
             pair.failures = [
