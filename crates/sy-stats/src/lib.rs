@@ -188,10 +188,11 @@ impl SplitMix64 {
     }
 }
 
+mod ranked;
 mod shared_draws;
+use ranked::Ranked;
 pub use shared_draws::{GroupDraws, SeriesIntervals, SeriesResamples};
 
-use sy_selector::quantile_by_rank;
 /// The `q`-quantile of ascending `sorted` values: the runtime crate's definition, re-exported.
 pub use sy_selector::quantile_sorted;
 
@@ -585,8 +586,8 @@ pub fn bootstrap_quantile_difference<G: Eq + Hash>(
     check(cfg, &groups)?;
     let group_of = groups.group_of_rows();
     let (sa, sb) = (
-        Ranked::new(a, &group_of),
-        b.map(|b| Ranked::new(b, &group_of)),
+        Ranked::new(a, &group_of, groups.len(), q),
+        b.map(|b| Ranked::new(b, &group_of, groups.len(), q)),
     );
     let estimate = quantile(a, q) - b.map_or(0.0, |b| quantile(b, q));
     let mut weight = vec![0usize; groups.len()];
@@ -600,116 +601,6 @@ pub fn bootstrap_quantile_difference<G: Eq + Hash>(
         let qa = sa.quantile(&weight, n, q);
         qa - sb.as_ref().map_or(0.0, |sb| sb.quantile(&weight, n, q))
     })
-}
-
-/// Values sorted once, each with its group, for weighted order statistics.
-struct Ranked {
-    values: Vec<f64>,
-    /// The group of each value (same order).
-    groups: Vec<u32>,
-}
-
-/// Values a weighted scan sums at a time before it looks at them one by one: whole chunks
-/// whose weight keeps the running total at or below the rank sought are skipped with one
-/// comparison (independent loads and adds rather than a compare and branch per value).
-const SCAN_CHUNK: usize = 16;
-
-/// How many values of `chunks` (walked in order) a weighted scan can skip without its running
-/// weight passing `rank`, and their weight.
-fn skip_chunks<'a>(
-    chunks: impl Iterator<Item = &'a [u32]>,
-    weight: &[usize],
-    rank: usize,
-) -> (usize, usize) {
-    let (mut skipped, mut seen) = (0, 0);
-    for chunk in chunks {
-        let w: usize = chunk.iter().map(|&g| weight_of(weight, g)).sum();
-        if seen + w > rank {
-            break;
-        }
-        seen += w;
-        skipped += chunk.len();
-    }
-    (skipped, seen)
-}
-
-#[inline]
-fn weight_of(weight: &[usize], group: u32) -> usize {
-    weight.get(group as usize).copied().unwrap_or(0)
-}
-
-impl Ranked {
-    fn new(values: &[f64], group_of: &[usize]) -> Ranked {
-        let mut sorted: Vec<(f64, usize)> = values
-            .iter()
-            .copied()
-            .zip(group_of.iter().copied())
-            .collect();
-        sorted.sort_by(|x, y| x.0.total_cmp(&y.0));
-        Ranked {
-            values: sorted.iter().map(|s| s.0).collect(),
-            groups: sorted
-                .iter()
-                .map(|s| u32::try_from(s.1).unwrap_or(u32::MAX))
-                .collect(),
-        }
-    }
-
-    /// The `q`-quantile of the multiset where each value appears `weight[its group]` times
-    /// (`n` values in all). The two neighbouring order statistics it interpolates between are
-    /// found in one scan.
-    fn quantile(&self, weight: &[usize], n: usize, q: f64) -> f64 {
-        let mut found: Option<(usize, f64, f64)> = None;
-        quantile_by_rank(n, q, |k| match found {
-            Some((lo, _, next)) if k == lo + 1 => next,
-            _ => {
-                let (at, next) = self.at_rank(weight, n, k);
-                found = Some((k, at, next));
-                at
-            }
-        })
-        .unwrap_or(f64::NAN)
-    }
-
-    /// The k-th and (k+1)-th smallest (0-based) of the weighted multiset (the latter clamped to
-    /// the largest), scanning from the nearer end.
-    fn at_rank(&self, weight: &[usize], n: usize, k: usize) -> (f64, f64) {
-        let values = self.values.iter().zip(&self.groups);
-        if k < n / 2 {
-            // Ascending: the first value whose running weight passes k, then the one passing k+1.
-            let (skipped, mut seen) = skip_chunks(self.groups.chunks(SCAN_CHUNK), weight, k);
-            let mut at = None;
-            for (&v, &g) in values.skip(skipped) {
-                seen += weight_of(weight, g);
-                if at.is_none() && seen > k {
-                    at = Some(v);
-                }
-                if seen > k + 1 {
-                    return (at.unwrap_or(v), v);
-                }
-            }
-            let last = at.unwrap_or(f64::NAN);
-            (last, last)
-        } else {
-            // Descending: rank k+1 (if any) is met first, then rank k.
-            let (hi_rank, lo_rank) = (n - 1 - k.min(n - 1), (n - 1).saturating_sub(k + 1));
-            let has_next = k + 1 < n;
-            let first_event = if has_next { lo_rank } else { hi_rank };
-            let (skipped, mut seen) =
-                skip_chunks(self.groups.rchunks(SCAN_CHUNK), weight, first_event);
-            let mut next = None;
-            for (&v, &g) in values.rev().skip(skipped) {
-                seen += weight_of(weight, g);
-                if has_next && next.is_none() && seen > lo_rank {
-                    next = Some(v);
-                }
-                if seen > hi_rank {
-                    return (v, next.unwrap_or(v));
-                }
-            }
-            (f64::NAN, f64::NAN)
-        }
-    }
 }
 
 /// Difference of means `mean(a) − mean(b)` (the paired statistic of a "change versus" interval).
@@ -836,34 +727,5 @@ mod tests {
         let i =
             bootstrap_paired(&a, &b, &ids, &BootstrapConfig::default(), mean_difference).unwrap();
         assert!((i.lo + 2.0).abs() < 1e-12 && (i.hi + 2.0).abs() < 1e-12);
-    }
-
-    proptest::proptest! {
-        /// The weighted scan equals the quantile of the resample written out value by value.
-        #[test]
-        fn weighted_quantile_is_the_materialised_one(
-            rows in proptest::collection::vec((-1e3f64..1e3, 0usize..6), 1..120),
-            weights in proptest::collection::vec(0usize..4, 6),
-            q in 0.0f64..=1.0,
-        ) {
-            let values: Vec<f64> = rows.iter().map(|r| r.0).collect();
-            let group_of: Vec<usize> = rows.iter().map(|r| r.1).collect();
-            let mut expanded: Vec<f64> = rows
-                .iter()
-                .flat_map(|&(v, g)| std::iter::repeat_n(v, weights[g]))
-                .collect();
-            expanded.sort_by(f64::total_cmp);
-            let ranked = Ranked::new(&values, &group_of);
-            let got = ranked.quantile(&weights, expanded.len(), q);
-            match quantile_sorted(&expanded, q) {
-                Some(want) => proptest::prop_assert_eq!(got.to_bits(), want.to_bits()),
-                None => proptest::prop_assert!(got.is_nan()),
-            }
-            for q in [0.0, 0.5, 0.9, 1.0] {
-                let got = ranked.quantile(&weights, expanded.len(), q);
-                let want = quantile_sorted(&expanded, q).unwrap_or(f64::NAN);
-                proptest::prop_assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()));
-            }
-        }
     }
 }

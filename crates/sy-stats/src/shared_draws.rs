@@ -88,7 +88,7 @@ impl GroupDraws {
         let totals: Vec<(f64, usize)> = (self.groups.members.iter())
             .map(|m| (m.iter().map(|&i| values[i]).sum::<f64>(), m.len()))
             .collect();
-        let ranked = Ranked::new(values, &self.group_of);
+        let ranked = Ranked::new(values, &self.group_of, self.groups.len(), q);
         let resamples = self.cfg.resamples as usize;
         let (mut means, mut quantiles) = (Vec::with_capacity(resamples), Vec::new());
         quantiles.reserve(resamples);
