@@ -76,7 +76,7 @@ impl Ranked {
             .copied()
             .zip(group_of.iter().copied())
             .collect();
-        sorted.sort_by(|x, y| x.0.total_cmp(&y.0));
+        sorted.sort_unstable_by(|x, y| x.0.total_cmp(&y.0));
         Ranked {
             values: sorted.iter().map(|s| s.0).collect(),
             groups: sorted
