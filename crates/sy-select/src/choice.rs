@@ -9,10 +9,9 @@ use serde::{Deserialize, Serialize};
 use sy_selector::{RuleParams, Thresholds, Variant};
 
 pub use crate::error::ChoiceError;
-use crate::evaluate::{Detail, EvalPair, GuardProbe, Replay, VariantStats, replay_variants};
+use crate::evaluate::{Detail, EvalPair, Replay, VariantStats, replay_variants};
 use crate::search::{
-    Landscape, Probes, SearchInput, SearchOutcome, SearchProbe, TIE_TOLERANCE_MS, ThresholdRule,
-    search_families,
+    Landscape, Probes, SearchOutcome, TIE_TOLERANCE_MS, ThresholdRule, search_families,
 };
 
 /// How a candidate was chosen.
@@ -89,33 +88,9 @@ fn with_rule(base: &RuleParams, t: ThresholdRule) -> RuleParams {
     p
 }
 
-/// Searches on `fit_pairs`, evaluates on `sel_pairs` and chooses (see the module docs).
-pub fn search_and_choose<P: std::borrow::Borrow<EvalPair>>(
-    base: &RuleParams,
-    fit_pairs: &[P],
-    sel_pairs: &[P],
-    sel_unmeasured: u64,
-    landscape_columns: usize,
-) -> Result<Choices, ChoiceError> {
-    let guard = GuardProbe::new(base);
-    let probes: Vec<SearchProbe> = fit_pairs
-        .iter()
-        .map(|p| guard.search_probe(p.borrow()))
-        .collect();
-    let probes = SearchInput::new(&probes).map_err(ChoiceError::Search)?;
-    choose_on_probes(
-        base,
-        &probes.all(),
-        sel_pairs,
-        sel_unmeasured,
-        landscape_columns,
-        Detail::Full,
-    )
-}
-
-/// [`search_and_choose`] with the fit split already in the search's view
-/// ([`GuardProbe::search_probe`] of each fit pair, with `base`'s limits, prepared as a
-/// [`SearchInput`]); the candidates are replayed with `detail`.
+/// Searches the fit split's `probes` (guard G with `base`'s limits: a subset of the run's
+/// [`crate::search_view::SearchView`]), replays the candidates on `sel_pairs` with `detail` and
+/// chooses (see the module docs).
 pub fn choose_on_probes<P: std::borrow::Borrow<EvalPair>>(
     base: &RuleParams,
     probes: &Probes<'_>,

@@ -668,6 +668,19 @@ impl AllPairs {
         (out, unmeasured)
     }
 
+    /// How many pairs of the conditions in `split` are measured, and how many are not.
+    pub fn count_split(&self, condition_splits: &[Option<Split>], split: Split) -> (u64, u64) {
+        let (mut measured, mut unmeasured) = (0, 0);
+        for (p, inside) in self.in_split(condition_splits, split) {
+            match (inside, p) {
+                (true, Some(_)) => measured += 1,
+                (true, None) => unmeasured += 1,
+                (false, _) => {}
+            }
+        }
+        (measured, unmeasured)
+    }
+
     /// Whether each pair is measured and in `split`, in pair order.
     pub fn mask(&self, condition_splits: &[Option<Split>], split: Split) -> Vec<bool> {
         self.in_split(condition_splits, split)

@@ -32,6 +32,7 @@ pub mod gap;
 pub mod replay;
 pub mod report;
 pub mod search;
+pub mod search_view;
 pub mod select;
 pub mod stability;
 pub mod uncertainty;

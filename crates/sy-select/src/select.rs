@@ -13,10 +13,11 @@ use sy_selector::{
 };
 
 pub use crate::choice::Choice;
-use crate::choice::search_and_choose;
+use crate::choice::{ChoiceError, choose_on_probes};
 pub use crate::error::{SelectError, SelectionFileError};
-use crate::evaluate::{AllPairs, EvalPair, Replay, SelectedTtfts, replay_all_keeping};
+use crate::evaluate::{AllPairs, Detail, EvalPair, Replay, SelectedTtfts, replay_all_keeping};
 use crate::search::{Landscape, SearchOutcome};
+use crate::search_view::SearchView;
 use crate::stability::{SeedRuns, Stability, StabilitySettings, run_seeds};
 use crate::uncertainty::{Headline, Uncertainty, coefficient_intervals, headline, uncertainty};
 use sy_fit::ConditionSumsTable;
@@ -279,9 +280,9 @@ fn load_inputs(opts: &SelectOptions) -> Result<(Inputs, sy_records::ProbeTable),
     Ok((inputs, loaded))
 }
 
-/// The measured pairs of the fit and selection splits, and how many of each lacked a TTFT.
+/// The measured pairs of the selection split, how many the fit split has (its search reads
+/// them through the [`SearchView`]), and how many of each lacked a TTFT.
 struct SplitPairs<'a> {
-    fit: Vec<&'a EvalPair>,
     fit_unmeasured: u64,
     selection: Vec<&'a EvalPair>,
     selection_unmeasured: u64,
@@ -291,16 +292,15 @@ fn split_pairs<'a>(
     all: &'a AllPairs,
     condition_splits: &[Option<Split>],
 ) -> Result<SplitPairs<'a>, SelectError> {
-    let (fit, fit_unmeasured) = all.of_split(condition_splits, Split::Fit);
+    let (fit, fit_unmeasured) = all.count_split(condition_splits, Split::Fit);
     let (selection, selection_unmeasured) = all.of_split(condition_splits, Split::Selection);
-    if fit.is_empty() {
+    if fit == 0 {
         return Err(SelectError::NoFitPairs);
     }
     if selection.is_empty() {
         return Err(SelectError::NoSelectionPairs);
     }
     Ok(SplitPairs {
-        fit,
         fit_unmeasured,
         selection,
         selection_unmeasured,
@@ -431,7 +431,7 @@ impl Calibrated<'_> {
 fn calibrate<'a>(
     opts: &SelectOptions,
     inputs: &Inputs,
-    (all, condition_splits): (&'a AllPairs, &[Option<Split>]),
+    (all, view, condition_splits): (&'a AllPairs, &SearchView, &[Option<Split>]),
     phases: &mut sy_cli::Phases,
 ) -> Result<Calibrated<'a>, SelectError> {
     let pairs = split_pairs(all, condition_splits)?;
@@ -439,12 +439,16 @@ fn calibrate<'a>(
     let base = base_params(opts, inputs, &mut warnings)?;
     // The r/p search on the fit split, the variants on the selection split, the choice.
     phases.start("searching r and p, evaluating variants");
-    let choices = search_and_choose(
+    let (probes, fit_keep) = view
+        .of_split(all, condition_splits, Split::Fit)
+        .map_err(ChoiceError::Search)?;
+    let choices = choose_on_probes(
         &base,
-        &pairs.fit,
+        &probes.subset(&fit_keep),
         &pairs.selection,
         pairs.selection_unmeasured,
         LANDSCAPE_P_COLUMNS,
+        Detail::Full,
     )?;
     let (replay, selected) = replay_all_keeping(
         &choices.params,
@@ -474,7 +478,7 @@ fn calibrate<'a>(
 fn calibrate_with_seeds<'a>(
     opts: &SelectOptions,
     inputs: &Inputs,
-    (all, condition_splits): (&'a AllPairs, &[Option<Split>]),
+    (all, view, condition_splits): (&'a AllPairs, &SearchView, &[Option<Split>]),
     seeds: Option<(&ConditionSumsTable, &StabilitySettings)>,
     phases: &mut sy_cli::Phases,
 ) -> Result<(Calibrated<'a>, Option<Stability>), SelectError> {
@@ -482,11 +486,11 @@ fn calibrate_with_seeds<'a>(
         let running = seeds.map(|(sums, settings)| {
             (
                 settings,
-                scope.spawn(move || run_seeds(sums, all, settings)),
+                scope.spawn(move || run_seeds(sums, (all, view), settings)),
             )
         });
         // On an error the scope still waits for the seeds: their threads borrow the pairs.
-        let calibrated = calibrate(opts, inputs, (all, condition_splits), phases)?;
+        let calibrated = calibrate(opts, inputs, (all, view, condition_splits), phases)?;
         if running.is_some() {
             phases.start("finishing the calibration over split seeds");
         }
@@ -515,12 +519,15 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
             .as_ref()
             .map(|_| scope.spawn(|| ConditionSumsTable::new(&records)));
         let all = AllPairs::new(&records);
+        // The search's view of every pair, for the run's search and every seed's.
+        let view = SearchView::new(&all, opts.limits);
         let sums = sums.map(|h| {
             h.join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         });
-        (all, sums)
+        ((all, view), sums)
     });
+    let (all, view) = all;
     let condition_splits = records.condition_splits(&inputs.splits);
     let gap = crate::gap::gap_rows(&records);
     // Everything after this reads the pairs, the conditions and the sums: ~190 bytes a record
@@ -529,7 +536,7 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
     let (calibrated, stability) = calibrate_with_seeds(
         opts,
         &inputs,
-        (&all, &condition_splits),
+        (&all, &view, &condition_splits),
         seed_inputs.as_ref().zip(settings.as_ref()),
         &mut phases,
     )?;

@@ -12,12 +12,12 @@ use serde::{Deserialize, Serialize};
 use sy_fit::ConditionSumsTable;
 use sy_margin::FitEstimators;
 use sy_records::{Split, SplitFractions, SplitTable};
-use sy_selector::{GuardLimits, Margins, RuleParams, Thresholds, Variant};
+use sy_selector::{Margins, RuleParams, Thresholds, Variant};
 
 use crate::choice::choose_on_probes;
 pub use crate::error::SeedError;
-use crate::evaluate::{AllPairs, Detail, GuardProbe};
-use crate::search::{Mask, SearchError, SearchInput};
+use crate::evaluate::{AllPairs, Detail};
+use crate::search_view::SearchView;
 
 /// Share of seeds that must agree with the run's choice for it to be called stable.
 pub const STABLE_SHARE: f64 = 0.8;
@@ -65,26 +65,14 @@ pub struct Stability {
 }
 
 /// What every seed's calibration shares: the seed inputs, every pair's decision input and
-/// the search view of every measured pair (guard G depends only on the limits), sorted once.
+/// the search view of every measured pair (made once for the run: [`SearchView`]).
 struct Shared<'a> {
     inputs: &'a ConditionSumsTable,
     pairs: &'a AllPairs,
-    /// The measured pairs' search probes, and the pair index of each.
-    probes: Result<SearchInput, SearchError>,
-    pair_of_probe: Vec<usize>,
+    view: &'a SearchView,
 }
 
 impl<'a> Shared<'a> {
-    fn new(inputs: &'a ConditionSumsTable, pairs: &'a AllPairs, limits: GuardLimits) -> Shared<'a> {
-        let (pair_of_probe, probes) = pairs.search_probes(&GuardProbe::with_limits(limits));
-        Shared {
-            inputs,
-            pairs,
-            probes: SearchInput::new(&probes),
-            pair_of_probe,
-        }
-    }
-
     /// The margins of both estimators over the measured pairs of the uncertainty split (what
     /// `sy-margin` computes from the records, read here from the shared decision inputs).
     fn margins(
@@ -106,25 +94,6 @@ impl<'a> Shared<'a> {
             blind: blind.ok_or(SeedError::NoUncertaintyPair("blind"))?,
             cache: cache.ok_or(SeedError::NoUncertaintyPair("cache"))?,
         })
-    }
-
-    /// Every measured pair's search probe, and which of them are those of the conditions in
-    /// `split` (by probe index: [`SearchInput::subset`]).
-    fn search_probes(
-        &self,
-        condition_splits: &[Option<Split>],
-        split: Split,
-    ) -> Result<(&SearchInput, Mask), SeedError> {
-        let all = self
-            .probes
-            .as_ref()
-            .map_err(|e| SeedError::Choice(crate::choice::ChoiceError::Search(e.clone())))?;
-        let mask = self.pairs.mask(condition_splits, split);
-        let of_pair = &self.pair_of_probe;
-        let keep = Mask::from_fn(of_pair.len(), |probe| {
-            mask.get(of_pair[probe]).copied().unwrap_or(false)
-        });
-        Ok((all, keep))
     }
 }
 
@@ -158,7 +127,10 @@ fn one_seed(
         limits: s.limits,
     };
     base.validate().map_err(SeedError::Params)?;
-    let (all_probes, fit_keep) = shared.search_probes(&condition_splits, Split::Fit)?;
+    let (all_probes, fit_keep) = shared
+        .view
+        .of_split(shared.pairs, &condition_splits, Split::Fit)
+        .map_err(|e| SeedError::Choice(crate::choice::ChoiceError::Search(e)))?;
     let fit_probes = all_probes.subset(&fit_keep);
     let (sel_pairs, sel_unmeasured) = shared.pairs.of_split(&condition_splits, Split::Selection);
     if fit_probes.is_empty() || sel_pairs.is_empty() {
@@ -203,11 +175,15 @@ fn one_seed(
 /// reported as failed.
 fn all_seeds(
     inputs: &ConditionSumsTable,
-    pairs: &AllPairs,
+    (pairs, view): (&AllPairs, &SearchView),
     s: &StabilitySettings,
 ) -> Vec<Result<SeedChoice, SeedError>> {
     use rayon::prelude::*;
-    let shared = Shared::new(inputs, pairs, s.limits);
+    let shared = Shared {
+        inputs,
+        pairs,
+        view,
+    };
     let shared = &shared;
     let run = || {
         s.seeds
@@ -237,11 +213,11 @@ fn count(runs: &[SeedChoice], key: impl Fn(&SeedChoice) -> Variant) -> BTreeMap<
 }
 
 /// Every seed's calibration (see [`SeedRuns::summarise`]), from the records `inputs` were made
-/// from (`pairs`: their [`AllPairs`]). Independent of the run's own choice, so it can run while
-/// the run makes it.
+/// from (`pairs`: their [`AllPairs`]; `view`: their [`SearchView`] with the settings' limits).
+/// Independent of the run's own choice, so it can run while the run makes it.
 pub fn run_seeds(
     inputs: &ConditionSumsTable,
-    pairs: &AllPairs,
+    pairs: (&AllPairs, &SearchView),
     settings: &StabilitySettings,
 ) -> SeedRuns {
     SeedRuns(all_seeds(inputs, pairs, settings))
