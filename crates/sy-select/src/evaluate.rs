@@ -699,17 +699,17 @@ impl AllPairs {
     }
 
     /// Each measured pair's search view with `guard`, in pair order, and the pair index of
-    /// each (both vectors sized once: growing them cost more than filling them).
+    /// each (both vectors sized once: growing them cost more than filling them; the probes
+    /// on every core).
     pub fn search_probes(&self, guard: &GuardProbe) -> (Vec<usize>, Vec<SearchProbe>) {
-        let measured = self.pairs.iter().filter(|p| p.is_some()).count();
-        let mut index = Vec::with_capacity(measured);
-        let mut probes = Vec::with_capacity(measured);
-        for (i, p) in self.pairs.iter().enumerate() {
-            if let Some(p) = p {
-                index.push(i);
-                probes.push(guard.search_probe(p));
-            }
-        }
-        (index, probes)
+        use rayon::prelude::*;
+        let measured: Vec<(usize, &EvalPair)> = (self.pairs.iter().enumerate())
+            .filter_map(|(i, p)| Some((i, p.as_ref()?)))
+            .collect();
+        let mut probes = Vec::with_capacity(measured.len());
+        (measured.par_iter())
+            .map(|(_, p)| guard.search_probe(p))
+            .collect_into_vec(&mut probes);
+        (measured.into_iter().map(|(i, _)| i).collect(), probes)
     }
 }
