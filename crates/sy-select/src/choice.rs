@@ -99,9 +99,23 @@ pub fn choose_on_probes<P: std::borrow::Borrow<EvalPair>>(
     landscape_columns: usize,
     detail: Detail,
 ) -> Result<Choices, ChoiceError> {
-    let (search_count, search_cp, landscape) =
-        search_families(probes, landscape_columns).map_err(ChoiceError::Search)?;
+    let searched = search_families(probes, landscape_columns).map_err(ChoiceError::Search)?;
+    choose_searched(base, searched, sel_pairs, sel_unmeasured, detail)
+}
 
+/// Both rule families' searches of the fit split ([`search_families`]): `count`,
+/// `count_prefill` and its landscape.
+pub type Searched = (SearchOutcome, SearchOutcome, Option<Landscape>);
+
+/// [`choose_on_probes`] after its search: replays the candidates on `sel_pairs` with `detail`
+/// (the threshold rules with their searched thresholds) and chooses.
+pub fn choose_searched<P: std::borrow::Borrow<EvalPair>>(
+    base: &RuleParams,
+    (search_count, search_cp, landscape): Searched,
+    sel_pairs: &[P],
+    sel_unmeasured: u64,
+    detail: Detail,
+) -> Result<Choices, ChoiceError> {
     let count_params = with_rule(base, search_count.best.rule);
     let cp_params = with_rule(base, search_cp.best.rule);
     // Each variant replayed once, the threshold rules with their own searched thresholds.

@@ -14,9 +14,10 @@ use sy_margin::FitEstimators;
 use sy_records::{Split, SplitFractions, SplitTable};
 use sy_selector::{Margins, RuleParams, Thresholds, Variant};
 
-use crate::choice::choose_on_probes;
+use crate::choice::{ChoiceError, Searched, choose_searched};
 pub use crate::error::SeedError;
 use crate::evaluate::{AllPairs, Detail};
+use crate::search::search_families;
 use crate::search_view::SearchView;
 
 /// Share of seeds that must agree with the run's choice for it to be called stable.
@@ -118,41 +119,33 @@ fn one_seed(
         .map_err(SeedError::Fit)?;
     let fit = FitEstimators { efficient, capable };
     let condition_splits = conditions.splits(&splits);
-    let margins = shared.margins(&fit, &condition_splits, s.margin_level)?;
+    // The margins and the search of the fit split side by side (neither reads the other): the
+    // pool's threads share a seed's work, so the last seeds do not leave a core idle.
+    let (margins, searched) = rayon::join(
+        || shared.margins(&fit, &condition_splits, s.margin_level),
+        || search_fit_split(shared, &condition_splits),
+    );
     let base = RuleParams {
         efficient: fit.efficient,
         capable: fit.capable,
         thresholds: Thresholds::default(),
-        margins,
+        margins: margins?,
         limits: s.limits,
     };
     base.validate().map_err(SeedError::Params)?;
-    let (all_probes, fit_keep) = shared
-        .view
-        .of_split(shared.pairs, &condition_splits, Split::Fit)
-        .map_err(|e| SeedError::Choice(crate::choice::ChoiceError::Search(e)))?;
-    let fit_probes = all_probes.subset(&fit_keep);
+    let searched = searched?;
     let (sel_pairs, sel_unmeasured) = shared.pairs.of_split(&condition_splits, Split::Selection);
-    if fit_probes.is_empty() || sel_pairs.is_empty() {
+    let Some(searched) = searched.filter(|_| !sel_pairs.is_empty()) else {
         return Err(SeedError::EmptySplit);
-    }
-    let c = choose_on_probes(
-        &base,
-        &fit_probes,
-        &sel_pairs,
-        sel_unmeasured,
-        0,
-        Detail::Choice,
-    )
-    .map_err(SeedError::Choice)?;
+    };
+    let c = choose_searched(&base, searched, &sel_pairs, sel_unmeasured, Detail::Choice)
+        .map_err(SeedError::Choice)?;
     // The replays' means are those of the selected TTFTs (`sy_stats::mean`, same order).
     let mean = |v: Variant| {
         c.candidates
             .get(v)
             .map(|r| r.all.mean_selected_ttft_ms)
-            .ok_or(SeedError::Choice(
-                crate::choice::ChoiceError::MissingReplay(v),
-            ))
+            .ok_or(SeedError::Choice(ChoiceError::MissingReplay(v)))
     };
     let mean_change_vs_stage_ms = mean(c.bundle_choice.variant)? - mean(Variant::Stage)?;
     Ok(SeedChoice {
@@ -165,6 +158,24 @@ fn one_seed(
         conditions: [Split::Fit, Split::Uncertainty, Split::Selection]
             .map(|x| splits.counts.get(x) as u64),
     })
+}
+
+/// Both rule families' searches of a seed's fit split (`None` when it has no probe).
+fn search_fit_split(
+    shared: &Shared<'_>,
+    condition_splits: &[Option<Split>],
+) -> Result<Option<Searched>, SeedError> {
+    let search_error = |e| SeedError::Choice(ChoiceError::Search(e));
+    let (all_probes, fit_keep) = shared
+        .view
+        .of_split(shared.pairs, condition_splits, Split::Fit)
+        .map_err(search_error)?;
+    let fit_probes = all_probes.subset(&fit_keep);
+    if fit_probes.is_empty() {
+        return Ok(None);
+    }
+    let searched = search_families(&fit_probes, 0).map_err(search_error)?;
+    Ok(Some(searched))
 }
 
 /// [`one_seed`] of every seed, in seed order, on a rayon pool of their own, one thread per core
