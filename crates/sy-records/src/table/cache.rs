@@ -40,15 +40,26 @@ pub(crate) struct CacheKey {
 impl CacheKey {
     pub(crate) fn new(files: &[std::path::PathBuf], digests: &[String], o: &LoadOptions) -> Self {
         CacheKey {
-            files: files
-                .iter()
-                .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
-                .map(|p| p.display().to_string())
-                .zip(digests.iter().cloned())
-                .collect(),
+            files: canonical(files).zip(digests.iter().cloned()).collect(),
             skip_invalid: o.skip_invalid,
         }
     }
+
+    /// Whether this key names `files` (canonical paths, in order) with the options `o`, the
+    /// files' contents aside (their digests are compared once known).
+    fn names(&self, files: &[std::path::PathBuf], o: &LoadOptions) -> bool {
+        self.skip_invalid == o.skip_invalid
+            && self.files.len() == files.len()
+            && canonical(files).zip(&self.files).all(|(p, (q, _))| p == *q)
+    }
+}
+
+/// Each file's canonical path, as a key names it.
+fn canonical(files: &[std::path::PathBuf]) -> impl Iterator<Item = String> + '_ {
+    files
+        .iter()
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+        .map(|p| p.display().to_string())
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -269,18 +280,27 @@ fn map(file: &File) -> std::io::Result<memmap2::Mmap> {
     unsafe { memmap2::Mmap::map(file) }
 }
 
-/// The table cached at `path`, if it was made from what `key` names and passes every check;
-/// otherwise why not.
-pub(crate) fn open(path: &Path, key: &CacheKey) -> Result<ProbeTable, String> {
+/// Why a cache is not used when it was made from other record files or options.
+pub(crate) const OTHER_RECORDS: &str = "made from other record files or load options";
+
+/// The table cached at `path`, if it was made from `files` with the options `o` and passes
+/// every check, with the key it was made with (the caller compares the files' digests, which
+/// it may still be computing); otherwise why not.
+pub(crate) fn open(
+    path: &Path,
+    files: &[std::path::PathBuf],
+    o: &LoadOptions,
+) -> Result<(CacheKey, ProbeTable), String> {
     let file = File::open(path).map_err(|e| e.to_string())?;
     let map = Arc::new(map(&file).map_err(|e| e.to_string())?);
     let header = read_header(&map)?;
-    if header.key != *key {
-        return Err("made from other record files or load options".to_string());
+    if !header.key.names(files, o) {
+        return Err(OTHER_RECORDS.to_string());
     }
+    let key = header.key.clone();
     let table = table_of(&map, header)?;
     check(&table)?;
-    Ok(table)
+    Ok((key, table))
 }
 
 fn read_header(map: &[u8]) -> Result<Header, String> {

@@ -513,10 +513,15 @@ impl ProbeTable {
     /// [`crate::load_records`], whose rules apply unchanged).
     pub fn load(paths: &[PathBuf], options: &LoadOptions) -> Result<ProbeTable, RecordsError> {
         let files = resolve_inputs(paths)?;
-        let digests = digests(&files)?;
-        let mut t = ProbeTable::read_files(ProbeTable::default(), &files, options)?;
-        t.digests = digests;
-        Ok(t)
+        // The files are hashed on a thread of their own while they are read.
+        std::thread::scope(|scope| {
+            let hashing = scope.spawn(|| digests(&files));
+            let read = ProbeTable::read_files(ProbeTable::default(), &files, options);
+            let digests = joined(hashing)?;
+            let mut t = read?;
+            t.digests = digests;
+            Ok(t)
+        })
     }
 
     /// [`ProbeTable::load`] through the probe-table cache at `cache` ([`sy_run::Artifact::ProbeCache`],
@@ -534,24 +539,48 @@ impl ProbeTable {
             return ProbeTable::load(paths, options);
         };
         let files = resolve_inputs(paths)?;
-        let digests = digests(&files)?;
+        // The record files are hashed (the cache key, the provenance) on a thread of their own
+        // while the cache is read and checked, or the records read; a hashing error comes first.
+        let (digests, source) = std::thread::scope(|scope| {
+            let hashing = scope.spawn(|| digests(&files));
+            let cached = cache::open(cache, &files, options);
+            if let Err(why) = &cached
+                && cache.exists()
+            {
+                tracing::info!(cache = %cache.display(), "probe-table cache not used: {why}");
+            }
+            let source = match cached {
+                Ok((made_from, t)) => Source::Cached(made_from, t),
+                Err(_) => Source::Read(ProbeTable::read_cached_files(&files, options, cache)),
+            };
+            Ok::<_, RecordsError>((joined(hashing)?, source))
+        })?;
         let key = cache::CacheKey::new(&files, &digests, options);
-        match cache::open(cache, &key) {
-            Ok(mut t) => {
+        let mut t = match source {
+            Source::Cached(made_from, mut t) if made_from == key => {
                 tracing::info!(cache = %cache.display(), rows = t.len(), "probe table read from its cache");
                 t.digests = digests;
                 t.rename_files(&files);
                 return Ok(t);
             }
-            Err(why) if cache.exists() => {
-                tracing::info!(cache = %cache.display(), "probe-table cache not used: {why}");
+            Source::Cached(..) => {
+                tracing::info!(cache = %cache.display(), "probe-table cache not used: {}", cache::OTHER_RECORDS);
+                ProbeTable::read_cached_files(&files, options, cache)?
             }
-            Err(_) => {}
-        }
-        let mut t = ProbeTable::read_files(filed_or_empty(&files, cache), &files, options)?;
+            Source::Read(read) => read?,
+        };
         t.digests = digests;
         t.unsaved_cache = Some((cache.to_path_buf(), key));
         Ok(t)
+    }
+
+    /// [`ProbeTable::read_files`] into a table built in the cache's place when it can be.
+    fn read_cached_files(
+        files: &[PathBuf],
+        options: &LoadOptions,
+        cache: &Path,
+    ) -> Result<ProbeTable, RecordsError> {
+        ProbeTable::read_files(filed_or_empty(files, cache), files, options)
     }
 
     /// Names the record files as this run does (a cache may have been made with another
@@ -1274,6 +1303,25 @@ impl StagedCache {
             }
         }
     }
+}
+
+/// Where a table comes from while its record files are hashed: its cache (with the key it was
+/// made with, compared once the digests are known) or the records themselves.
+enum Source {
+    Cached(cache::CacheKey, ProbeTable),
+    Read(Result<ProbeTable, RecordsError>),
+}
+
+/// What a hashing thread gave ([`digests`]); a panic is a read error.
+fn joined(
+    hashing: std::thread::ScopedJoinHandle<'_, Result<Vec<String>, RecordsError>>,
+) -> Result<Vec<String>, RecordsError> {
+    hashing.join().unwrap_or_else(|_| {
+        Err(RecordsError::Read {
+            path: PathBuf::new(),
+            message: "the thread hashing the record files panicked".to_string(),
+        })
+    })
 }
 
 /// The SHA-256 of each file, in hex.
