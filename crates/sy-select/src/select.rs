@@ -515,23 +515,25 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
     let settings = stability_settings(opts, &inputs);
     // The seeds' per-condition sums, the conditions' splits and the client-server gaps on a
     // thread of their own while the probes are paired.
-    let ((all, view), (seed_inputs, condition_splits, gap)) = std::thread::scope(|scope| {
+    let (all, (seed_inputs, condition_splits, gap)) = std::thread::scope(|scope| {
         let side = scope.spawn(|| {
             let sums = settings.as_ref().map(|_| ConditionSumsTable::new(&records));
             let splits = records.condition_splits(&inputs.splits);
             (sums, splits, crate::gap::gap_rows(&records))
         });
         let all = AllPairs::new(&records);
-        // The search's view of every pair, for the run's search and every seed's.
-        let view = SearchView::new(&all, opts.limits);
         let side = side
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        ((all, view), side)
+        (all, side)
     });
     // Everything after this reads the pairs, the conditions and the sums: ~190 bytes a record
     // freed before the search, the bootstraps and the seeds.
     drop(records);
+    // The search's view of every pair, for the run's search and every seed's (on both cores:
+    // nothing else runs meanwhile), made once the records are gone: ~170 bytes a pair at its
+    // peak.
+    let view = SearchView::new(&all, opts.limits);
     let (calibrated, stability) = calibrate_with_seeds(
         opts,
         &inputs,

@@ -560,9 +560,10 @@ pub fn bootstrap_mean_difference<G: Eq + Hash>(
 }
 
 /// [`bootstrap`] of the `q`-quantile without materialising the resamples: the values are sorted
-/// once, and in every resample the needed order statistics are found by scanning them from the
-/// nearer end with each value weighted by how often its group was drawn. The same resamples and
-/// the same order statistics as sorting each resample, so the same interval.
+/// once, and in every resample the needed order statistics are found by a scan with each value
+/// weighted by how often its group was drawn: from a pivot at the observed quantile when groups
+/// hold several rows, else from the nearer end (`ranked`). The same resamples and the same
+/// order statistics as sorting each resample, so the same interval.
 pub fn bootstrap_quantile<G: Eq + Hash>(
     values: &[f64],
     group_ids: &[G],
