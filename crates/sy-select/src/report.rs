@@ -10,6 +10,7 @@
 //! Every number in the variant tables is formatted from `selection.json`'s `replay`, which is
 //! exactly what `sy-select replay --split selection` recomputes.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use sy_run::Artifact;
 
@@ -307,11 +308,16 @@ fn where_it_fails(r: &mut Report, out: &SelectOutput) {
             subsets.push((label.to_string(), sub));
         }
     }
-    let mut buckets: Vec<u64> = pairs.iter().filter_map(prompt_bucket).collect();
-    buckets.sort_unstable();
-    buckets.dedup();
-    for b in buckets {
-        let sub = rows_where(&|p| prompt_bucket(p) == Some(b));
+    // Each pair's bucket once; the buckets in ascending order, each with its pairs in order.
+    let mut buckets: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (i, b) in pairs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| Some((i, prompt_bucket(p)?)))
+    {
+        buckets.entry(b).or_default().push(i);
+    }
+    for (b, sub) in buckets {
         subsets.push((format!("prompt ≈ {b} tokens"), sub));
     }
     // Each row bootstraps on its own: the rows are computed in parallel, written in order.
@@ -445,7 +451,8 @@ fn search(r: &mut Report, out: &SelectOutput) {
 }
 
 fn ecdf(values: &mut [f64]) -> Vec<(f64, f64)> {
-    values.sort_by(f64::total_cmp);
+    // Unstable: values equal under `total_cmp` are the same bits.
+    values.sort_unstable_by(f64::total_cmp);
     let n = values.len() as f64;
     values
         .iter()
@@ -795,8 +802,12 @@ fn estimators(r: &mut Report, out: &SelectOutput) {
     let mut t = String::from(
         "## Estimators on the selection split\n\n| estimator | model | points | R² (TTFT) | mean error (ms) | mean abs. error (ms) | mean residual, short background (ms) | mean residual, long background (ms) |\n|---|---|---|---|---|---|---|---|\n",
     );
-    for estimator in Estimator::ALL {
-        let preds = predictions(out, estimator);
+    // Both estimators' predictions on every core.
+    let all_preds: Vec<Vec<Prediction>> = Estimator::ALL
+        .par_iter()
+        .map(|&estimator| predictions(out, estimator))
+        .collect();
+    for (estimator, preds) in Estimator::ALL.into_iter().zip(all_preds) {
         for (efficient, model) in [(true, "efficient"), (false, "capable")] {
             let mine: Vec<&Prediction> = preds.iter().filter(|p| p.0 == efficient).collect();
             let errs: Vec<f64> = mine.iter().map(|p| p.2 - p.3).collect();
