@@ -37,6 +37,7 @@
 //! Sums are exact: TTFTs are quantised to integer units of 1e-9 ms and summed in `i128`, so two
 //! rules that trigger the same probes always tie exactly, whatever the summation order.
 
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sy_selector::{Thresholds, count_trigger, p_trigger, r_trigger};
 
@@ -258,12 +259,12 @@ impl SearchInput {
             || descending(probes, &units, |p| p.r_eff, |p| p.p_eff),
         );
         let p_distinct = distinct_ascending(by_p.iter());
-        for s in &mut by_r {
+        by_r.par_iter_mut().for_each(|s| {
             if let Some(p) = s.other() {
                 let rank = p_distinct.partition_point(|&d| d < p);
                 s.other_rank = u32::try_from(rank).unwrap_or(u32::MAX);
             }
-        }
+        });
         Ok(SearchInput {
             by_r,
             by_p,

@@ -504,6 +504,13 @@ fn calibrate_with_seeds<'a>(
     })
 }
 
+/// A scoped thread's result; its panic goes on in this thread.
+fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    handle
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
 /// Runs the selection pipeline and writes selection.json, bundle.json and bundles/*.json (all
 /// or none), after checking every output path and the provenance chain of its inputs.
 pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
@@ -518,14 +525,12 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
     let (all, (seed_inputs, condition_splits, gap)) = std::thread::scope(|scope| {
         let side = scope.spawn(|| {
             let sums = settings.as_ref().map(|_| ConditionSumsTable::new(&records));
-            let splits = records.condition_splits(&inputs.splits);
-            (sums, splits, crate::gap::gap_rows(&records))
+            (sums, records.condition_splits(&inputs.splits))
         });
+        let gap = scope.spawn(|| crate::gap::gap_rows(&records));
         let all = AllPairs::new(&records);
-        let side = side
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (all, side)
+        let (sums, splits) = joined(side);
+        (all, (sums, splits, joined(gap)))
     });
     // Everything after this reads the pairs, the conditions and the sums: ~190 bytes a record
     // freed before the search, the bootstraps and the seeds.
