@@ -6,23 +6,19 @@
 //! `cargo bench -p sy-stats --bench bootstrap -- --warm-up-time 1 --measurement-time 5`
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use sy_stats::{BootstrapConfig, GroupDraws};
 
 /// `conditions × 50` TTFT-like values: a level per condition and a spread within it.
 fn series(conditions: usize) -> (Vec<f64>, Vec<u32>) {
-    let mut state = 0x9E37_79B9_7F4A_7C15_u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
     let mut values = Vec::with_capacity(conditions * 50);
     let mut ids = Vec::with_capacity(conditions * 50);
     for c in 0..conditions {
-        let level = 100.0 + 900.0 * next();
+        let level = 100.0 + 900.0 * rng.random::<f64>();
         for _ in 0..50 {
-            values.push(level + 80.0 * next());
+            values.push(level + 80.0 * rng.random::<f64>());
             ids.push(c as u32);
         }
     }
