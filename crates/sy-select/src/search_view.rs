@@ -34,7 +34,7 @@ impl SearchView {
     pub fn of_split(
         &self,
         pairs: &AllPairs,
-        condition_splits: &[Option<sy_records::Split>],
+        condition_splits: &[Option<Split>],
         split: Split,
     ) -> Result<(&SearchInput, Mask), SearchError> {
         let all = self.input.as_ref().map_err(Clone::clone)?;

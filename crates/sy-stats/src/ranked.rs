@@ -63,7 +63,8 @@ impl Ranked {
     pub(crate) fn new(values: &[f64], group_of: &[usize], groups: usize, q: f64) -> Ranked {
         let mut ranked = Ranked::without_pivot(values, group_of);
         let at = pivot_position(values.len(), q);
-        let end_scan = at.min(values.len() - at.min(values.len()));
+        // The values the scan from the nearer end would read.
+        let end_scan = at.min(values.len().saturating_sub(at));
         if groups.saturating_mul(4) < end_scan {
             ranked.set_pivot(at, groups);
         }

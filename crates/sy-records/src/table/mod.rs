@@ -1312,16 +1312,14 @@ enum Source {
     Read(Result<ProbeTable, RecordsError>),
 }
 
-/// What a hashing thread gave ([`digests`]); a panic is a read error.
+/// What a hashing thread gave ([`digests`]); its panic goes on in this thread (a bug, not the
+/// input's fault: hashing reports unreadable files as errors).
 fn joined(
     hashing: std::thread::ScopedJoinHandle<'_, Result<Vec<String>, RecordsError>>,
 ) -> Result<Vec<String>, RecordsError> {
-    hashing.join().unwrap_or_else(|_| {
-        Err(RecordsError::Read {
-            path: PathBuf::new(),
-            message: "the thread hashing the record files panicked".to_string(),
-        })
-    })
+    hashing
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// The SHA-256 of each file, in hex.
