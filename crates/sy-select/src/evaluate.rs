@@ -595,11 +595,17 @@ pub fn eval_pairs<'r>(pairs: impl IntoIterator<Item = ProbePair<'r>>) -> (Vec<Ev
 
 /// Every pair of a probe table as a decision input, by pair index (`None`: a candidate without a
 /// measured TTFT): built once, then read per split by the selection and by every stability seed.
+///
+/// Which pairs a split holds is read from two small columns (each pair's condition and whether
+/// it is measured), so a split's pass touches only its own pairs' decision inputs (at 10 M
+/// records the inputs are about 1 GB, and every seed takes three splits of them).
 #[derive(Debug)]
 pub struct AllPairs {
     pairs: Vec<Option<EvalPair>>,
     /// The table's condition index of each pair.
     conditions: Vec<u32>,
+    /// Whether each pair is measured (`pairs[i].is_some()`).
+    measured: Vec<bool>,
 }
 
 impl AllPairs {
@@ -611,7 +617,7 @@ impl AllPairs {
                 condition_key(run, condition)
             })
             .collect();
-        let (pairs, conditions) = records
+        let (pairs, conditions): (Vec<Option<EvalPair>>, Vec<u32>) = records
             .pairs()
             .map(|p| {
                 let c = p.condition();
@@ -619,18 +625,25 @@ impl AllPairs {
                 (EvalPair::from_pair_in(&p, key), c)
             })
             .unzip();
-        AllPairs { pairs, conditions }
+        let measured = pairs.iter().map(Option::is_some).collect();
+        AllPairs {
+            pairs,
+            conditions,
+            measured,
+        }
     }
 
-    /// Each pair with whether its condition is in `split`.
+    /// Each pair's index, whether its condition is in `split` and whether it is measured (read
+    /// from the small columns only).
     fn in_split<'s, 'c>(
         &'s self,
         condition_splits: &'c [Option<Split>],
         split: Split,
-    ) -> impl Iterator<Item = (&'s Option<EvalPair>, bool)> + use<'s, 'c> {
-        self.pairs.iter().zip(&self.conditions).map(move |(p, &c)| {
+    ) -> impl Iterator<Item = (usize, bool, bool)> + Clone + use<'s, 'c> {
+        let of = self.conditions.iter().zip(&self.measured).enumerate();
+        of.map(move |(i, (&c, &measured))| {
             let inside = condition_splits.get(c as usize).copied().flatten() == Some(split);
-            (p, inside)
+            (i, inside, measured)
         })
     }
 
@@ -640,13 +653,11 @@ impl AllPairs {
         condition_splits: &'s [Option<Split>],
         split: Split,
     ) -> impl Iterator<Item = (u32, &'s EvalPair)> + Clone + use<'s> {
-        self.pairs
-            .iter()
-            .zip(&self.conditions)
-            .filter_map(move |(p, &c)| {
-                let inside = condition_splits.get(c as usize).copied().flatten() == Some(split);
-                Some((c, p.as_ref().filter(|_| inside)?))
-            })
+        let chosen = self.in_split(condition_splits, split);
+        chosen.filter_map(move |(i, inside, measured)| {
+            let pair = self.pairs.get(i).filter(|_| inside && measured)?;
+            Some((*self.conditions.get(i)?, pair.as_ref()?))
+        })
     }
 
     /// The measured pairs of the conditions in `split` and how many lacked a TTFT (what
@@ -658,10 +669,10 @@ impl AllPairs {
     ) -> (Vec<&EvalPair>, u64) {
         let mut out = Vec::new();
         let mut unmeasured = 0;
-        for (p, inside) in self.in_split(condition_splits, split) {
-            match (inside, p) {
-                (true, Some(p)) => out.push(p),
-                (true, None) => unmeasured += 1,
+        for (i, inside, measured) in self.in_split(condition_splits, split) {
+            match (inside, measured) {
+                (true, true) => out.extend(self.pairs.get(i).and_then(Option::as_ref)),
+                (true, false) => unmeasured += 1,
                 (false, _) => {}
             }
         }
@@ -671,10 +682,10 @@ impl AllPairs {
     /// How many pairs of the conditions in `split` are measured, and how many are not.
     pub fn count_split(&self, condition_splits: &[Option<Split>], split: Split) -> (u64, u64) {
         let (mut measured, mut unmeasured) = (0, 0);
-        for (p, inside) in self.in_split(condition_splits, split) {
-            match (inside, p) {
-                (true, Some(_)) => measured += 1,
-                (true, None) => unmeasured += 1,
+        for (_, inside, is_measured) in self.in_split(condition_splits, split) {
+            match (inside, is_measured) {
+                (true, true) => measured += 1,
+                (true, false) => unmeasured += 1,
                 (false, _) => {}
             }
         }
@@ -684,7 +695,7 @@ impl AllPairs {
     /// Whether each pair is measured and in `split`, in pair order.
     pub fn mask(&self, condition_splits: &[Option<Split>], split: Split) -> Vec<bool> {
         self.in_split(condition_splits, split)
-            .map(|(p, inside)| inside && p.is_some())
+            .map(|(_, inside, measured)| inside && measured)
             .collect()
     }
 
