@@ -413,16 +413,6 @@ fn descending(
     v
 }
 
-/// The probes of `order` whose guard passes, as (value, gain), still by descending value.
-fn eligible<'a>(
-    order: impl Iterator<Item = &'a Sorted>,
-    pass: fn(&GuardPass) -> bool,
-) -> impl Iterator<Item = (f64, i64)> {
-    order
-        .filter(move |s| pass(&s.guard))
-        .map(|s| (s.value, s.gain))
-}
-
 /// For each of the ascending `distinct` values, how many of the ascending `p_values` it fires
 /// at ([`p_trigger`]), by a merge of the two lists.
 fn fires_by_rank(distinct: &[f64], p_values: &[f64]) -> Vec<u32> {
@@ -450,28 +440,84 @@ fn distinct_ascending<'a>(descending: impl DoubleEndedIterator<Item = &'a Sorted
     v
 }
 
-/// Per-threshold prefix sums for one term: for each candidate index j (ascending values),
-/// the gain sum and count of eligible probes triggered at threshold `values[j]` (`sorted`:
-/// the eligible probes' (value, gain) by descending value).
-fn single_term_sums(
-    sorted: impl Iterator<Item = (f64, i64)>,
-    values: &[f64],
-    fires: fn(f64, f64) -> bool,
-) -> (Vec<i128>, Vec<u64>) {
-    let mut sorted = sorted.peekable();
-    let mut sums = vec![0i128; values.len()];
-    let mut counts = vec![0u64; values.len()];
-    let (mut acc, mut cnt) = (0i128, 0u64);
-    for j in (0..values.len()).rev() {
-        let t = values[j];
-        while let Some((_, gain)) = sorted.next_if(|&(v, _)| fires(v, t)) {
-            acc += i128::from(gain);
-            cnt += 1;
+/// A term's candidate thresholds and, for two guard classes, each threshold's prefix sums:
+/// the gain sum and count of the probes whose guard passes in that class and whose term fires
+/// at that threshold.
+struct TermSums {
+    /// Every distinct value of the term among the probes, ascending: its candidate thresholds.
+    values: Vec<f64>,
+    /// Per class, per threshold (as `values`).
+    sums: [Vec<i128>; 2],
+    counts: [Vec<u64>; 2],
+}
+
+impl TermSums {
+    /// One pass over a term's probes by descending value (the list is long, its distinct values
+    /// few): the values are the thresholds, and the sums at threshold `t` are those of the
+    /// probes above it plus, when the term fires at its own threshold (`fires(t, t)`), those at
+    /// it (a term fires for every value above a threshold and none below: `R >= r`,
+    /// `P > p`). `classes` say which guard each class of sums reads; `each` sees every probe.
+    fn of<'a>(
+        descending: impl Iterator<Item = &'a Sorted>,
+        fires: fn(f64, f64) -> bool,
+        classes: [fn(&GuardPass) -> bool; 2],
+        mut each: impl FnMut(&'a Sorted),
+    ) -> TermSums {
+        let mut out = TermSums {
+            values: Vec::new(),
+            sums: [Vec::new(), Vec::new()],
+            counts: [Vec::new(), Vec::new()],
+        };
+        // Sums of the groups of values above the current one, and of the current group.
+        let (mut above, mut group) = ([(0i128, 0u64); 2], [(0i128, 0u64); 2]);
+        for s in descending {
+            each(s);
+            if out.values.last() != Some(&s.value) {
+                out.close_group(&mut above, &mut group, fires);
+                out.values.push(s.value);
+            }
+            for (class, g) in classes.iter().zip(&mut group) {
+                if class(&s.guard) {
+                    g.0 += i128::from(s.gain);
+                    g.1 += 1;
+                }
+            }
         }
-        sums[j] = acc;
-        counts[j] = cnt;
+        out.close_group(&mut above, &mut group, fires);
+        out.values.reverse();
+        out.sums.iter_mut().for_each(|v| v.reverse());
+        out.counts.iter_mut().for_each(|v| v.reverse());
+        out
     }
-    (sums, counts)
+
+    /// Records the last value's sums (if there is one) and adds its group to those above.
+    fn close_group(
+        &mut self,
+        above: &mut [(i128, u64); 2],
+        group: &mut [(i128, u64); 2],
+        fires: fn(f64, f64) -> bool,
+    ) {
+        let Some(&t) = self.values.last() else {
+            return;
+        };
+        let own = fires(t, t);
+        for k in 0..2 {
+            let with = (above[k].0 + group[k].0, above[k].1 + group[k].1);
+            let at = if own { with } else { above[k] };
+            self.sums[k].push(at.0);
+            self.counts[k].push(at.1);
+            above[k] = with;
+            group[k] = (0, 0);
+        }
+    }
+
+    /// Class `k`'s sums and counts.
+    fn class(&mut self, k: usize) -> (Vec<i128>, Vec<u64>) {
+        (
+            std::mem::take(&mut self.sums[k]),
+            std::mem::take(&mut self.counts[k]),
+        )
+    }
 }
 
 /// Column indices of the landscape: up to `max` p candidates evenly spaced by rank.
@@ -533,53 +579,57 @@ struct Sweep {
 }
 
 impl Sweep {
+    /// Two passes over the probes: by descending P (the p values, the `P > p` sums and the
+    /// both-term probes without a valid R), then by descending R (the r values, the `R >= r`
+    /// sums of both guard classes and the both-term probes with a valid R).
     fn new(input: &Probes<'_>, family: RuleFamily) -> Sweep {
         let prefill = family == RuleFamily::CountPrefill;
-        let by_r = input.by_r();
-        // `count` reads no P: an empty list (a filter that keeps nothing).
-        let by_p_all = input.by_p().filter(move |_| prefill);
-        let r_values = distinct_ascending(by_r.clone());
-        let p_values = distinct_ascending(by_p_all.clone());
-        let (r_sum, r_cnt) =
-            single_term_sums(eligible(by_r.clone(), |g| g.r_only), &r_values, r_trigger);
-        let (p_sum, p_cnt) = single_term_sums(
-            eligible(by_p_all.clone(), |g| g.p_only),
-            &p_values,
-            p_trigger,
-        );
-        // The both-term rules' `R >= r` part (no r values without the p term: nothing to sum).
         let both: fn(&GuardPass) -> bool = if prefill { |g| g.both } else { |_| false };
-        let (br_sum, br_cnt) = single_term_sums(eligible(by_r.clone(), both), &r_values, r_trigger);
-        // Both-term probes by ascending R: those without a valid R (never triggered by R)
-        // first, then `by_r` reversed.
+        // `count` reads no P: no pass by P.
+        let mut without_r = Vec::new();
+        let mut by_p = TermSums::of(
+            prefill.then(|| input.by_p()).into_iter().flatten(),
+            p_trigger,
+            [|g| g.p_only, |_| false],
+            |s| {
+                if s.guard.both && s.other().is_none() {
+                    without_r.push((s.value, s.gain));
+                }
+            },
+        );
+        let p_values = std::mem::take(&mut by_p.values);
         let fires_at = |p: f64| p_values.partition_point(|&t| p_trigger(p, t));
-        let joining: Vec<Joining> = if prefill {
-            // How many p values each probe's P fires at, by the rank of its P among all the
-            // probes' (one merge, instead of a binary search per probe in R order).
-            let by_rank = fires_by_rank(input.p_distinct(), &p_values);
-            let fires_of = |s: &Sorted| {
-                let p = s.other()?;
-                let ranked = by_rank.get(s.other_rank as usize);
-                Some(ranked.map_or_else(|| fires_at(p), |&f| f as usize))
-            };
-            let without_r = by_p_all
-                .filter(|s| s.guard.both && s.other().is_none())
-                .map(|s| (None, fires_at(s.value), s.gain));
-            let with_r = by_r
-                .rev()
-                .filter(|s| s.guard.both)
-                .filter_map(|s| Some((Some(s.value), fires_of(s)?, s.gain)));
-            // Sized for every probe at once (address space only: the pages a shorter list
-            // never reaches are never touched), so it is never copied while it grows.
-            let mut joining = Vec::with_capacity(input.input.len());
-            joining.extend(without_r.chain(with_r));
-            joining
+        // Both-term probes by ascending R: those without a valid R (never triggered by R)
+        // first, then those of the list by R, reversed. Sized for every probe at once (address
+        // space only: the pages a shorter list never reaches are never touched), so it is never
+        // copied while it grows.
+        let mut joining: Vec<Joining> = Vec::with_capacity(if prefill { input.len() } else { 0 });
+        joining.extend(without_r.iter().map(|&(p, gain)| (None, fires_at(p), gain)));
+        let first_with_r = joining.len();
+        // How many p values each probe's P fires at, by the rank of its P among all the
+        // probes' (one merge, instead of a binary search per probe in R order).
+        let by_rank = if prefill {
+            fires_by_rank(input.p_distinct(), &p_values)
         } else {
             Vec::new()
         };
+        let fires_of = |s: &Sorted| {
+            let p = s.other()?;
+            let ranked = by_rank.get(s.other_rank as usize);
+            Some(ranked.map_or_else(|| fires_at(p), |&f| f as usize))
+        };
+        let mut by_r = TermSums::of(input.by_r(), r_trigger, [|g| g.r_only, both], |s| {
+            if prefill && s.guard.both {
+                joining.extend(fires_of(s).map(|f| (Some(s.value), f, s.gain)));
+            }
+        });
+        joining[first_with_r..].reverse();
+        let (p_sum, p_cnt) = by_p.class(0);
+        let (r_sum, r_cnt) = by_r.class(0);
+        let (br_sum, br_cnt) = by_r.class(1);
         Sweep {
             family,
-            r_values,
+            r_values: by_r.values,
             p_values,
             r_sum,
             r_cnt,
