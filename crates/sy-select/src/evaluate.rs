@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use sy_records::{ProbePair, ProbeTable, Split};
 use sy_selector::{
     CandidateFeatures, DecisionInput, GuardLimits, Model, Observation, Reason, RuleParams,
-    Thresholds, TriggerReads, Variant, decide_prepared, guard,
+    Thresholds, Variant, count_guards, decide_prepared,
 };
 
 use crate::search::{GuardPass, SearchProbe};
@@ -231,7 +231,8 @@ impl EvalPair {
 }
 
 /// Whether guard G (and the inputs it needs) holds for the threshold rule with each set of terms
-/// enabled: `sy_selector::guard` with the count trigger reading R, P or both. Pairs always
+/// enabled: `sy_selector::count_guards`, guard G with the count trigger reading R, P or both,
+/// the pair read once. Pairs always
 /// carry an efficient proposal (see [`EvalPair::from_pair`]).
 #[derive(Debug)]
 pub struct GuardProbe {
@@ -251,13 +252,7 @@ impl GuardProbe {
 
     /// Guard G of one pair for each set of enabled terms.
     pub fn guard(&self, input: &DecisionInput) -> GuardPass {
-        let ok =
-            |r: bool, p: bool| guard(&self.limits, TriggerReads::Counts { r, p }, input).is_ok();
-        GuardPass {
-            r_only: ok(true, false),
-            p_only: ok(false, true),
-            both: ok(true, true),
-        }
+        count_guards(&self.limits, input)
     }
 
     /// The search's view of one pair.

@@ -39,6 +39,7 @@
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+pub use sy_selector::GuardPass;
 use sy_selector::{Thresholds, count_trigger, p_trigger, r_trigger};
 
 /// Two means closer than this (in ms) are a tie.
@@ -46,27 +47,6 @@ pub const TIE_TOLERANCE_MS: f64 = 1e-9;
 
 /// Quantisation of TTFTs: integer units per millisecond.
 const UNITS_PER_MS: f64 = 1e9;
-
-/// Whether guard G holds for a probe, for each set of enabled terms (the guard's "required
-/// observations" can depend on which inputs the trigger reads).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GuardPass {
-    /// Guard G holds when only the `R >= r` term is enabled.
-    pub r_only: bool,
-    /// Guard G holds when only the `P > p` term is enabled.
-    pub p_only: bool,
-    /// Guard G holds when both terms are enabled.
-    pub both: bool,
-}
-
-impl GuardPass {
-    /// The guard holds whatever terms are enabled.
-    pub const ALL: GuardPass = GuardPass {
-        r_only: true,
-        p_only: true,
-        both: true,
-    };
-}
 
 /// One paired probe as the search sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -73,10 +73,10 @@ pub use observation::{
 pub use qtable::{OutOfRange, QTable, QTableError};
 pub use quantile::{quantile_by_rank, quantile_sorted, quantile_unsorted};
 pub use rule::{
-    CandidateFeatures, Decision, DecisionInput, GuardLimits, GuardReadings, Margins, Reason,
-    RequiredInputs, RuleParams, Thresholds, TriggerReads, check_guard_limits, count_trigger,
-    decide, decide_prepared, guard, p_trigger, r_trigger, read_guard_inputs, required_inputs,
-    trigger_enabled, ttft_trigger,
+    CandidateFeatures, Decision, DecisionInput, GuardLimits, GuardPass, GuardReadings, Margins,
+    Reason, RequiredInputs, RuleParams, Thresholds, TriggerReads, check_guard_limits, count_guards,
+    count_trigger, decide, decide_prepared, guard, p_trigger, r_trigger, read_guard_inputs,
+    required_inputs, trigger_enabled, ttft_trigger,
 };
 
 /// `RuleParams` under the name the interfaces also use.

@@ -581,6 +581,43 @@ pub fn guard(
     Ok(readings)
 }
 
+/// Whether guard G holds for one turn for each set of count-trigger terms (what
+/// [`guard`] with [`TriggerReads::Counts`] gives for `r` alone, `p` alone and both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuardPass {
+    /// Guard G holds when only the `R >= r` term is enabled.
+    pub r_only: bool,
+    /// Guard G holds when only the `P > p` term is enabled.
+    pub p_only: bool,
+    /// Guard G holds when both terms are enabled.
+    pub both: bool,
+}
+
+impl GuardPass {
+    /// The guard holds whatever terms are enabled.
+    pub const ALL: GuardPass = GuardPass {
+        r_only: true,
+        p_only: true,
+        both: true,
+    };
+}
+
+/// Guard G of one turn for each set of count-trigger terms, reading the turn once: guard G
+/// holds for a set of terms when every required observation is valid and within the limits
+/// ([`guard`]), so it holds for a set exactly when it holds with no term's own input and each
+/// enabled term's input ([`Observation::valid_r`], [`Observation::valid_p`] of the efficient
+/// candidate) is valid. Property-tested against [`guard`] for every set of terms.
+pub fn count_guards(limits: &GuardLimits, input: &DecisionInput) -> GuardPass {
+    let shared = guard(limits, TriggerReads::Counts { r: false, p: false }, input).is_ok();
+    let r = shared && input.efficient.valid_r().is_ok();
+    let p = shared && input.efficient.valid_p().is_ok();
+    GuardPass {
+        r_only: r,
+        p_only: p,
+        both: r && p,
+    }
+}
+
 /// The `r` term: `R_efficient >= r`.
 #[inline(always)]
 pub fn r_trigger(efficient_r: f64, r: f64) -> bool {

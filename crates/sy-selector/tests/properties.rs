@@ -9,7 +9,8 @@ use common::strategies::{NOW, observation};
 use proptest::prelude::*;
 use sy_selector::{
     CandidateFeatures, Decision, DecisionInput, Estimator, Model, RawFeatures, Reason, RuleParams,
-    Thresholds, Variant, decide, decide_prepared, predict, predict_prepared, required_inputs,
+    Thresholds, TriggerReads, Variant, count_guards, decide, decide_prepared, guard, predict,
+    predict_prepared, required_inputs,
 };
 
 fn input() -> impl Strategy<Value = DecisionInput> {
@@ -121,6 +122,28 @@ proptest! {
                 prop_assert_eq!(format!("{prepared:?}"), format!("{direct:?}"));
             }
         }
+    }
+
+    /// Guard G for every set of count-trigger terms at once is guard G with each set (limits
+    /// drawn too: a turn can fail on its ages, its destination or its local calls).
+    #[test]
+    fn count_guards_are_the_guard_of_each_set_of_terms(
+        p in params(),
+        i in input(),
+        max_age_ms in prop_oneof![Just(f64::INFINITY), 0.0..2_000.0],
+        destination_limit in 0.0..8.0,
+        local_limit in 0_u64..6,
+    ) {
+        let mut limits = p.limits;
+        limits.max_age_ms = max_age_ms;
+        limits.destination_limit = destination_limit;
+        limits.local_limit = local_limit;
+        let each = |r: bool, p: bool| guard(&limits, TriggerReads::Counts { r, p }, &i).is_ok();
+        let all = count_guards(&limits, &i);
+        prop_assert_eq!(
+            (all.r_only, all.p_only, all.both),
+            (each(true, false), each(false, true), each(true, true))
+        );
     }
 
     #[test]
