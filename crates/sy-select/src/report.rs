@@ -285,7 +285,8 @@ fn subgroup_row(out: &SelectOutput, label: &str, rows: &[usize]) -> String {
     )
 }
 
-fn where_it_fails(r: &mut Report, out: &SelectOutput) {
+/// The "Where it fails" section's markdown.
+fn where_it_fails(out: &SelectOutput) -> String {
     let pairs = &out.selection_pairs;
     let v = out.selection.bundle_variant;
     let mut t = format!(
@@ -326,7 +327,7 @@ fn where_it_fails(r: &mut Report, out: &SelectOutput) {
         .map(|(label, sub)| subgroup_row(out, label, sub))
         .collect();
     t.extend(rows);
-    r.markdown(&t);
+    t
 }
 
 fn stability(r: &mut Report, out: &SelectOutput) {
@@ -798,15 +799,19 @@ fn coefficients(r: &mut Report, out: &SelectOutput) {
     r.markdown(&t);
 }
 
-fn estimators(r: &mut Report, out: &SelectOutput) {
+/// Both estimators' predictions of the selection split (in the order of [`Estimator::ALL`]),
+/// on every core.
+fn all_predictions(out: &SelectOutput) -> Vec<Vec<Prediction>> {
+    Estimator::ALL
+        .par_iter()
+        .map(|&estimator| predictions(out, estimator))
+        .collect()
+}
+
+fn estimators(r: &mut Report, all_preds: Vec<Vec<Prediction>>) {
     let mut t = String::from(
         "## Estimators on the selection split\n\n| estimator | model | points | R² (TTFT) | mean error (ms) | mean abs. error (ms) | mean residual, short background (ms) | mean residual, long background (ms) |\n|---|---|---|---|---|---|---|---|\n",
     );
-    // Both estimators' predictions on every core.
-    let all_preds: Vec<Vec<Prediction>> = Estimator::ALL
-        .par_iter()
-        .map(|&estimator| predictions(out, estimator))
-        .collect();
     for (estimator, preds) in Estimator::ALL.into_iter().zip(all_preds) {
         for (efficient, model) in [(true, "efficient"), (false, "capable")] {
             let mine: Vec<&Prediction> = preds.iter().filter(|p| p.0 == efficient).collect();
@@ -908,15 +913,18 @@ fn provenance(r: &mut Report, out: &SelectOutput) {
 /// Writes `report.md` and `plots/` into `dir`.
 pub fn write_report(out: &SelectOutput, dir: &Path) -> Result<PathBuf, SelectError> {
     let mut r = Report::new(dir, "Calibration report")?;
+    // The two sections that read every selection pair, side by side (each is parallel inside,
+    // but not on every core throughout).
+    let (fails, predictions) = rayon::join(|| where_it_fails(out), || all_predictions(out));
     answer(&mut r, out);
     variants(&mut r, out);
-    where_it_fails(&mut r, out);
+    r.markdown(&fails);
     stability(&mut r, out);
     search(&mut r, out);
     margins(&mut r, out);
     q_tables(&mut r, out);
     client_server_gap(&mut r, out);
-    estimators(&mut r, out);
+    estimators(&mut r, predictions);
     coefficients(&mut r, out);
     reproduce(&mut r, out);
     provenance(&mut r, out);
