@@ -17,7 +17,7 @@ use sy_selector::{FeatureMoments, LoadCorrection, Model, ModelEstimators, QTable
 
 use crate::fit::{
     ESTIMATORS, FitConfig, FitError, assign_folds, condition_places, cv_and_solve, estimator_name,
-    load_rows, per_model, usable_row,
+    load_rows, per_model, places_by_index, usable_row,
 };
 use crate::qbuild::{QBuildError, QTableReport, build_q_table};
 use crate::ridge::SuffStats;
@@ -65,15 +65,42 @@ impl ConditionSumsTable {
         splits: &SplitTable,
         config: &FitConfig,
     ) -> Result<(ModelEstimators, ModelEstimators), FitError> {
-        if config.alpha_grid.is_empty() {
-            return Err(FitError::Settings("the alpha grid is empty".to_string()));
-        }
+        check_alpha_grid(config)?;
         let (folds_of, k) = assign_folds(splits, config.folds, config.seed)?;
         let places = condition_places(&self.conditions, splits, &folds_of);
-        let efficient = model_estimators(&self.efficient, &places, k, Model::Efficient, config)?;
-        let capable = model_estimators(&self.capable, &places, k, Model::Capable, config)?;
+        self.estimators_placed(&places, k, config)
+    }
+
+    /// [`ConditionSumsTable::estimators`] under the splits of this table's conditions by
+    /// condition index ([`sy_records::ConditionSplits::assign`]): the same estimators as under
+    /// the split table of the same assignment, without its names.
+    pub fn estimators_by_index(
+        &self,
+        splits: &[Option<Split>],
+        config: &FitConfig,
+    ) -> Result<(ModelEstimators, ModelEstimators), FitError> {
+        check_alpha_grid(config)?;
+        let (places, k) = places_by_index(&self.conditions, splits, config.folds, config.seed)?;
+        self.estimators_placed(&places, k, config)
+    }
+
+    fn estimators_placed(
+        &self,
+        places: &[Option<(Split, usize)>],
+        k: usize,
+        config: &FitConfig,
+    ) -> Result<(ModelEstimators, ModelEstimators), FitError> {
+        let efficient = model_estimators(&self.efficient, places, k, Model::Efficient, config)?;
+        let capable = model_estimators(&self.capable, places, k, Model::Capable, config)?;
         Ok((efficient, capable))
     }
+}
+
+fn check_alpha_grid(config: &FitConfig) -> Result<(), FitError> {
+    if config.alpha_grid.is_empty() {
+        return Err(FitError::Settings("the alpha grid is empty".to_string()));
+    }
+    Ok(())
 }
 
 /// One model's Q table and per-condition sums of its usable rows.

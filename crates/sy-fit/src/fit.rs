@@ -270,6 +270,25 @@ pub fn assign_folds(
             }
         }
     }
+    let (dealt, k) = deal_folds(conds, k, seed)?;
+    let mut map: FoldMap = HashMap::new();
+    for ((run, c), fold) in dealt {
+        map.entry(run.to_string())
+            .or_default()
+            .insert(c.to_string(), fold);
+    }
+    Ok((map, k))
+}
+
+/// The fold assignment itself: `conds` (the fit-split conditions, sorted by run id then
+/// condition id) shuffled with the seed and dealt round-robin into `k` folds (at most one per
+/// condition). The shuffle's permutation depends only on the number of conditions and the
+/// seed, so conditions named or indexed are dealt alike.
+fn deal_folds<T>(
+    mut conds: Vec<T>,
+    k: usize,
+    seed: u64,
+) -> Result<(Vec<(T, usize)>, usize), FitError> {
     if conds.len() < 2 {
         return Err(FitError::TooFewConditions(conds.len()));
     }
@@ -279,13 +298,38 @@ pub fn assign_folds(
     let k = k.min(conds.len());
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7379_2d66_6f6c_6473); // "sy-folds"
     conds.shuffle(&mut rng);
-    let mut map: FoldMap = HashMap::new();
-    for (i, (run, c)) in conds.into_iter().enumerate() {
-        map.entry(run.to_string())
-            .or_default()
-            .insert(c.to_string(), i % k);
+    let dealt = conds
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| (c, i % k))
+        .collect();
+    Ok((dealt, k))
+}
+
+/// Each condition's split and fold (by condition index) under splits given by condition index
+/// ([`sy_records::ConditionSplits`]): what [`assign_folds`] and [`condition_places`] give for
+/// the split table of the same assignment, without its names. Returns the places and `k` used.
+pub(crate) fn places_by_index(
+    conditions: &ConditionIndex,
+    splits: &[Option<Split>],
+    k: usize,
+    seed: u64,
+) -> Result<(Vec<Option<(Split, usize)>>, usize), FitError> {
+    let mut fit: Vec<u32> = (0..conditions.count())
+        .filter(|&c| splits.get(c).copied().flatten() == Some(Split::Fit))
+        .filter_map(|c| u32::try_from(c).ok())
+        .collect();
+    // The split table's order: by run id, then condition id.
+    fit.sort_unstable_by(|&a, &b| conditions.key(a).cmp(&conditions.key(b)));
+    let (dealt, k) = deal_folds(fit, k, seed)?;
+    let mut fold = vec![usize::MAX; conditions.count()];
+    for (c, f) in dealt {
+        fold[c as usize] = f;
     }
-    Ok((map, k))
+    let places = (0..conditions.count())
+        .map(|c| splits.get(c).copied().flatten().map(|s| (s, fold[c])))
+        .collect();
+    Ok((places, k))
 }
 
 /// One usable fit-split row of one model.

@@ -234,6 +234,40 @@ proptest! {
     }
 }
 
+/// The estimators under splits given by condition index (what the stability check assigns per
+/// split seed) are those under the split table of the same assignment, bit for bit, whatever
+/// the number of folds; too few fit conditions are refused alike.
+#[test]
+fn estimators_by_index_equal_those_by_split_table() {
+    let records = generate(&SynthSpec {
+        conditions: 60,
+        ..spec()
+    });
+    let table = sy_records::ProbeTable::from_records(&records).unwrap();
+    let prepared = sy_fit::ConditionSumsTable::new(&table);
+    for (seed, folds) in [(0, 5), (3, 2), (9, 500)] {
+        let fractions = SplitFractions::default();
+        let named = SplitTable::build(&records, seed, fractions);
+        let by_index = sy_records::ConditionSplits::assign(table.conditions(), seed, fractions);
+        let config = FitConfig {
+            seed,
+            folds,
+            ..FitConfig::default()
+        };
+        let want = prepared.estimators(&named, &config).unwrap();
+        let got = prepared
+            .estimators_by_index(&by_index.by_condition, &config)
+            .unwrap();
+        assert_eq!(got, want, "seed {seed}, {folds} folds");
+    }
+    let none = vec![None; table.conditions().count()];
+    let err = prepared.estimators_by_index(&none, &FitConfig::default());
+    assert!(
+        matches!(err, Err(sy_fit::FitError::TooFewConditions(0))),
+        "{err:?}"
+    );
+}
+
 /// `ConditionSumsTable::estimators` (per-condition sums, what the stability check fits each split seed
 /// with) gives the estimators `fit` gives from the rows, under several split seeds: the same
 /// Q table, standardiser and coefficients to 1e-9 relative.

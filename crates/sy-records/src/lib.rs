@@ -48,8 +48,8 @@ pub use record::{
     Background, ErrorClass, Model, ObservedFields, Phase, RECORD_SCHEMA_VERSION, Record, Status,
 };
 pub use splits::{
-    LoadConditions, SPLITS_SCHEMA_VERSION, Split, SplitCounts, SplitFractions, SplitTable,
-    assign_split, split_point,
+    ConditionSplits, LoadConditions, SPLITS_SCHEMA_VERSION, Split, SplitCounts, SplitFractions,
+    SplitTable, assign_split, split_point,
 };
 pub use table::{ConditionIndex, ProbePair, ProbeTable, Row, StagedCache};
 pub use write::{

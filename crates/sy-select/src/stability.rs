@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sy_fit::ConditionSumsTable;
 use sy_margin::FitEstimators;
-use sy_records::{Split, SplitFractions, SplitTable};
+use sy_records::{ConditionSplits, Split, SplitFractions};
 use sy_selector::{Margins, RuleParams, Thresholds, Variant};
 
 use crate::choice::{ChoiceError, Searched, choose_searched};
@@ -103,8 +103,7 @@ fn one_seed(
     seed: u64,
     s: &StabilitySettings,
 ) -> Result<SeedChoice, SeedError> {
-    let conditions = shared.inputs.conditions();
-    let splits = SplitTable::build(conditions, seed, s.fractions);
+    let splits = ConditionSplits::assign(shared.inputs.conditions(), seed, s.fractions);
     let config = sy_fit::FitConfig {
         folds: s.folds,
         alpha_grid: s.alpha_grid.clone(),
@@ -115,10 +114,10 @@ fn one_seed(
     };
     let (efficient, capable) = shared
         .inputs
-        .estimators(&splits, &config)
+        .estimators_by_index(&splits.by_condition, &config)
         .map_err(SeedError::Fit)?;
     let fit = FitEstimators { efficient, capable };
-    let condition_splits = conditions.splits(&splits);
+    let condition_splits = splits.by_condition;
     // The margins and the search of the fit split side by side (neither reads the other): the
     // pool's threads share a seed's work, so the last seeds do not leave a core idle.
     let (margins, searched) = rayon::join(

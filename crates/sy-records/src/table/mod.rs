@@ -135,6 +135,11 @@ impl ConditionIndex {
         }
     }
 
+    /// Whether condition `c` has load-phase rows (false past the end).
+    pub fn is_load(&self, c: u32) -> bool {
+        self.is_load.get(c as usize).copied().unwrap_or(false)
+    }
+
     /// The conditions that have load-phase rows, in order of first appearance.
     pub fn load_conditions(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
         (0..self.conditions.len())
