@@ -255,6 +255,9 @@ pub type FoldMap = HashMap<String, HashMap<String, usize>>;
 /// A condition's split, fold and running condition number (cached between consecutive records).
 type ConditionInfo = Option<(Split, usize, u32)>;
 
+/// Each condition's split and fold, by condition index (`None`: in no split).
+pub(crate) type Places = Vec<Option<(Split, usize)>>;
+
 /// Which fold each fit-split condition is in: fit-split conditions in sorted order, shuffled
 /// with the seed, dealt round-robin into `k` folds. Returns (run → condition → fold, k used).
 pub fn assign_folds(
@@ -314,7 +317,7 @@ pub(crate) fn places_by_index(
     splits: &[Option<Split>],
     k: usize,
     seed: u64,
-) -> Result<(Vec<Option<(Split, usize)>>, usize), FitError> {
+) -> Result<(Places, usize), FitError> {
     let mut fit: Vec<u32> = (0..conditions.count())
         .filter(|&c| splits.get(c).copied().flatten() == Some(Split::Fit))
         .filter_map(|c| u32::try_from(c).ok())
@@ -440,7 +443,7 @@ pub(crate) fn condition_places(
     conditions: &ConditionIndex,
     splits: &SplitTable,
     folds_of: &FoldMap,
-) -> Vec<Option<(Split, usize)>> {
+) -> Places {
     (0..conditions.count())
         .map(|c| {
             let (run_id, condition_id) = conditions.key(c as u32);
