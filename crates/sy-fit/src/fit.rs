@@ -327,10 +327,13 @@ pub(crate) fn places_by_index(
     let (dealt, k) = deal_folds(fit, k, seed)?;
     let mut fold = vec![usize::MAX; conditions.count()];
     for (c, f) in dealt {
-        fold[c as usize] = f;
+        if let Some(slot) = fold.get_mut(c as usize) {
+            *slot = f;
+        }
     }
     let places = (0..conditions.count())
-        .map(|c| splits.get(c).copied().flatten().map(|s| (s, fold[c])))
+        .zip(&fold)
+        .map(|(c, &f)| splits.get(c).copied().flatten().map(|s| (s, f)))
         .collect();
     Ok((places, k))
 }
