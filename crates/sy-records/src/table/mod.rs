@@ -1129,25 +1129,45 @@ impl ProbeTable {
             .map(|d| self.decode_lengths.intern(d))
             .collect();
         let text = self.probe_text.len() as u64;
-        self.probe_text.extend_from_slice(&other.probe_text);
-        self.probe_end.extend_from_slice(&other.probe_end);
-        for end in self.probe_end.tail_mut(start) {
-            *end += text;
-        }
-        macro_rules! extend {
-            ($t:expr, $other:expr; $($c:ident),*) => {
-                $($t.$c.extend_from_slice(&$other.$c);)*
-            };
-        }
-        row_columns!(extend!(self, other));
         let remap = |ids: &mut [u32], to: &[u32]| {
             for id in ids {
                 *id = to.get(*id as usize).copied().unwrap_or(NO_TEXT);
             }
         };
-        remap(self.condition.tail_mut(start), &conditions);
-        remap(self.model.tail_mut(start), &models);
-        remap(self.decode_length.tail_mut(start), &decode_lengths);
+        // Every column on its own task: a column built in its cache file is written into fresh
+        // page-cache pages, which the kernel zeroes on first touch, and the decoding threads
+        // leave a core free meanwhile (at 10 M records this thread was the load's bottleneck).
+        rayon::scope(|s| {
+            s.spawn(|_| {
+                self.probe_text.extend_from_slice(&other.probe_text);
+            });
+            s.spawn(|_| {
+                self.probe_end.extend_from_slice(&other.probe_end);
+                for end in self.probe_end.tail_mut(start) {
+                    *end += text;
+                }
+            });
+            s.spawn(|_| {
+                self.condition.extend_from_slice(&other.condition);
+                remap(self.condition.tail_mut(start), &conditions);
+            });
+            s.spawn(|_| {
+                self.model.extend_from_slice(&other.model);
+                remap(self.model.tail_mut(start), &models);
+            });
+            s.spawn(|_| {
+                self.decode_length.extend_from_slice(&other.decode_length);
+                remap(self.decode_length.tail_mut(start), &decode_lengths);
+            });
+            macro_rules! extend {
+                ($t:expr, $other:expr; $($c:ident),*) => {
+                    $(s.spawn(|_| $t.$c.extend_from_slice(&$other.$c));)*
+                };
+            }
+            extend!(self, other; phase, role, status, repeat, planned_n, planned_f, present, n, k,
+                r, prefill_tokens_booked, prefill_capacity_tokens, observed_at_unix_ms,
+                sent_at_unix_ms, ttft_ms, client_server_gap_ms, pick, origins);
+        });
     }
 
     /// What [`ProbeTable::restore`] goes back to (rows are only ever appended between the two).
