@@ -28,6 +28,8 @@
 #   scripts/dynamo-local.sh start-worker NAME     start NAME again after kill-worker, wait, re-register
 #   scripts/dynamo-local.sh restart-frontend [--kill]   stop the frontend (TERM: drains open streams for up
 #                                              to 10 s; --kill: kill -9, a crash) and start it again
+#                                              once the old process and its port are free; a new frontend
+#                                              that exits is reported at once, with its log's last lines
 #   scripts/dynamo-local.sh register           (re-)register the running workers, delete stale ids
 #
 # Settings (environment): VENV, RUN_DIR, FRONTEND_PORT (18000), SELECT_PORT (18092),
@@ -198,6 +200,33 @@ pid_is_ours() {
     case "$cmd" in "$VENV/bin/python"*) ;; *) return 1 ;; esac
 }
 
+# exited PID: the process has let go of everything it held. A killed process's leader turns zombie (and
+# its cmdline empty) at once, while its other threads may still hold its sockets for tens of ms (measured:
+# the frontend's port accepted connections 10-93 ms after `kill -9`; a new frontend started in that window
+# exits with "port already in use"). So: gone, or a zombie with no thread left; or the PID now runs
+# something else (reused).
+exited() {
+  local pid=$1 state
+  [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 0
+  state=$(awk '/^State:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
+  case "$state" in
+    "") return 0 ;;
+    Z|X) [ "$(find "/proc/$pid/task" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)" -le 1 ] ;;
+    *) pid_is_ours "$pid" && return 1
+       [ -n "$(tr -d '\0' < "/proc/$pid/cmdline" 2>/dev/null)" ] ;;   # empty cmdline: still exiting
+  esac
+}
+
+# wait_exited PID SECONDS: poll `exited` every 50 ms for up to SECONDS; 1 when it never became true.
+wait_exited() {
+  local pid=$1 i
+  for ((i = 0; i < $2 * 20; i++)); do exited "$pid" && return 0; sleep 0.05; done
+  exited "$pid"
+}
+
+# port_free PORT: nothing accepts connections on 127.0.0.1:PORT.
+port_free() { ! (exec 3<> "/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
 start_frontend() {
   # shellcheck disable=SC2086
   nohup "$VENV/bin/python" -m dynamo.frontend \
@@ -306,13 +335,36 @@ def frontend_models():
     except Exception:
         return set()
 
-def wait(pred, what):
+def exited(pid):
+    """Whether process pid is gone or a zombie (FRONTEND_PID: the frontend a restart just started)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return any(l.split()[1:2] in (["Z"], ["X"]) for l in f if l.startswith("State:"))
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+def wait(pred, what, state=None):
+    """Poll pred until it is truthy; on timeout name what was awaited and (state) what was seen last.
+    Gives up at once when the frontend named by FRONTEND_PID has exited."""
+    fe_pid = os.environ.get("FRONTEND_PID")
     while time.time() < deadline:
         v = pred()
         if v:
             return v
+        if fe_pid and exited(fe_pid):
+            sys.exit(f"dynamo-local: the frontend ({fe_pid}) exited while waiting for {what}")
         time.sleep(0.2)
-    sys.exit(f"dynamo-local: timed out waiting for {what}")
+    seen = f" (last seen: {state()})" if state else ""
+    sys.exit(f"dynamo-local: timed out waiting for {what}{seen}")
+
+def frontend_state():
+    try:
+        code, _ = http("GET", fe + "/health", timeout=1)
+    except Exception as e:
+        return f"frontend {fe} not answering ({e.__class__.__name__}: {e})"
+    ids = {w["name"]: worker_id(sysbase + i) for i, w in enumerate(workers)}
+    return (f"frontend /health HTTP {code}, models {sorted(frontend_models())}, "
+            f"instances {sorted(frontend_ids())}; worker ids from /metrics {ids}")
 
 if cmd == "wait-ready":
     want_models = {w["model"] for w in workers}
@@ -321,12 +373,12 @@ if cmd == "wait-ready":
         if None in ids or not want_models <= frontend_models():
             return False
         return set(ids) <= frontend_ids()
-    wait(ready, "the frontend to list every model and worker")
+    wait(ready, "the frontend to list every model and worker", frontend_state)
     wait(lambda: http("GET", sel + "/ready", timeout=1)[0] in (200, 503), "the selection service")
 elif cmd == "wait-worker":
     sysport = int(sys.argv[2])
     wid = wait(lambda: worker_id(sysport), f"worker /metrics on port {sysport}")
-    wait(lambda: wid in frontend_ids(), f"the frontend to list worker {wid}")
+    wait(lambda: wid in frontend_ids(), f"the frontend to list worker {wid}", frontend_state)
     print(f"dynamo-local: worker on port {sysport} is instance {wid}")
 elif cmd == "register":
     table, current = [], set()
@@ -442,12 +494,13 @@ cmd_stop() {
   done < "$PIDS_FILE"
   for _ in $(seq 1 40); do
     local alive=0
-    while read -r name pid; do pid_is_ours "$pid" && alive=1; done < "$PIDS_FILE"
+    while read -r name pid; do exited "$pid" || alive=1; done < "$PIDS_FILE"
     [ $alive = 0 ] && break
     sleep 0.25
   done
   while read -r name pid; do
     pid_is_ours "$pid" && kill -KILL "$pid" 2>/dev/null && echo "dynamo-local: KILL $name ($pid)"
+    wait_exited "$pid" 10 || echo "dynamo-local: $name ($pid) has not exited 10 s after kill -9" >&2
   done < "$PIDS_FILE"
   rm -f "$PIDS_FILE" "$RUN_DIR/stack.env"
   return 0
@@ -479,7 +532,10 @@ cmd_kill_worker() {
   local target=$1 pid
   worker_line "$target" >/dev/null || die "unknown worker $target (known: $(worker_rows | awk '{printf "%s ", $2}'))"
   pid=$(pid_of "$target")
-  if pid_is_ours "$pid"; then kill -KILL "$pid" && echo "dynamo-local: kill -9 $target ($pid)"; fi
+  if pid_is_ours "$pid"; then
+    kill -KILL "$pid" && echo "dynamo-local: kill -9 $target ($pid)"
+    wait_exited "$pid" 10 || die "$target ($pid) still holds its resources 10 s after kill -9"
+  fi
   forget_pid "$target"
 }
 
@@ -492,7 +548,7 @@ cmd_start_worker() {
   local t0; t0=$(now)
   # shellcheck disable=SC2086
   start_worker $line
-  helper wait-worker $((WORKER_SYS_PORT_BASE + idx)) || exit 1
+  helper wait-worker $((WORKER_SYS_PORT_BASE + idx)) || { explain_failure "$target"; explain_failure frontend; exit 1; }
   helper register || exit 1
   echo "dynamo-local: $target back in $(elapsed "$t0") s"
 }
@@ -503,6 +559,18 @@ cmd_restart_worker() {
   cmd_start_worker "$1"
 }
 
+# explain_failure NAME: after a failed wait, whether NAME's process still runs and its log's last lines
+# (the mocker's per-model multimodal-routing warning, repeated on every model load, left out).
+explain_failure() {
+  local name=$1 pid; pid=$(pid_of "$name")
+  if pid_is_ours "$pid"; then
+    echo "dynamo-local: $name ($pid) is running; last lines of $LOG_DIR/$name.log:" >&2
+  else
+    echo "dynamo-local: $name (${pid:-no pid}) is not running; last lines of $LOG_DIR/$name.log:" >&2
+  fi
+  grep -v "not supported for MM-aware KV routing" "$LOG_DIR/$name.log" 2>/dev/null | tail -n 15 >&2
+}
+
 cmd_restart_frontend() {
   dyn_env; export_settings
   local pid t0 signal=TERM; t0=$(now)
@@ -511,12 +579,15 @@ cmd_restart_frontend() {
   if pid_is_ours "$pid"; then
     # TERM: the frontend drains open streams first (up to the 10 s below); --kill: a crash.
     kill -"$signal" "$pid" && echo "dynamo-local: $signal frontend ($pid)"
-    for _ in $(seq 1 40); do pid_is_ours "$pid" || break; sleep 0.25; done
-    pid_is_ours "$pid" && kill -KILL "$pid"
+    wait_exited "$pid" 10 || { pid_is_ours "$pid" && kill -KILL "$pid"; }
+    wait_exited "$pid" 10 || die "the frontend ($pid) still holds its resources 10 s after kill -9"
   fi
   forget_pid frontend
+  local i
+  for ((i = 0; i < 100; i++)); do port_free "$FRONTEND_PORT" && break; sleep 0.05; done
+  port_free "$FRONTEND_PORT" || die "port $FRONTEND_PORT still accepts connections after the frontend exited"
   start_frontend
-  helper wait-ready || exit 1
+  FRONTEND_PID=$(pid_of frontend) helper wait-ready || { explain_failure frontend; exit 1; }
   echo "dynamo-local: frontend back in $(elapsed "$t0") s"
 }
 

@@ -17,7 +17,7 @@ mod stack;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use stack::{Stack, repo_root};
@@ -53,9 +53,14 @@ impl Private {
     }
 
     fn run(&self, args: &[&str]) -> Output {
+        self.run_env(args, &[])
+    }
+
+    /// `run` with extra environment variables (set after the ones the private stack clears).
+    fn run_env(&self, args: &[&str], extra: &[(&str, &str)]) -> Output {
         let b = self.base;
-        Command::new(repo_root().join("scripts/dynamo-local.sh"))
-            .args(args)
+        let mut cmd = Command::new(repo_root().join("scripts/dynamo-local.sh"));
+        cmd.args(args)
             .env("RUN_DIR", &self.run_dir)
             .env("FRONTEND_PORT", b.to_string())
             .env("SELECT_PORT", (b + 92).to_string())
@@ -68,13 +73,18 @@ impl Private {
             .env_remove("NO_KV_EVENTS_WORKERS")
             .env_remove("UNREGISTERED_WORKERS")
             .env_remove("FRONTEND_EXTRA_ARGS")
-            .output()
-            .expect("run scripts/dynamo-local.sh")
+            .envs(extra.iter().copied());
+        cmd.output().expect("run scripts/dynamo-local.sh")
     }
 
-    /// Runs a verb and checks its exit code; returns stdout.
+    /// Runs a verb and checks its exit code; returns stdout and stderr.
     fn verb(&self, args: &[&str], want: i32) -> String {
-        let out = self.run(args);
+        self.verb_env(args, &[], want)
+    }
+
+    /// `verb` with extra environment variables.
+    fn verb_env(&self, args: &[&str], extra: &[(&str, &str)], want: i32) -> String {
+        let out = self.run_env(args, extra);
         let (so, se) = (
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -97,6 +107,15 @@ impl Private {
                 Some((n.to_owned(), p.trim().parse().ok()?))
             })
             .collect()
+    }
+
+    /// The recorded PID of process NAME (the newest line for it).
+    fn pid(&self, name: &str) -> u32 {
+        let pids = self.pids();
+        let found = pids.iter().rev().find(|(n, _)| n == name);
+        found
+            .map(|x| x.1)
+            .unwrap_or_else(|| panic!("no pid for {name}: {pids:?}"))
     }
 
     fn table(&self) -> Vec<Value> {
@@ -237,6 +256,56 @@ async fn restart_checked(p: &Private, http: &reqwest::Client, name: &str, other:
     }
 }
 
+/// restart-frontend: a frontend that cannot start is reported at once, with its log, not after the
+/// readiness timeout; a crash (`--kill`) with a stream open and a drain (TERM) both bring back a
+/// frontend that serves both models on the same port, and the old process is gone, threads and all.
+async fn frontend_restarts_checked(p: &Private, http: &reqwest::Client) {
+    let t0 = Instant::now();
+    let out = p.verb_env(
+        &["restart-frontend", "--kill"],
+        &[
+            ("FRONTEND_EXTRA_ARGS", "--no-such-flag"),
+            ("READY_TIMEOUT", "60"),
+        ],
+        1,
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "a dead frontend took {:?} to report: {out}",
+        t0.elapsed()
+    );
+    assert!(out.contains("exited while waiting"), "{out}");
+    assert!(out.contains("no-such-flag"), "the frontend's log: {out}");
+
+    for args in [
+        &["restart-frontend", "--kill"][..],
+        &["restart-frontend"][..],
+    ] {
+        let old = p.pid("frontend");
+        // An open stream when the frontend goes: the port is then held until every thread exits.
+        let stream = http
+            .post(format!("{}/v1/completions", p.frontend()))
+            .json(
+                &serde_json::json!({"model": "capable", "prompt": stack::fresh_tokens(40),
+                                      "max_tokens": 2000, "stream": true}),
+            )
+            .send();
+        let stream = tokio::spawn(stream);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let out = p.verb(args, 0);
+        assert!(out.contains("frontend back in"), "{args:?}: {out}");
+        assert!(
+            !alive(old),
+            "{args:?}: the old frontend ({old}) is still alive"
+        );
+        assert_ne!(p.pid("frontend"), old, "{args:?}");
+        for (name, model) in [("efficient-w0", "efficient"), ("capable-dp", "capable")] {
+            served_on(http, &p.frontend(), model, (p.worker_id(name), 0), false).await;
+        }
+        stream.abort();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_dynamo_launcher_every_verb() {
     let Some(shared) = Stack::acquire("real_dynamo_launcher_every_verb").await else {
@@ -307,6 +376,8 @@ async fn real_dynamo_launcher_every_verb() {
     // restart-worker on the first row, then on a later (data-parallel) row.
     restart_checked(&p, &http, "efficient-w0", "capable-dp").await;
     restart_checked(&p, &http, "capable-dp", "efficient-w0").await;
+
+    frontend_restarts_checked(&p, &http).await;
 
     // register: a registration deleted behind the launcher's back comes back; a second register is a
     // no-op (a live worker is never re-registered).
