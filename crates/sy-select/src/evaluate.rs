@@ -604,17 +604,24 @@ pub struct AllPairs {
 }
 
 impl AllPairs {
-    /// The decision inputs of every pair of `records`.
+    /// The decision inputs of every pair of `records`, in pair order (on every core: unpacking
+    /// a pair and taking its features' logarithms is most of the work).
     pub fn new(records: &ProbeTable) -> AllPairs {
+        use rayon::prelude::*;
         let keys: Vec<u64> = (0..records.condition_count())
             .map(|c| {
                 let (run, condition) = records.condition_key(c as u32);
                 condition_key(run, condition)
             })
             .collect();
-        let (pairs, conditions): (Vec<Option<EvalPair>>, Vec<u32>) = records
-            .pairs()
-            .map(|p| {
+        // Indexed (a pair per index, none left out), so both vectors are filled in place.
+        let (pairs, conditions): (Vec<Option<EvalPair>>, Vec<u32>) = (0..records.pair_count())
+            .into_par_iter()
+            .map(|i| {
+                // Always a pair: `i < pair_count`.
+                let Some(p) = records.pair(i) else {
+                    return (None, u32::MAX);
+                };
                 let c = p.condition();
                 let key = keys.get(c as usize).copied().unwrap_or_default();
                 (EvalPair::from_pair_in(&p, key), c)

@@ -711,6 +711,15 @@ impl ProbeTable {
         })
     }
 
+    /// The `i`-th load-phase probe of [`ProbeTable::pairs`] (`None` past the last).
+    pub fn pair(&self, i: usize) -> Option<ProbePair<'_>> {
+        let &[e, c] = self.pairs.get(i)?;
+        Some(ProbePair {
+            efficient: self.row(e as usize),
+            capable: self.row(c as usize),
+        })
+    }
+
     /// Number of load-phase probes.
     pub fn pair_count(&self) -> usize {
         self.pairs.len()
