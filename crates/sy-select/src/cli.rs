@@ -7,8 +7,8 @@ use sy_run::Artifact;
 
 use crate::select::{DEFAULT_LIMITS, SelectOptions};
 use clap::{Parser, Subcommand, ValueEnum};
+use sy_calibration::margins::inputs;
 use sy_cli::{CacheArgs, CommonArgs, ToolError};
-use sy_margin::inputs;
 use sy_records::Split;
 use sy_selector::{GuardLimits, Variant};
 

@@ -9,8 +9,8 @@
 
 use std::path::PathBuf;
 
+use sy_calibration::margins::{InputsError, MarginsFileError};
 use sy_cli::RunError;
-use sy_margin::{InputsError, MarginsFileError};
 use sy_records::{RecordsError, Split};
 use sy_selector::{BundleError, ParamsError, Variant};
 
@@ -114,7 +114,7 @@ impl SelectError {
 #[derive(Debug, thiserror::Error)]
 pub enum SeedError {
     #[error("{0}")]
-    Fit(#[source] sy_fit::FitError),
+    Fit(#[source] sy_calibration::fitting::FitError),
     /// No margin for the named estimator: no uncertainty-split pair gave an error.
     #[error("no uncertainty-split pair ({0})")]
     NoUncertaintyPair(&'static str),

@@ -549,7 +549,7 @@ fn f_column_label(q: &sy_selector::QTable, j: usize) -> String {
 fn q_plots(
     name: &str,
     est: &ModelEstimators,
-    report: Option<&sy_fit::qbuild::QTableReport>,
+    report: Option<&sy_calibration::fitting::qbuild::QTableReport>,
 ) -> (Plot, Plot) {
     let q = &est.q;
     let n_axis = q.n_axis();

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use sy_run::Artifact;
 
 use serde::{Deserialize, Serialize};
-use sy_margin::{FitEstimators, MarginsFile, inputs};
+use sy_calibration::margins::{FitEstimators, MarginsFile, inputs};
 use sy_records::Split;
 use sy_selector::{
     Bundle, GuardLimits, InputFile, Margins, Provenance, RuleParams, Thresholds, Variant,
@@ -20,7 +20,7 @@ use crate::search::{Landscape, SearchOutcome};
 use crate::search_view::SearchView;
 use crate::stability::{SeedRuns, Stability, StabilitySettings, run_seeds};
 use crate::uncertainty::{Headline, Uncertainty, coefficient_intervals, headline, uncertainty};
-use sy_fit::ConditionSumsTable;
+use sy_calibration::fitting::ConditionSumsTable;
 /// Defined with the run directory's layout (`sy_run::layout`).
 pub use sy_run::SELECTION_SCHEMA_VERSION;
 use sy_stats::BootstrapConfig;
@@ -121,7 +121,7 @@ pub struct SelectOutput {
     pub margins: MarginsFile,
     /// fit.json as written by sy-fit (Q-table cells, R², coefficient intervals); `None` for a
     /// minimal fit file holding only the estimators.
-    pub fit_file: Option<sy_fit::FitFile>,
+    pub fit_file: Option<sy_calibration::fitting::FitFile>,
     /// Selection-split pairs (for the report's plots).
     pub selection_pairs: Vec<EvalPair>,
     /// Each variant's selected TTFT of every selection-split pair, in `selection_pairs` order,
@@ -143,8 +143,10 @@ fn stability_settings(opts: &SelectOptions, inputs: &Inputs) -> Option<Stability
     Some(StabilitySettings {
         seeds: opts.stability_seeds.clone(),
         fractions: inputs.splits.fractions,
-        folds: fit_file.map_or(sy_fit::FitConfig::default().folds, |f| f.settings.folds),
-        alpha_grid: fit_file.map_or_else(sy_fit::fit::default_alpha_grid, |f| {
+        folds: fit_file.map_or(sy_calibration::fitting::FitConfig::default().folds, |f| {
+            f.settings.folds
+        }),
+        alpha_grid: fit_file.map_or_else(sy_calibration::fitting::fit::default_alpha_grid, |f| {
             f.settings.alpha_grid.clone()
         }),
         margin_level: inputs.margins_file.level,
@@ -238,7 +240,7 @@ struct Inputs {
     fit: FitEstimators,
     /// The full fit.json (Q-table cells, CV settings) when sy-fit wrote it; a minimal file with
     /// only the estimators (as tests write) is enough to select.
-    fit_file: Option<sy_fit::FitFile>,
+    fit_file: Option<sy_calibration::fitting::FitFile>,
     margins_file: MarginsFile,
     splits: sy_records::SplitTable,
     /// Provenance: the records, then fit.json, margins.json and splits.json.
@@ -248,7 +250,7 @@ struct Inputs {
 /// Reads every input and checks the provenance chain, the split coverage and the split seed.
 fn load_inputs(opts: &SelectOptions) -> Result<(Inputs, sy_records::ProbeTable), SelectError> {
     let fit = inputs::read_fit(&opts.fit)?;
-    let fit_file = sy_fit::FitFile::read(&opts.fit).ok();
+    let fit_file = sy_calibration::fitting::FitFile::read(&opts.fit).ok();
     let margins_file = MarginsFile::read(&opts.margins)?;
     let splits = inputs::read_splits(&opts.splits)?;
     let loaded = inputs::load_records(

@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use sy_fit::ConditionSumsTable;
-use sy_margin::FitEstimators;
+use sy_calibration::fitting::ConditionSumsTable;
+use sy_calibration::margins::FitEstimators;
 use sy_records::{ConditionSplits, Split, SplitFractions};
 use sy_selector::{Margins, RuleParams, Thresholds, Variant};
 
@@ -89,8 +89,12 @@ impl<'a> Shared<'a> {
                 let measured = p.ttft_eff_ms - p.ttft_cap_ms;
                 (c, p.efficient(), p.capable(), *p.features(), measured)
             });
-        let (blind, cache) =
-            sy_margin::margin_values_of_pairs(fit, pairs, condition_splits.len(), level);
+        let (blind, cache) = sy_calibration::margins::margin_values_of_pairs(
+            fit,
+            pairs,
+            condition_splits.len(),
+            level,
+        );
         Ok(Margins {
             blind: blind.ok_or(SeedError::NoUncertaintyPair("blind"))?,
             cache: cache.ok_or(SeedError::NoUncertaintyPair("cache"))?,
@@ -104,7 +108,7 @@ fn one_seed(
     s: &StabilitySettings,
 ) -> Result<SeedChoice, SeedError> {
     let splits = ConditionSplits::assign(shared.inputs.conditions(), seed, s.fractions);
-    let config = sy_fit::FitConfig {
+    let config = sy_calibration::fitting::FitConfig {
         folds: s.folds,
         alpha_grid: s.alpha_grid.clone(),
         seed,

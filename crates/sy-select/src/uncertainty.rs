@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use sy_margin::MarginsFile;
+use sy_calibration::margins::MarginsFile;
 use sy_selector::{Model, Variant};
 use sy_stats::{BootstrapConfig, GroupDraws, Interval, SeriesIntervals, bootstrap_quantile};
 
@@ -61,7 +61,9 @@ pub struct Uncertainty {
 
 /// The coefficient intervals of `fit.json` by `<model>.<estimator>` (see
 /// [`Uncertainty::coefficients`]).
-pub fn coefficient_intervals(fit: Option<&sy_fit::FitFile>) -> BTreeMap<String, Vec<Interval>> {
+pub fn coefficient_intervals(
+    fit: Option<&sy_calibration::fitting::FitFile>,
+) -> BTreeMap<String, Vec<Interval>> {
     let Some(fit) = fit else {
         return BTreeMap::new();
     };
@@ -142,7 +144,7 @@ pub fn uncertainty<P: std::borrow::Borrow<EvalPair> + Sync>(
     let mut conditions = groups.clone();
     conditions.sort_unstable();
     conditions.dedup();
-    let margin = |name: &str, e: &sy_margin::EstimatorMargin| {
+    let margin = |name: &str, e: &sy_calibration::margins::EstimatorMargin| {
         let scores: Vec<f64> = e
             .estimate
             .condition_scores

@@ -12,8 +12,8 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
+use sy_calibration::margins::testkit::{true_estimators, write_fit};
 use sy_margin::MarginOptions;
-use sy_margin::testkit::{true_estimators, write_fit};
 use sy_records::synth::{SynthSpec, generate};
 use sy_records::{SplitFractions, SplitTable, write_jsonl};
 use sy_selector::{Bundle, DecisionInput, Model, Variant};

@@ -15,12 +15,12 @@
 use sy_records::{ConditionIndex, ProbeTable, Split, SplitTable};
 use sy_selector::{FeatureMoments, LoadCorrection, Model, ModelEstimators, QTable, Standardiser};
 
-use crate::fit::{
+use crate::fitting::fit::{
     ESTIMATORS, FitConfig, FitError, assign_folds, condition_places, cv_and_solve, estimator_name,
     load_rows, per_model, places_by_index, usable_row,
 };
-use crate::qbuild::{QBuildError, QTableReport, build_q_table};
-use crate::ridge::SuffStats;
+use crate::fitting::qbuild::{QBuildError, QTableReport, build_q_table};
+use crate::fitting::ridge::SuffStats;
 
 /// What every fit of the same records shares, whatever the split table: each model's Q table
 /// (from the Q-grid records) and the sums of its ok load-phase rows per condition. Made once by
@@ -57,7 +57,7 @@ impl ConditionSumsTable {
         &self.conditions
     }
 
-    /// The estimators of both models (efficient, capable) that [`crate::fit`] gives under
+    /// The estimators of both models (efficient, capable) that [`crate::fitting::fit`] gives under
     /// `splits`, equal to rounding, without visiting a row and without the diagnostics (R²,
     /// residuals, intervals, warnings).
     pub fn estimators(

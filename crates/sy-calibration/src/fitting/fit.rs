@@ -28,9 +28,9 @@ use sy_selector::{
     raw_features, regression_target,
 };
 
-use crate::qbuild::{QBuildError, QTableReport, build_q_table};
-use crate::ridge::{RidgeError, RidgeSolution, SuffStats, solve};
-use crate::stats::quantile_unsorted;
+use crate::fitting::qbuild::{QBuildError, QTableReport, build_q_table};
+use crate::fitting::ridge::{RidgeError, RidgeSolution, SuffStats, solve};
+use crate::fitting::stats::quantile_unsorted;
 
 /// Default number of cross-validation folds.
 pub const DEFAULT_FOLDS: usize = 5;

@@ -9,8 +9,8 @@ use linfa::DatasetBase;
 use linfa::traits::Fit;
 use ndarray::{Array1, Array2};
 use proptest::prelude::*;
-use sy_fit::fit::{FitConfig, assign_folds, fit};
-use sy_fit::ridge::{Ridge, SuffStats, solve};
+use sy_calibration::fitting::fit::{FitConfig, assign_folds, fit};
+use sy_calibration::fitting::ridge::{Ridge, SuffStats, solve};
 use sy_records::synth::{SynthSpec, generate};
 use sy_records::{Phase, Split, SplitFractions, SplitTable};
 
@@ -244,7 +244,7 @@ fn estimators_by_index_equal_those_by_split_table() {
         ..spec()
     });
     let table = sy_records::ProbeTable::from_records(&records).unwrap();
-    let prepared = sy_fit::ConditionSumsTable::new(&table);
+    let prepared = sy_calibration::fitting::ConditionSumsTable::new(&table);
     for (seed, folds) in [(0, 5), (3, 2), (9, 500)] {
         let fractions = SplitFractions::default();
         let named = SplitTable::build(&records, seed, fractions);
@@ -263,7 +263,10 @@ fn estimators_by_index_equal_those_by_split_table() {
     let none = vec![None; table.conditions().count()];
     let err = prepared.estimators_by_index(&none, &FitConfig::default());
     assert!(
-        matches!(err, Err(sy_fit::FitError::TooFewConditions(0))),
+        matches!(
+            err,
+            Err(sy_calibration::fitting::FitError::TooFewConditions(0))
+        ),
         "{err:?}"
     );
 }
@@ -275,7 +278,7 @@ fn estimators_by_index_equal_those_by_split_table() {
 fn estimators_from_condition_sums_equal_the_row_fit() {
     let records = generate(&spec());
     let table = sy_records::ProbeTable::from_records(&records).unwrap();
-    let prepared = sy_fit::ConditionSumsTable::new(&table);
+    let prepared = sy_calibration::fitting::ConditionSumsTable::new(&table);
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-3);
     for seed in [0, 3, 7] {
         let splits = SplitTable::build(&records, seed, SplitFractions::default());

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use sy_records::{Phase, ProbeTable, Status};
 use sy_selector::QTable;
 
-use crate::stats::{median, quantile_sorted};
+use crate::fitting::stats::{median, quantile_sorted};
 
 /// One cell of a Q table, as measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

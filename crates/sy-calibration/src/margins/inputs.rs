@@ -9,7 +9,7 @@ use sy_records::{LoadOptions, ProbeTable, SplitTable};
 use sy_run::Artifact;
 use sy_selector::{InputFile, ModelEstimators};
 
-pub use crate::error::InputsError;
+pub use crate::margins::error::InputsError;
 
 /// Both models' estimators, as `sy-fit` froze them in `fit.json`.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,7 +85,7 @@ pub fn input_file(path: &Path) -> Result<InputFile, InputsError> {
 }
 
 /// The estimators of `model` in a `fit.json` document: `models.<model>.estimators`, as `sy-fit`
-/// writes them (`sy_fit::FitFile`; the document's kind and version are already checked). Only
+/// writes them ([`crate::fitting::FitFile`]; the document's kind and version are already checked). Only
 /// this member is read, so the fit file's diagnostics may grow without breaking the later tools.
 fn estimators_of(root: &Value, model: &str) -> Result<ModelEstimators, String> {
     let at = root

@@ -13,7 +13,7 @@ use sy_records::{SplitCounts, SplitFractions};
 use sy_run::{Artifact, ArtifactError};
 use sy_selector::{Model, ModelEstimators};
 
-use crate::fit::ModelFits;
+use crate::fitting::fit::ModelFits;
 /// Defined with the run directory's layout (`sy_run::layout`).
 pub use sy_run::FIT_SCHEMA_VERSION;
 
