@@ -8,11 +8,12 @@
 //!   cross-validation, from the records or from per-condition sums (`sy-fit` writes
 //!   `fit.json`; `sy-select`'s stability seeds refit for each split seed);
 //! * [`margins`] — the 90th-percentile margins of the predicted advantage on the uncertainty
-//!   split (`sy-margin` writes `margins.json`; the seeds recompute them), and [`margins::inputs`],
-//!   the checked reading of what the earlier tools wrote into a run directory.
+//!   split (`sy-margin` writes `margins.json`; the seeds recompute them);
+//! * [`inputs`] — the checked reading of what the earlier tools wrote into a run directory.
 //!
 //! Every formula is `sy-selector`'s; the run directory's names, versions and checked reads are
 //! `sy-run`'s.
 
 pub mod fitting;
+pub mod inputs;
 pub mod margins;

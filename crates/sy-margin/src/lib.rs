@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use sy_records::{ProbePair, Split};
 use sy_selector::InputFile;
 
+pub use sy_calibration::inputs;
 pub use sy_calibration::margins::*;
 
 /// Everything `sy-margin` needs to run.

@@ -7,7 +7,7 @@ use sy_run::Artifact;
 
 use crate::select::{DEFAULT_LIMITS, SelectOptions};
 use clap::{Parser, Subcommand, ValueEnum};
-use sy_calibration::margins::inputs;
+use sy_calibration::inputs;
 use sy_cli::{CacheArgs, CommonArgs, ToolError};
 use sy_records::Split;
 use sy_selector::{GuardLimits, Variant};

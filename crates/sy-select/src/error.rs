@@ -9,7 +9,8 @@
 
 use std::path::PathBuf;
 
-use sy_calibration::margins::{InputsError, MarginsFileError};
+use sy_calibration::inputs::InputsError;
+use sy_calibration::margins::MarginsFileError;
 use sy_cli::RunError;
 use sy_records::{RecordsError, Split};
 use sy_selector::{BundleError, ParamsError, Variant};

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use sy_calibration::margins::inputs;
+use sy_calibration::inputs;
 use sy_records::{ProbePair, Split};
 use sy_selector::{Bundle, Decision, DecisionInput, Variant};
 

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use sy_run::Artifact;
 
 use serde::{Deserialize, Serialize};
-use sy_calibration::margins::{FitEstimators, MarginsFile, inputs};
+use sy_calibration::inputs::{self, FitEstimators};
+use sy_calibration::margins::MarginsFile;
 use sy_records::Split;
 use sy_selector::{
     Bundle, GuardLimits, InputFile, Margins, Provenance, RuleParams, Thresholds, Variant,

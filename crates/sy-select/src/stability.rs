@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use sy_calibration::fitting::ConditionSumsTable;
-use sy_calibration::margins::FitEstimators;
+use sy_calibration::inputs::FitEstimators;
 use sy_records::{ConditionSplits, Split, SplitFractions};
 use sy_selector::{Margins, RuleParams, Thresholds, Variant};
 

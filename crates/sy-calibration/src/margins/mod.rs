@@ -22,10 +22,9 @@
 //! Output: `margins.json` in the run directory (`schemas/margins.schema.json`).
 //!
 //! Errors are typed ([`error`]): the binaries turn them into `sy_cli::ToolError` (and its exit
-//! code) at the edge. [`inputs`] reads what the earlier tools wrote into a run directory.
+//! code) at the edge.
 
 pub mod error;
-pub mod inputs;
 pub mod stats;
 pub mod testkit;
 
@@ -39,8 +38,8 @@ use sy_selector::{
     CandidateFeatures, Estimator, InputFile, Observation, PredictError, predict_prepared,
 };
 
-pub use error::{InputsError, MarginError, MarginsFileError};
-pub use inputs::FitEstimators;
+pub use crate::inputs::FitEstimators;
+pub use error::{MarginError, MarginsFileError};
 pub use stats::{
     AdvantageError, ConditionMaxima, ConditionScore, MarginEstimate, RepeatSummary,
     margin_from_pairs,

@@ -1,5 +1,6 @@
-//! Reading what the earlier tools wrote into a run directory: records, `splits.json`,
-//! `fit.json`. Shared by `sy-margin` and `sy-select`.
+//! Reading what the earlier tools wrote into a run directory, checked: records (through the
+//! probe-table cache), `splits.json`, the estimators of `fit.json`, and the provenance that ties
+//! an artifact to the files it was made from. Shared by `sy-margin` and `sy-select`.
 
 use std::path::{Path, PathBuf};
 
@@ -9,7 +10,9 @@ use sy_records::{LoadOptions, ProbeTable, SplitTable};
 use sy_run::Artifact;
 use sy_selector::{InputFile, ModelEstimators};
 
-pub use crate::margins::error::InputsError;
+mod error;
+
+pub use error::InputsError;
 
 /// Both models' estimators, as `sy-fit` froze them in `fit.json`.
 #[derive(Debug, Clone, PartialEq)]
