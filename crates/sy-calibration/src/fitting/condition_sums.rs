@@ -16,8 +16,8 @@ use sy_records::{ConditionIndex, ProbeTable, Split, SplitTable};
 use sy_selector::{FeatureMoments, LoadCorrection, Model, ModelEstimators, QTable, Standardiser};
 
 use crate::fitting::fit::{
-    ESTIMATORS, FitConfig, FitError, assign_folds, condition_places, cv_and_solve, estimator_name,
-    load_rows, per_model, places_by_index, usable_row,
+    ESTIMATORS, FitConfig, FitError, NoTarget, assign_folds, condition_places, cv_and_solve,
+    estimator_name, load_rows, per_model, places_by_index, usable_row,
 };
 use crate::fitting::qbuild::{QBuildError, QTableReport, build_q_table};
 use crate::fitting::ridge::SuffStats;
@@ -192,7 +192,7 @@ impl Default for ConditionSums {
 
 impl ConditionSums {
     /// Adds one usable row.
-    fn push(&mut self, raw: [f64; 3], targets: &[Result<f64, &'static str>; 2]) {
+    fn push(&mut self, raw: [f64; 3], targets: &[Result<f64, NoTarget>; 2]) {
         self.features.push(raw);
         for (stats, target) in self.targets.iter_mut().zip(targets) {
             if let Ok(y) = target {

@@ -24,8 +24,8 @@ use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 use sy_records::{ConditionIndex, Phase, ProbeTable, Split, SplitTable, Status};
 use sy_selector::{
-    Estimator, InvalidInput, LoadCorrection, ModelEstimators, PredictError, QTable, Standardiser,
-    raw_features, regression_target,
+    Estimator, Field, InvalidInput, LoadCorrection, ModelEstimators, PredictError, QTable,
+    Standardiser, raw_features, regression_target,
 };
 
 use crate::fitting::qbuild::{QBuildError, QTableReport, build_q_table};
@@ -338,21 +338,44 @@ pub(crate) fn places_by_index(
     Ok((places, k))
 }
 
-/// One usable fit-split row of one model.
+/// One usable fit-split row of one model (72 bytes: a fit at 10 M records holds millions).
 struct Row {
     raw: [f64; 3],
     ttft: f64,
-    fold: usize,
+    /// The condition's fold (`u32::MAX`: none).
+    fold: u32,
     cond: u32,
-    /// Regression targets (blind, cache); Err = reason.
-    target: [Result<f64, &'static str>; 2],
+    /// Regression targets (blind, cache), or why there is none.
+    target: [Result<f64, NoTarget>; 2],
 }
 
-fn reason(e: &PredictError) -> &'static str {
-    match e {
-        PredictError::Invalid(InvalidInput { field, .. }) => field.as_str(),
-        PredictError::OutOfRange { .. } => "q_out_of_range",
-        PredictError::NonPositive { .. } => "non_positive",
+// Millions of rows per model at 10 M records: every byte is ~10 MB of fresh pages.
+const _: () = assert!(std::mem::size_of::<Row>() <= 72);
+
+/// Why a row has no regression target: what `fit.json` counts it under ([`NoTarget::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NoTarget {
+    Invalid(Field),
+    OutOfRange,
+    NonPositive,
+}
+
+impl NoTarget {
+    fn of(e: &PredictError) -> NoTarget {
+        match e {
+            PredictError::Invalid(InvalidInput { field, .. }) => NoTarget::Invalid(*field),
+            PredictError::OutOfRange { .. } => NoTarget::OutOfRange,
+            PredictError::NonPositive { .. } => NoTarget::NonPositive,
+        }
+    }
+
+    /// The reason's name: the invalid field's, `q_out_of_range` or `non_positive`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            NoTarget::Invalid(field) => field.as_str(),
+            NoTarget::OutOfRange => "q_out_of_range",
+            NoTarget::NonPositive => "non_positive",
+        }
     }
 }
 
@@ -406,8 +429,8 @@ pub fn fit(
 pub(crate) struct Usable {
     pub(crate) raw: [f64; 3],
     ttft: f64,
-    /// Regression targets (blind, cache); Err = reason.
-    pub(crate) target: [Result<f64, &'static str>; 2],
+    /// Regression targets (blind, cache), or why there is none.
+    pub(crate) target: [Result<f64, NoTarget>; 2],
 }
 
 /// `f` of the efficient and of the capable model, in parallel when `parallel` (the models share
@@ -436,7 +459,7 @@ pub(crate) fn usable_row(r: &sy_records::Row<'_>, q: &QTable) -> Result<Usable, 
     let raw = raw_features(&obs).map_err(|e| e.field.as_str())?;
     let ttft = r.ttft_ms().ok_or("ttft_ms")?;
     let target =
-        ESTIMATORS.map(|e| regression_target(q, e, &obs, ttft).map_err(|err| reason(&err)));
+        ESTIMATORS.map(|e| regression_target(q, e, &obs, ttft).map_err(|err| NoTarget::of(&err)));
     Ok(Usable { raw, ttft, target })
 }
 
@@ -530,7 +553,7 @@ fn fit_rows(
             Ok(u) => rows.push(Row {
                 raw: u.raw,
                 ttft: u.ttft,
-                fold,
+                fold: u32::try_from(fold).unwrap_or(u32::MAX),
                 cond,
                 target: u.target,
             }),
@@ -676,7 +699,7 @@ fn target_count(rows: &[Row], ei: usize) -> (f64, f64, BTreeMap<String, usize>) 
                 n += 1.0;
                 sum += y;
             }
-            Err(why) => *skipped.entry(why.to_string()).or_insert(0) += 1,
+            Err(why) => *skipped.entry(why.as_str().to_string()).or_insert(0) += 1,
         }
     }
     (n, sum, skipped)
@@ -696,7 +719,7 @@ fn fold_and_condition_stats(
     for r in rows {
         if let Ok(y) = r.target[ei] {
             let z = standardiser.standardise(r.raw);
-            if let Some(s) = fold_stats.get_mut(r.fold) {
+            if let Some(s) = fold_stats.get_mut(r.fold as usize) {
                 s.push(&z, y - shift);
             }
             match by_condition.last_mut() {
