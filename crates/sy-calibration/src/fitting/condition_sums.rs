@@ -57,7 +57,7 @@ impl ConditionSumsTable {
         &self.conditions
     }
 
-    /// The estimators of both models (efficient, capable) that [`crate::fitting::fit`] gives under
+    /// The estimators of both models (efficient, capable) that [`crate::fitting::fit`](fn@crate::fitting::fit) gives under
     /// `splits`, equal to rounding, without visiting a row and without the diagnostics (R²,
     /// residuals, intervals, warnings).
     pub fn estimators(

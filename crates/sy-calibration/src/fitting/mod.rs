@@ -9,7 +9,7 @@
 //! 2. the **standardiser** — mean and std of `log1p` N, R, P on the **fit split** only;
 //! 3. the **load correction** of each estimator — a ridge regression of `TTFT − Q(N, f)` (f = 0
 //!    for cache-blind) on the standardised features, intercept unpenalised, alpha chosen by grouped
-//!    k-fold cross-validation inside the fit split ([`fit`]).
+//!    k-fold cross-validation inside the fit split ([`fit`](mod@fit)).
 //!
 //! Every formula (features, Q lookup, targets) is sy-selector's; this module only chooses rows
 //! and solves. The ridge ([`ridge`]) is a closed-form solve on sufficient statistics, so the whole CV
