@@ -560,7 +560,7 @@ cmd_restart_worker() {
 }
 
 # explain_failure NAME: after a failed wait, whether NAME's process still runs and its log's last lines
-# (the mocker's per-model multimodal-routing warning, repeated on every model load, left out).
+# (the frontend's multimodal-routing warning, repeated for every model it loads, left out).
 explain_failure() {
   local name=$1 pid; pid=$(pid_of "$name")
   if pid_is_ours "$pid"; then

@@ -635,17 +635,17 @@ impl AllPairs {
         }
     }
 
-    /// Each pair's index, whether its condition is in `split` and whether it is measured (read
-    /// from the small columns only).
+    /// Each pair's index and condition, whether that condition is in `split` and whether the
+    /// pair is measured (read from the small columns only).
     fn in_split<'s, 'c>(
         &'s self,
         condition_splits: &'c [Option<Split>],
         split: Split,
-    ) -> impl Iterator<Item = (usize, bool, bool)> + Clone + use<'s, 'c> {
+    ) -> impl Iterator<Item = (usize, u32, bool, bool)> + Clone + use<'s, 'c> {
         let of = self.conditions.iter().zip(&self.measured).enumerate();
         of.map(move |(i, (&c, &measured))| {
             let inside = condition_splits.get(c as usize).copied().flatten() == Some(split);
-            (i, inside, measured)
+            (i, c, inside, measured)
         })
     }
 
@@ -656,9 +656,9 @@ impl AllPairs {
         split: Split,
     ) -> impl Iterator<Item = (u32, &'s EvalPair)> + Clone + use<'s> {
         let chosen = self.in_split(condition_splits, split);
-        chosen.filter_map(move |(i, inside, measured)| {
+        chosen.filter_map(move |(i, c, inside, measured)| {
             let pair = self.pairs.get(i).filter(|_| inside && measured)?;
-            Some((*self.conditions.get(i)?, pair.as_ref()?))
+            Some((c, pair.as_ref()?))
         })
     }
 
@@ -671,7 +671,7 @@ impl AllPairs {
     ) -> (Vec<&EvalPair>, u64) {
         let mut out = Vec::new();
         let mut unmeasured = 0;
-        for (i, inside, measured) in self.in_split(condition_splits, split) {
+        for (i, _, inside, measured) in self.in_split(condition_splits, split) {
             match (inside, measured) {
                 (true, true) => out.extend(self.pairs.get(i).and_then(Option::as_ref)),
                 (true, false) => unmeasured += 1,
@@ -684,7 +684,7 @@ impl AllPairs {
     /// How many pairs of the conditions in `split` are measured, and how many are not.
     pub fn count_split(&self, condition_splits: &[Option<Split>], split: Split) -> (u64, u64) {
         let (mut measured, mut unmeasured) = (0, 0);
-        for (_, inside, is_measured) in self.in_split(condition_splits, split) {
+        for (_, _, inside, is_measured) in self.in_split(condition_splits, split) {
             match (inside, is_measured) {
                 (true, true) => measured += 1,
                 (true, false) => unmeasured += 1,
@@ -697,7 +697,7 @@ impl AllPairs {
     /// Whether each pair is measured and in `split`, in pair order.
     pub fn mask(&self, condition_splits: &[Option<Split>], split: Split) -> Vec<bool> {
         self.in_split(condition_splits, split)
-            .map(|(_, inside, measured)| inside && measured)
+            .map(|(_, _, inside, measured)| inside && measured)
             .collect()
     }
 
