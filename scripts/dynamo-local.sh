@@ -335,7 +335,7 @@ def frontend_models():
     except Exception:
         return set()
 
-def exited(pid):
+def died(pid):
     """Whether process pid is gone or a zombie (FRONTEND_PID: the frontend a restart just started)."""
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -351,7 +351,7 @@ def wait(pred, what, state=None):
         v = pred()
         if v:
             return v
-        if fe_pid and exited(fe_pid):
+        if fe_pid and died(fe_pid):
             sys.exit(f"dynamo-local: the frontend ({fe_pid}) exited while waiting for {what}")
         time.sleep(0.2)
     seen = f" (last seen: {state()})" if state else ""

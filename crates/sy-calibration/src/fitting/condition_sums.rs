@@ -16,8 +16,8 @@ use sy_records::{ConditionIndex, ProbeTable, Split, SplitTable};
 use sy_selector::{FeatureMoments, LoadCorrection, Model, ModelEstimators, QTable, Standardiser};
 
 use crate::fitting::fit::{
-    ESTIMATORS, FitConfig, FitError, NoTarget, assign_folds, condition_places, cv_and_solve,
-    estimator_name, load_rows, per_model, places_by_index, usable_row,
+    ESTIMATORS, FitConfig, FitError, NoTarget, assign_folds, check_alpha_grid, condition_places,
+    cv_and_solve, estimator_name, load_rows, per_model, places_by_index, usable_row,
 };
 use crate::fitting::qbuild::{QBuildError, QTableReport, build_q_table};
 use crate::fitting::ridge::SuffStats;
@@ -57,8 +57,8 @@ impl ConditionSumsTable {
         &self.conditions
     }
 
-    /// The estimators of both models (efficient, capable) that [`crate::fitting::fit`](fn@crate::fitting::fit) gives under
-    /// `splits`, equal to rounding, without visiting a row and without the diagnostics (R²,
+    /// The estimators of both models (efficient, capable) that
+    /// [`crate::fitting::fit`](fn@crate::fitting::fit) gives under `splits`, equal to rounding, without visiting a row and without the diagnostics (R²,
     /// residuals, intervals, warnings).
     pub fn estimators(
         &self,
@@ -94,13 +94,6 @@ impl ConditionSumsTable {
         let capable = model_estimators(&self.capable, places, k, Model::Capable, config)?;
         Ok((efficient, capable))
     }
-}
-
-fn check_alpha_grid(config: &FitConfig) -> Result<(), FitError> {
-    if config.alpha_grid.is_empty() {
-        return Err(FitError::Settings("the alpha grid is empty".to_string()));
-    }
-    Ok(())
 }
 
 /// One model's Q table and per-condition sums of its usable rows.

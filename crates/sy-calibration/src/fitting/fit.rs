@@ -396,9 +396,7 @@ pub fn fit(
     splits: &SplitTable,
     config: &FitConfig,
 ) -> Result<FitResult, FitError> {
-    if config.alpha_grid.is_empty() {
-        return Err(FitError::Settings("the alpha grid is empty".to_string()));
-    }
+    check_alpha_grid(config)?;
     let (folds_of, k) = assign_folds(splits, config.folds, config.seed)?;
     let mut warnings = Vec::new();
     if k < config.folds {
@@ -422,6 +420,14 @@ pub fn fit(
         folds: k,
         warnings,
     })
+}
+
+/// Refuses an empty alpha grid (nothing to cross-validate).
+pub(crate) fn check_alpha_grid(config: &FitConfig) -> Result<(), FitError> {
+    if config.alpha_grid.is_empty() {
+        return Err(FitError::Settings("the alpha grid is empty".to_string()));
+    }
+    Ok(())
 }
 
 /// The split-independent part of a fit row.

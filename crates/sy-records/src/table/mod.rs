@@ -1156,26 +1156,18 @@ impl ProbeTable {
                     *end += text;
                 }
             });
-            s.spawn(|_| {
-                self.condition.extend_from_slice(&other.condition);
-                remap(self.condition.tail_mut(start), &conditions);
-            });
-            s.spawn(|_| {
-                self.model.extend_from_slice(&other.model);
-                remap(self.model.tail_mut(start), &models);
-            });
-            s.spawn(|_| {
-                self.decode_length.extend_from_slice(&other.decode_length);
-                remap(self.decode_length.tail_mut(start), &decode_lengths);
-            });
             macro_rules! extend {
                 ($t:expr, $other:expr; $($c:ident),*) => {
                     $(s.spawn(|_| $t.$c.extend_from_slice(&$other.$c));)*
                 };
             }
-            extend!(self, other; phase, role, status, repeat, planned_n, planned_f, present, n, k,
-                r, prefill_tokens_booked, prefill_capacity_tokens, observed_at_unix_ms,
-                sent_at_unix_ms, ttft_ms, client_server_gap_ms, pick, origins);
+            row_columns!(extend!(self, other));
+        });
+        // The appended ids are the other table's: into this table's interners.
+        rayon::scope(|s| {
+            s.spawn(|_| remap(self.condition.tail_mut(start), &conditions));
+            s.spawn(|_| remap(self.model.tail_mut(start), &models));
+            s.spawn(|_| remap(self.decode_length.tail_mut(start), &decode_lengths));
         });
     }
 
