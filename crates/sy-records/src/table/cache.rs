@@ -29,6 +29,19 @@ const MAGIC: &[u8; 8] = b"SYPROBE\0";
 const ALIGN: usize = 64;
 const KIND: &str = "sy probe-table cache";
 
+/// The size of every write into a new cache file, and the reason writes stay that small.
+///
+/// The cache is the largest thing `sy-fit` writes (1.38 GB at 10 M records), and
+/// how its pages come into the page cache decided most of sy-fit's load time on the 2-core VM
+/// of the benchmarks. Writes of a megabyte and page faults with readahead on a mapped file
+/// make the kernel (6.18, ext4) allocate large folios, and there fresh large blocks first
+/// touched cost 5–7 s of system time per 1.4 GB, against 0.6–1.1 s for the same bytes in
+/// single pages (`dd bs=1M` vs `bs=4k`; a mapped file written with and without
+/// `MADV_RANDOM`). So the mapped regions are advised random access (no readahead: one page a
+/// fault) and the rest is written a page at a time. On a machine without that cost the extra
+/// faults and writes are a few tens of milliseconds. Measured in `crates/sy-fit/README.md`.
+const PAGE: usize = 4096;
+
 /// What a table was loaded from: each record file's canonical path (so `runs/a/records.parquet`
 /// and its absolute spelling name the same file) and SHA-256, and the load options.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -188,12 +201,20 @@ fn map_mut(file: &File, offset: usize, len: usize) -> std::io::Result<memmap2::M
     // SAFETY: the file is the staged temporary this process created and sizes
     // (`sy_run::stage_open`); nobody else writes it until it is renamed into place, and each
     // region is mapped once, by the column that owns it.
-    unsafe {
+    let map = unsafe {
         memmap2::MmapOptions::new()
             .offset(offset as u64)
             .len(len)
-            .map_mut(file)
-    }
+            .map_mut(file)?
+    };
+    // Written once, front to back: no readahead of the file's holes, whose large folios were
+    // most of sy-fit's load time on a VM (see [`PAGE`]); then every page faulted in at once, in
+    // the kernel (a quarter less system time than a fault per page as the rows arrive). The
+    // region is what the rows need (the Parquet footers' count), so no page is made for
+    // nothing; a kernel without `MADV_POPULATE_WRITE` (before 5.14) faults them as they come.
+    map.advise(memmap2::Advice::Random)?;
+    let _ = map.advise(memmap2::Advice::PopulateWrite);
+    Ok(map)
 }
 
 /// Writes `table`, loaded from what `key` names, beside `path` (renamed into place by the
@@ -251,12 +272,16 @@ pub(crate) fn stage(
 /// then the header, its CRC-32 and length and the magic bytes; the file ends there.
 fn write_frame(file: &File, end: usize, columns: &[&[u8]], header: &[u8]) -> std::io::Result<()> {
     use std::io::{Seek, SeekFrom, Write};
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    // A page a write: larger writes make the page cache allocate large folios, which cost more
+    // than the whole write on a VM (see [`PAGE`]).
+    let mut out = std::io::BufWriter::with_capacity(PAGE, file);
     out.write_all(MAGIC)?;
     out.write_all(&[0; ALIGN - MAGIC.len()])?;
     out.seek(SeekFrom::Start(end as u64))?;
     for bytes in columns {
-        out.write_all(bytes)?;
+        for page in bytes.chunks(PAGE) {
+            out.write_all(page)?;
+        }
         out.write_all(&[0; ALIGN][..padding(bytes.len())])?;
     }
     out.write_all(header)?;
