@@ -711,18 +711,18 @@ impl AllPairs {
             .collect()
     }
 
-    /// Each measured pair's search view with `guard`, in pair order, and the pair index of
+    /// Each measured pair's search view with `guard`, in pair order, and the condition index of
     /// each (both vectors sized once: growing them cost more than filling them; the probes
     /// on every core).
-    pub fn search_probes(&self, guard: &GuardProbe) -> (Vec<usize>, Vec<SearchProbe>) {
+    pub fn search_probes(&self, guard: &GuardProbe) -> (Vec<u32>, Vec<SearchProbe>) {
         use rayon::prelude::*;
-        let measured: Vec<(usize, &EvalPair)> = (self.pairs.iter().enumerate())
-            .filter_map(|(i, p)| Some((i, p.as_ref()?)))
+        let measured: Vec<(u32, &EvalPair)> = (self.pairs.iter().zip(&self.conditions))
+            .filter_map(|(p, &c)| Some((c, p.as_ref()?)))
             .collect();
         let mut probes = Vec::with_capacity(measured.len());
         (measured.par_iter())
             .map(|(_, p)| guard.search_probe(p))
             .collect_into_vec(&mut probes);
-        (measured.into_iter().map(|(i, _)| i).collect(), probes)
+        (measured.into_iter().map(|(c, _)| c).collect(), probes)
     }
 }

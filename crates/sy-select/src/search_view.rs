@@ -1,9 +1,9 @@
 //! The r/p search's view of every measured pair, made once per run: each pair's search probe
-//! (guard G with the run's limits, which no split seed changes) sorted by R and by P. The run's
-//! own search on its fit split and every split seed's search read it through a mask of the
-//! split's pairs ([`SearchInput::subset`]): a filter of the same sorted lists, so no split
-//! sorts its probes again. The search sums exact integer units, so a subset of the lists gives
-//! the numbers of the subset's own lists.
+//! (guard G with the run's limits, which no split seed changes) sorted by R and by P, grouped by
+//! the pair's condition. The run's own search on its fit split and every split seed's search
+//! read it through a mask of the split's conditions ([`SearchInput::subset`]): a filter of the
+//! same sorted lists, so no split sorts its probes again. The search sums exact integer units,
+//! so a subset of the lists gives the numbers of the subset's own lists.
 
 use sy_records::Split;
 use sy_selector::GuardLimits;
@@ -11,37 +11,31 @@ use sy_selector::GuardLimits;
 use crate::evaluate::{AllPairs, GuardProbe};
 use crate::search::{Mask, SearchError, SearchInput};
 
-/// Every measured pair's search probe, sorted once, and the pair of each probe.
+/// Every measured pair's search probe, sorted once and grouped by condition.
 #[derive(Debug)]
 pub struct SearchView {
     input: Result<SearchInput, SearchError>,
-    /// The pair index (in [`AllPairs`]) of each probe.
-    pair_of_probe: Vec<usize>,
 }
 
 impl SearchView {
     /// The search probes of every measured pair of `pairs` with guard G's `limits`.
     pub fn new(pairs: &AllPairs, limits: GuardLimits) -> SearchView {
-        let (pair_of_probe, probes) = pairs.search_probes(&GuardProbe::with_limits(limits));
+        let (conditions, probes) = pairs.search_probes(&GuardProbe::with_limits(limits));
         SearchView {
-            input: SearchInput::new(&probes),
-            pair_of_probe,
+            input: SearchInput::grouped(&probes, |i| conditions[i]),
         }
     }
 
     /// The sorted probes, and which of them are the measured pairs of the conditions in
-    /// `split` (by probe index: [`SearchInput::subset`]).
+    /// `split` (by condition index: [`SearchInput::subset`]).
     pub fn of_split(
         &self,
-        pairs: &AllPairs,
         condition_splits: &[Option<Split>],
         split: Split,
     ) -> Result<(&SearchInput, Mask), SearchError> {
         let all = self.input.as_ref().map_err(Clone::clone)?;
-        let mask = pairs.mask(condition_splits, split);
-        let of_pair = &self.pair_of_probe;
-        let keep = Mask::from_fn(of_pair.len(), |probe| {
-            mask.get(of_pair[probe]).copied().unwrap_or(false)
+        let keep = Mask::from_fn(condition_splits.len(), |c| {
+            condition_splits[c] == Some(split)
         });
         Ok((all, keep))
     }

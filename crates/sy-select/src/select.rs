@@ -443,7 +443,7 @@ fn calibrate<'a>(
     // The r/p search on the fit split, the variants on the selection split, the choice.
     phases.start("searching r and p, evaluating variants");
     let (probes, fit_keep) = view
-        .of_split(all, condition_splits, Split::Fit)
+        .of_split(condition_splits, Split::Fit)
         .map_err(ChoiceError::Search)?;
     let choices = choose_on_probes(
         &base,

@@ -171,7 +171,7 @@ fn search_fit_split(
     let search_error = |e| SeedError::Choice(ChoiceError::Search(e));
     let (all_probes, fit_keep) = shared
         .view
-        .of_split(shared.pairs, condition_splits, Split::Fit)
+        .of_split(condition_splits, Split::Fit)
         .map_err(search_error)?;
     let fit_probes = all_probes.subset(&fit_keep);
     if fit_probes.is_empty() {
