@@ -9,7 +9,7 @@
 # the same records in turn, so two builds (e.g. before and after a change) are compared side by
 # side in one run; with ROUNDS (default 1) the builds take turns that many times, each round in
 # fresh run directories, and each build's total of the three tools is printed per round, then
-# its lowest, median and highest over the rounds.
+# its lowest, median and highest over the rounds. Each run directory is deleted once timed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 conditions=${1:-10000}
@@ -37,6 +37,10 @@ for round in $(seq "${ROUNDS:-1}"); do
     done
     echo "$bin in total: $total s (round $round)"
     echo "$total" >> "$work/totals-$(echo "$bin" | tr '/' '_')"
+    # Gone before the next run: every run directory kept would hold its probe-table cache in
+    # the page cache (1.4 GB at 10 M), so later rounds would run with less free memory and, on
+    # a VM whose free pages the host takes back, pay more for every fresh page than the first.
+    rm -rf "$run"
   done
 done
 for bin in "$@"; do
