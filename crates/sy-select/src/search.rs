@@ -409,7 +409,7 @@ fn descending(
         })
         .collect();
     // Unstable: equal values' gains are summed in exact integers, so their order cannot matter.
-    v.sort_unstable_by(|a, b| b.value.total_cmp(&a.value));
+    v.par_sort_unstable_by(|a, b| b.value.total_cmp(&a.value));
     v
 }
 
@@ -536,18 +536,21 @@ fn landscape_columns(p_len: usize, max: usize) -> Vec<usize> {
 /// The probes' TTFTs in exact integer units, (efficient, capable) per probe; an error names
 /// the first probe whose TTFT is not finite and non-negative.
 fn quantised(probes: &[SearchProbe]) -> Result<Vec<(i64, i64)>, SearchError> {
-    let mut units = Vec::with_capacity(probes.len());
-    for (index, pr) in probes.iter().enumerate() {
-        let ok = |v: f64| v.is_finite() && v >= 0.0;
-        if !ok(pr.ttft_eff_ms) || !ok(pr.ttft_cap_ms) {
-            return Err(SearchError::BadTtft {
-                index,
-                eff: pr.ttft_eff_ms,
-                cap: pr.ttft_cap_ms,
-            });
-        }
-        units.push((quantise(pr.ttft_eff_ms), quantise(pr.ttft_cap_ms)));
+    let ok = |v: f64| v.is_finite() && v >= 0.0;
+    let bad = |pr: &SearchProbe| !ok(pr.ttft_eff_ms) || !ok(pr.ttft_cap_ms);
+    // The first bad probe (by index, whichever thread finds one).
+    if let Some(index) = probes.par_iter().position_first(bad) {
+        let pr = &probes[index];
+        return Err(SearchError::BadTtft {
+            index,
+            eff: pr.ttft_eff_ms,
+            cap: pr.ttft_cap_ms,
+        });
     }
+    let mut units = Vec::with_capacity(probes.len());
+    (probes.par_iter())
+        .map(|pr| (quantise(pr.ttft_eff_ms), quantise(pr.ttft_cap_ms)))
+        .collect_into_vec(&mut units);
     Ok(units)
 }
 
@@ -1193,6 +1196,15 @@ mod tests {
         assert!(matches!(
             search_thresholds(&probes, RuleFamily::Count, 0),
             Err(SearchError::BadTtft { index: 0, .. })
+        ));
+        // The first bad probe is named, however the check is split between threads.
+        let mut many = vec![probe(Some(1.0), None, 10.0, 20.0); 100_000];
+        many[70_000].ttft_cap_ms = -1.0;
+        many[31_337].ttft_eff_ms = f64::INFINITY;
+        many[99_999].ttft_eff_ms = f64::NAN;
+        assert!(matches!(
+            search_thresholds(&many, RuleFamily::Count, 0),
+            Err(SearchError::BadTtft { index: 31_337, .. })
         ));
     }
 
