@@ -31,15 +31,16 @@ const KIND: &str = "sy probe-table cache";
 
 /// The size of every write into a new cache file, and the reason writes stay that small.
 ///
-/// The cache is the largest thing `sy-fit` writes (1.38 GB at 10 M records), and
-/// how its pages come into the page cache decided most of sy-fit's load time on the 2-core VM
-/// of the benchmarks. Writes of a megabyte and page faults with readahead on a mapped file
-/// make the kernel (6.18, ext4) allocate large folios, and there fresh large blocks first
-/// touched cost 5–7 s of system time per 1.4 GB, against 0.6–1.1 s for the same bytes in
-/// single pages (`dd bs=1M` vs `bs=4k`; a mapped file written with and without
-/// `MADV_RANDOM`). So the mapped regions are advised random access (no readahead: one page a
-/// fault) and the rest is written a page at a time. On a machine without that cost the extra
-/// faults and writes are a few tens of milliseconds. Measured in `crates/sy-fit/README.md`.
+/// The cache is the largest thing `sy-fit` writes (1.38 GB at 10 M records), and how its pages
+/// come into the page cache decided most of sy-fit's load time on the 2-core VM of the
+/// benchmarks. Writes of a megabyte and page faults with readahead on a mapped file make the
+/// kernel (6.18, ext4) allocate large folios, and there fresh large blocks first touched cost
+/// 4–7 s of system time per 1.4 GB, against 0.6–1.1 s for the same bytes in single pages
+/// (`dd bs=1M` vs `bs=4k`; a mapped file written with and without `MADV_RANDOM`). So the mapped
+/// regions are advised random access (no readahead: one page a fault) and populated at once,
+/// and the rest is written a page at a time. The price, measured: a tool mapping the finished
+/// cache takes more page faults to read it (sy-margin at 10 M: 63,750 instead of 57,190, about
+/// 0.05 s). Measured in `crates/sy-select/README.md`, "Benchmark" (stop 42).
 const PAGE: usize = 4096;
 
 /// What a table was loaded from: each record file's canonical path (so `runs/a/records.parquet`
