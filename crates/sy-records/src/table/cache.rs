@@ -213,7 +213,10 @@ fn map_mut(file: &File, offset: usize, len: usize) -> std::io::Result<memmap2::M
     // the kernel (a quarter less system time than a fault per page as the rows arrive). The
     // region is what the rows need (the Parquet footers' count), so no page is made for
     // nothing; a kernel without `MADV_POPULATE_WRITE` (before 5.14) faults them as they come.
-    map.advise(memmap2::Advice::Random)?;
+    // Both are hints: a mapping that refuses them is written all the same.
+    #[cfg(unix)]
+    let _ = map.advise(memmap2::Advice::Random);
+    #[cfg(target_os = "linux")]
     let _ = map.advise(memmap2::Advice::PopulateWrite);
     Ok(map)
 }
