@@ -456,12 +456,13 @@ impl TermSums {
     /// few): the values are the thresholds, and the sums at threshold `t` are those of the
     /// probes above it plus, when the term fires at its own threshold (`fires(t, t)`), those at
     /// it (a term fires for every value above a threshold and none below: `R >= r`,
-    /// `P > p`). `classes` say which guard each class of sums reads; `each` sees every probe.
+    /// `P > p`). `classes` say which guard each class of sums reads; `each` sees every probe with
+    /// the index of its value among the values by descending order.
     fn of<'a>(
         descending: impl Iterator<Item = &'a Sorted>,
         fires: fn(f64, f64) -> bool,
         classes: [fn(&GuardPass) -> bool; 2],
-        mut each: impl FnMut(&'a Sorted),
+        mut each: impl FnMut(&'a Sorted, usize),
     ) -> TermSums {
         let mut out = TermSums {
             values: Vec::new(),
@@ -471,11 +472,11 @@ impl TermSums {
         // Sums of the groups of values above the current one, and of the current group.
         let (mut above, mut group) = ([(0i128, 0u64); 2], [(0i128, 0u64); 2]);
         for s in descending {
-            each(s);
             if out.values.last() != Some(&s.value) {
                 out.close_group(&mut above, &mut group, fires);
                 out.values.push(s.value);
             }
+            each(s, out.values.len() - 1);
             for (class, g) in classes.iter().zip(&mut group) {
                 if class(&s.guard) {
                     g.0 += i128::from(s.gain);
@@ -558,9 +559,17 @@ fn valid(v: Option<f64>) -> Option<f64> {
     v.filter(|x| x.is_finite())
 }
 
-/// A probe of the both-term rules: its valid R, how many of the p values its P fires at, and
-/// its gain.
-type Joining = (Option<f64>, usize, i64);
+/// A probe of the both-term rules: its valid R (0 when it has none, otherwise 1 + the index of
+/// its R among the sweep's ascending r values), how many of the p values its P fires at, and
+/// its gain. 16 bytes: a seed's list of ~3 M at 10 M records was a quarter of sy-select's page
+/// faults at 32 bytes an entry (the value as `Option<f64>`, the count as `usize`).
+type Joining = (u32, u32, i64);
+
+/// A count or index as a [`Joining`] field (every one is below the number of probes, which
+/// [`SearchInput`] keeps below `u32::MAX`).
+fn joining_u32(v: usize) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
 
 /// The candidate thresholds and the per-term prefix sums the sweep reads.
 struct Sweep {
@@ -594,7 +603,7 @@ impl Sweep {
             prefill.then(|| input.by_p()).into_iter().flatten(),
             p_trigger,
             [|g| g.p_only, |_| false],
-            |s| {
+            |s, _| {
                 if s.guard.both && s.other().is_none() {
                     without_r.push((s.value, s.gain));
                 }
@@ -607,7 +616,7 @@ impl Sweep {
         // space only: the pages a shorter list never reaches are never touched), so it is never
         // copied while it grows.
         let mut joining: Vec<Joining> = Vec::with_capacity(if prefill { input.len() } else { 0 });
-        joining.extend(without_r.iter().map(|&(p, gain)| (None, fires_at(p), gain)));
+        joining.extend((without_r.iter()).map(|&(p, gain)| (0, joining_u32(fires_at(p)), gain)));
         let first_with_r = joining.len();
         // How many p values each probe's P fires at, by the rank of its P among all the
         // probes' (one merge, instead of a binary search per probe in R order).
@@ -621,12 +630,19 @@ impl Sweep {
             let ranked = by_rank.get(s.other_rank as usize);
             Some(ranked.map_or_else(|| fires_at(p), |&f| f as usize))
         };
-        let mut by_r = TermSums::of(input.by_r(), r_trigger, [|g| g.r_only, both], |s| {
+        // Each R by its index among the values by descending R, turned into its ascending
+        // index once their number is known.
+        let mut by_r = TermSums::of(input.by_r(), r_trigger, [|g| g.r_only, both], |s, down| {
             if prefill && s.guard.both {
-                joining.extend(fires_of(s).map(|f| (Some(s.value), f, s.gain)));
+                joining.extend(fires_of(s).map(|f| (joining_u32(down), joining_u32(f), s.gain)));
             }
         });
-        joining[first_with_r..].reverse();
+        let r_count = by_r.values.len();
+        let with_r = &mut joining[first_with_r..];
+        with_r.reverse();
+        for entry in with_r {
+            entry.0 = joining_u32(r_count - entry.0 as usize);
+        }
         let (p_sum, p_cnt) = by_p.class(0);
         let (r_sum, r_cnt) = by_r.class(0);
         let (br_sum, br_cnt) = by_r.class(1);
@@ -692,13 +708,13 @@ impl Sweep {
                 },
             );
         }
-        let mut extra = ExtraRows::new(&self.p_values, &self.joining);
+        let mut extra = ExtraRows::new(&self.p_values, &self.r_values, &self.joining);
         for (a, &r) in self.r_values.iter().enumerate() {
             if self.family != RuleFamily::CountPrefill {
                 row(a, &[]);
                 continue;
             }
-            extra.advance(r);
+            extra.advance(a);
             if skip_row(a) {
                 continue;
             }
@@ -725,6 +741,7 @@ impl Sweep {
 /// p values rather than the number of probes.
 struct ExtraRows<'a> {
     p_values: &'a [f64],
+    r_values: &'a [f64],
     joining: &'a [Joining],
     next: usize,
     /// Gains and counts of the joined probes by how many p values they fire at (0..=len).
@@ -733,9 +750,10 @@ struct ExtraRows<'a> {
 }
 
 impl<'a> ExtraRows<'a> {
-    fn new(p_values: &'a [f64], joining: &'a [Joining]) -> Self {
+    fn new(p_values: &'a [f64], r_values: &'a [f64], joining: &'a [Joining]) -> Self {
         ExtraRows {
             p_values,
+            r_values,
             joining,
             next: 0,
             bucket_sum: vec![0; p_values.len() + 1],
@@ -743,14 +761,19 @@ impl<'a> ExtraRows<'a> {
         }
     }
 
-    /// Lets in the probes that `R >= r` does not trigger (thresholds come in ascending order).
-    fn advance(&mut self, r: f64) {
-        while let Some(&(rv, fires, gain)) = self.joining.get(self.next) {
-            if matches!(rv, Some(rv) if r_trigger(rv, r)) {
+    /// Lets in the probes that `R >= r` does not trigger at the a-th r value (thresholds come
+    /// in ascending order).
+    fn advance(&mut self, a: usize) {
+        let r = self.r_values[a];
+        while let Some(&(key, fires, gain)) = self.joining.get(self.next) {
+            let rv = key
+                .checked_sub(1)
+                .and_then(|k| self.r_values.get(k as usize));
+            if rv.is_some_and(|&rv| r_trigger(rv, r)) {
                 break;
             }
-            self.bucket_sum[fires] += i128::from(gain);
-            self.bucket_cnt[fires] += 1;
+            self.bucket_sum[fires as usize] += i128::from(gain);
+            self.bucket_cnt[fires as usize] += 1;
             self.next += 1;
         }
     }
