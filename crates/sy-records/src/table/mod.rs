@@ -705,19 +705,20 @@ impl ProbeTable {
 
     /// The load-phase probes, in order of first appearance.
     pub fn pairs(&self) -> impl ExactSizeIterator<Item = ProbePair<'_>> + '_ {
-        self.pairs.iter().map(move |&[e, c]| ProbePair {
-            efficient: self.row(e as usize),
-            capable: self.row(c as usize),
-        })
+        self.pairs.iter().map(move |&rows| self.probe_pair(rows))
     }
 
     /// The `i`-th load-phase probe of [`ProbeTable::pairs`] (`None` past the last).
     pub fn pair(&self, i: usize) -> Option<ProbePair<'_>> {
-        let &[e, c] = self.pairs.get(i)?;
-        Some(ProbePair {
+        self.pairs.get(i).map(|&rows| self.probe_pair(rows))
+    }
+
+    /// The probe of an entry of `pairs`: its (efficient, capable) rows.
+    fn probe_pair(&self, [e, c]: [u32; 2]) -> ProbePair<'_> {
+        ProbePair {
             efficient: self.row(e as usize),
             capable: self.row(c as usize),
-        })
+        }
     }
 
     /// Number of load-phase probes.
