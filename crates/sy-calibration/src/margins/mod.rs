@@ -182,10 +182,11 @@ pub fn compute_margins(
 }
 
 /// Margins of both estimators over measured pairs (already restricted to the uncertainty
-/// split): what [`compute_margins`] computes once it has read the pairs.
+/// split): what [`compute_margins`] computes once it has read the pairs. The two estimators'
+/// passes run side by side (each reads every pair; neither reads the other's).
 pub fn margins_of_pairs<'a, O: std::borrow::Borrow<Observation>>(
     fit: &FitEstimators,
-    pairs: impl Iterator<Item = MarginPair<'a, O>> + Clone,
+    pairs: impl Iterator<Item = MarginPair<'a, O>> + Clone + Send + Sync,
     level: f64,
 ) -> (EstimatorMargin, EstimatorMargin) {
     let one = |estimator: Estimator| {
@@ -216,7 +217,7 @@ pub fn margins_of_pairs<'a, O: std::borrow::Borrow<Observation>>(
             excluded_by_reason: excluded,
         }
     };
-    (one(Estimator::Blind), one(Estimator::Cache))
+    rayon::join(|| one(Estimator::Blind), || one(Estimator::Cache))
 }
 
 /// The margins alone (blind, cache) of measured pairs given as `(condition index, efficient,
