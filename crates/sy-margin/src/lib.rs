@@ -6,6 +6,7 @@
 //! seeds); this crate is the command line and the run.
 
 pub mod cli;
+pub mod error;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use std::path::PathBuf;
 use sy_records::{ProbePair, Split};
 use sy_selector::InputFile;
 
+pub use error::MarginError;
 pub use sy_calibration::inputs;
 pub use sy_calibration::margins::*;
 

@@ -39,7 +39,7 @@ use sy_selector::{
 };
 
 pub use crate::inputs::FitEstimators;
-pub use error::{MarginError, MarginsFileError};
+pub use error::MarginsFileError;
 pub use stats::{
     AdvantageError, ConditionMaxima, ConditionScore, MarginEstimate, RepeatSummary,
     margin_from_pairs,
