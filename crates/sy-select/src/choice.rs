@@ -6,10 +6,12 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use sy_selector::{RuleParams, Thresholds, Variant};
+use sy_selector::{RuleParams, Thresholds, Variant, thresholds_read};
 
 pub use crate::error::ChoiceError;
-use crate::evaluate::{Detail, EvalPair, Replay, VariantStats, replay_variants};
+use crate::evaluate::{
+    Detail, EvalPair, Replay, SelectedTtfts, VariantReplay, VariantStats, replay_variants_keeping,
+};
 use crate::search::{
     Landscape, Probes, SearchOutcome, TIE_TOLERANCE_MS, ThresholdRule, search_families,
 };
@@ -35,6 +37,11 @@ pub struct Choices {
     pub landscape: Option<Landscape>,
     /// Each variant with its own searched thresholds, on the selection split.
     pub candidates: Replay,
+    /// The parameters each candidate was replayed with, in the order of `candidates`.
+    pub candidate_params: Vec<(Variant, RuleParams)>,
+    /// What each candidate selected for every pair, in pair order (empty unless the replay
+    /// was made with [`Detail::Full`]).
+    pub candidate_selected: SelectedTtfts,
     pub threshold_rule: Choice,
     pub estimator: Choice,
     /// The better of the chosen threshold rule and the chosen estimator.
@@ -43,6 +50,58 @@ pub struct Choices {
     pub thresholds: Thresholds,
     /// The frozen parameters (`base` with `thresholds`).
     pub params: RuleParams,
+}
+
+impl Choices {
+    /// The frozen parameters' (`params`) replay of every variant on the selection split
+    /// (`pairs`, the candidates' pairs), and what it selected, in [`Variant::ALL`] order: what
+    /// [`crate::evaluate::replay_all_keeping`] gives. A variant whose candidate replay read the
+    /// same parameters ([`thresholds_read`]: every variant but, when its thresholds differ, the
+    /// threshold rule not chosen) is taken from the candidates, which made the same decisions,
+    /// instead of deciding every pair again; the selected TTFTs it takes are moved out of
+    /// `candidate_selected`.
+    pub fn frozen_replay<P: std::borrow::Borrow<EvalPair>>(
+        &mut self,
+        pairs: &[P],
+        unmeasured: u64,
+    ) -> (Replay, SelectedTtfts) {
+        let frozen = &self.params;
+        let read = |v: Variant, p: &RuleParams| RuleParams {
+            thresholds: thresholds_read(v, &p.thresholds),
+            ..p.clone()
+        };
+        let mut reused: Vec<Option<(VariantReplay, Vec<f64>)>> = Variant::ALL
+            .iter()
+            .map(|&v| {
+                let (_, used) = self.candidate_params.iter().find(|(c, _)| *c == v)?;
+                let replay = self.candidates.get(v)?;
+                let (_, selected) = self.candidate_selected.iter_mut().find(|(c, _)| *c == v)?;
+                let same = read(v, used) == read(v, frozen) && selected.len() == pairs.len();
+                same.then(|| (replay.clone(), std::mem::take(selected)))
+            })
+            .collect();
+        let missing: Vec<(Variant, &RuleParams)> = (Variant::ALL.iter().zip(&reused))
+            .filter(|(_, r)| r.is_none())
+            .map(|(&v, _)| (v, frozen))
+            .collect();
+        let (replayed, selected) = replay_variants_keeping(&missing, pairs, Detail::Full);
+        let mut replayed = replayed.into_iter().zip(selected);
+        let (variants, selected) = (Variant::ALL.iter().zip(&mut reused))
+            .filter_map(|(&v, r)| {
+                let (replay, ttfts) = r.take().or_else(|| {
+                    let (replay, (_, ttfts)) = replayed.next()?;
+                    Some((replay, ttfts))
+                })?;
+                Some((replay, (v, ttfts)))
+            })
+            .unzip();
+        let replay = Replay {
+            pairs: pairs.len() as u64,
+            pairs_unmeasured: unmeasured,
+            variants,
+        };
+        (replay, selected)
+    }
 }
 
 /// Compares two variants' replays: better mean (beyond the tie tolerance), then fewer
@@ -127,11 +186,13 @@ pub fn choose_searched<P: std::borrow::Borrow<EvalPair>>(
         };
         (v, params)
     });
+    let (replays, candidate_selected) = replay_variants_keeping(&variants, sel_pairs, detail);
     let candidates = Replay {
         pairs: sel_pairs.len() as u64,
         pairs_unmeasured: sel_unmeasured,
-        variants: replay_variants(&variants, sel_pairs, detail),
+        variants: replays,
     };
+    let candidate_params = variants.map(|(v, p)| (v, p.clone())).to_vec();
     let stats = |v: Variant| {
         candidates
             .get(v)
@@ -167,6 +228,8 @@ pub fn choose_searched<P: std::borrow::Borrow<EvalPair>>(
         search_count_prefill: search_cp,
         landscape,
         candidates,
+        candidate_params,
+        candidate_selected,
         threshold_rule,
         estimator,
         bundle_choice,

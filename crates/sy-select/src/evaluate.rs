@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use sy_records::{ProbePair, ProbeTable, Split};
 use sy_selector::{
     CandidateFeatures, DecisionInput, GuardLimits, Model, Observation, Reason, RuleParams,
-    Thresholds, Variant, count_guards, decide_prepared,
+    Thresholds, Variant, count_guards, decide_prepared, thresholds_read,
 };
 
 use crate::search::{GuardPass, SearchProbe};
@@ -489,14 +489,7 @@ impl<'p> VariantTally<'p> {
         }
         VariantReplay {
             variant,
-            thresholds: match variant {
-                Variant::Count => Thresholds {
-                    r: params.thresholds.r,
-                    p: None,
-                },
-                Variant::CountPrefill => params.thresholds,
-                _ => Thresholds::default(),
-            },
+            thresholds: thresholds_read(variant, &params.thresholds),
             margin_ms: match variant {
                 Variant::Blind => Some(params.margins.blind),
                 Variant::Cache => Some(params.margins.cache),
@@ -516,12 +509,29 @@ pub fn replay_variants<P: Borrow<EvalPair>>(
     pairs: &[P],
     detail: Detail,
 ) -> Vec<VariantReplay> {
+    replay_variants_keeping(variants, pairs, detail).0
+}
+
+/// [`replay_variants`], and each variant's selected TTFT of every pair in pair order (empty
+/// unless [`Detail::Full`]).
+pub fn replay_variants_keeping<P: Borrow<EvalPair>>(
+    variants: &[(Variant, &RuleParams)],
+    pairs: &[P],
+    detail: Detail,
+) -> (Vec<VariantReplay>, SelectedTtfts) {
     let mut tallies: Vec<VariantTally<'_>> = variants
         .iter()
         .map(|&(v, params)| VariantTally::new(v, params, detail))
         .collect();
     tally_pairs(&mut tallies, pairs);
-    tallies.into_iter().map(VariantTally::finish).collect()
+    tallies
+        .into_iter()
+        .map(|t| {
+            let variant = t.variant;
+            let (replay, ttfts) = t.finish_keeping();
+            (replay, (variant, ttfts))
+        })
+        .unzip()
 }
 
 /// Every pair, read and unpacked once, added to every tally.
@@ -554,19 +564,8 @@ pub fn replay_all_keeping<P: Borrow<EvalPair>>(
     pairs: &[P],
     unmeasured: u64,
 ) -> (Replay, SelectedTtfts) {
-    let mut tallies: Vec<VariantTally<'_>> = Variant::ALL
-        .iter()
-        .map(|&v| VariantTally::new(v, params, Detail::Full))
-        .collect();
-    tally_pairs(&mut tallies, pairs);
-    let (variants, selected): (Vec<_>, Vec<_>) = tallies
-        .into_iter()
-        .map(|t| {
-            let variant = t.variant;
-            let (replay, ttfts) = t.finish_keeping();
-            (replay, (variant, ttfts))
-        })
-        .unzip();
+    let variants = Variant::ALL.map(|v| (v, params));
+    let (variants, selected) = replay_variants_keeping(&variants, pairs, Detail::Full);
     let replay = Replay {
         pairs: pairs.len() as u64,
         pairs_unmeasured: unmeasured,

@@ -16,7 +16,7 @@ use sy_selector::{
 pub use crate::choice::Choice;
 use crate::choice::{ChoiceError, choose_on_probes};
 pub use crate::error::{SelectError, SelectionFileError};
-use crate::evaluate::{AllPairs, Detail, EvalPair, Replay, SelectedTtfts, replay_all_keeping};
+use crate::evaluate::{AllPairs, Detail, EvalPair, Replay, SelectedTtfts};
 use crate::search::{Landscape, SearchOutcome};
 use crate::search_view::SearchView;
 use crate::stability::{SeedRuns, Stability, StabilitySettings, run_seeds};
@@ -445,7 +445,7 @@ fn calibrate<'a>(
     let (probes, fit_keep) = view
         .of_split(condition_splits, Split::Fit)
         .map_err(ChoiceError::Search)?;
-    let choices = choose_on_probes(
+    let mut choices = choose_on_probes(
         &base,
         &probes.subset(&fit_keep),
         &pairs.selection,
@@ -453,11 +453,7 @@ fn calibrate<'a>(
         LANDSCAPE_P_COLUMNS,
         Detail::Full,
     )?;
-    let (replay, selected) = replay_all_keeping(
-        &choices.params,
-        &pairs.selection,
-        pairs.selection_unmeasured,
-    );
+    let (replay, selected) = choices.frozen_replay(&pairs.selection, pairs.selection_unmeasured);
     phases.start("bootstrapping intervals");
     let mut uncertainty = uncertainty(
         &selected,

@@ -229,3 +229,27 @@ fn every_reason_is_covered() {
         .collect();
     assert!(missing.is_empty(), "reasons never reached: {missing:?}");
 }
+
+proptest! {
+    /// The frozen parameters' replay taken partly from the candidates' replays (what the
+    /// choice already decided with the same parameters) is the replay of every variant made
+    /// anew, statistics and selected TTFTs alike.
+    #[test]
+    fn frozen_replay_is_the_replay_made_anew(
+        pairs in prop::collection::vec(pair(), 1..60),
+        base in params(),
+    ) {
+        use sy_select::choice::choose_on_probes;
+        use sy_select::evaluate::{Detail, replay_all_keeping};
+        use sy_select::search::SearchInput;
+        let guard = GuardProbe::new(&base);
+        let probes: Vec<_> = pairs.iter().map(|p| guard.search_probe(p)).collect();
+        let input = SearchInput::new(&probes).unwrap();
+        let mut base = base;
+        base.thresholds = Thresholds::default();
+        let mut choices = choose_on_probes(&base, &input.all(), &pairs, 3, 0, Detail::Full).unwrap();
+        let anew = replay_all_keeping(&choices.params, &pairs, 3);
+        let reused = choices.frozen_replay(&pairs, 3);
+        prop_assert_eq!(reused, anew);
+    }
+}

@@ -76,7 +76,7 @@ pub use rule::{
     CandidateFeatures, Decision, DecisionInput, GuardLimits, GuardPass, GuardReadings, Margins,
     Reason, RequiredInputs, RuleParams, Thresholds, TriggerReads, check_guard_limits, count_guards,
     count_trigger, decide, decide_prepared, guard, p_trigger, r_trigger, read_guard_inputs,
-    required_inputs, trigger_enabled, ttft_trigger,
+    required_inputs, thresholds_read, trigger_enabled, ttft_trigger,
 };
 
 /// `RuleParams` under the name the interfaces also use.

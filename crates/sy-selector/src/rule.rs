@@ -118,6 +118,20 @@ pub fn trigger_enabled(variant: Variant, thresholds: &Thresholds) -> bool {
     }
 }
 
+/// The thresholds `variant`'s decisions read: `count` its `r`, `count_prefill` both, the others
+/// none. Two parameter sets that differ only in their thresholds decide a variant alike when
+/// they agree on these (a replay made with one is the other's).
+pub fn thresholds_read(variant: Variant, thresholds: &Thresholds) -> Thresholds {
+    match variant {
+        Variant::Count => Thresholds {
+            r: thresholds.r,
+            p: None,
+        },
+        Variant::CountPrefill => *thresholds,
+        Variant::Stage | Variant::Blind | Variant::Cache => Thresholds::default(),
+    }
+}
+
 /// The inputs a variant needs, explicitly:
 ///
 /// | variant | efficient | capable |
@@ -868,6 +882,44 @@ mod tests {
             decide(&p, Variant::Cache, &input()).reason,
             Reason::TriggerFalse
         );
+    }
+
+    /// Thresholds a variant does not read ([`thresholds_read`]) change none of its decisions.
+    #[test]
+    fn thresholds_not_read_change_no_decision() {
+        let options = [None, Some(0.5), Some(2.0), Some(4.0), Some(9.0)];
+        let all: Vec<Thresholds> = options
+            .iter()
+            .flat_map(|&r| options.iter().map(move |&p| Thresholds { r, p }))
+            .collect();
+        let mut inputs = Vec::new();
+        for r in [0.0, 1.0, 4.0, 9.0] {
+            for booked in [0.0, 4_000.0, 16_000.0, 80_000.0] {
+                let mut i = input();
+                i.efficient.r = Some(r);
+                i.efficient.prefill_tokens_booked = Some(booked);
+                inputs.push(i);
+            }
+        }
+        for variant in Variant::ALL {
+            for a in &all {
+                for b in all
+                    .iter()
+                    .filter(|b| thresholds_read(variant, b) == thresholds_read(variant, a))
+                {
+                    let (mut pa, mut pb) =
+                        (params(1400.0, 900.0, 200.0), params(1400.0, 900.0, 200.0));
+                    (pa.thresholds, pb.thresholds) = (*a, *b);
+                    for i in &inputs {
+                        assert_eq!(
+                            decide(&pa, variant, i),
+                            decide(&pb, variant, i),
+                            "{variant} {a:?} {b:?}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]
