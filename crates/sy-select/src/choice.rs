@@ -10,7 +10,7 @@ use sy_selector::{RuleParams, Thresholds, Variant, thresholds_read};
 
 pub use crate::error::ChoiceError;
 use crate::evaluate::{
-    Detail, EvalPair, Replay, SelectedTtfts, VariantReplay, VariantStats, replay_variants_keeping,
+    Detail, EvalPair, Replay, SelectedTtfts, VariantReplay, VariantStats, replay_variants,
 };
 use crate::search::{
     Landscape, Probes, SearchOutcome, TIE_TOLERANCE_MS, ThresholdRule, search_families,
@@ -84,7 +84,7 @@ impl Choices {
             .filter(|(_, r)| r.is_none())
             .map(|(&v, _)| (v, frozen))
             .collect();
-        let (replayed, selected) = replay_variants_keeping(&missing, pairs, Detail::Full);
+        let (replayed, selected) = replay_variants(&missing, pairs, Detail::Full);
         let mut replayed = replayed.into_iter().zip(selected);
         let (variants, selected) = (Variant::ALL.iter().zip(&mut reused))
             .filter_map(|(&v, r)| {
@@ -186,7 +186,7 @@ pub fn choose_searched<P: std::borrow::Borrow<EvalPair>>(
         };
         (v, params)
     });
-    let (replays, candidate_selected) = replay_variants_keeping(&variants, sel_pairs, detail);
+    let (replays, candidate_selected) = replay_variants(&variants, sel_pairs, detail);
     let candidates = Replay {
         pairs: sel_pairs.len() as u64,
         pairs_unmeasured: sel_unmeasured,

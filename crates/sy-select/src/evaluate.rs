@@ -503,18 +503,9 @@ impl<'p> VariantTally<'p> {
 
 /// Replays each `(variant, params)` over `pairs`, in one pass: each pair is read and unpacked
 /// once and decided by every variant (the same decisions, added in the same order, as one pass
-/// per variant; at 10 M records the pairs do not fit in any cache).
+/// per variant; at 10 M records the pairs do not fit in any cache). Returns the replays and
+/// each variant's selected TTFT of every pair in pair order (empty unless [`Detail::Full`]).
 pub fn replay_variants<P: Borrow<EvalPair>>(
-    variants: &[(Variant, &RuleParams)],
-    pairs: &[P],
-    detail: Detail,
-) -> Vec<VariantReplay> {
-    replay_variants_keeping(variants, pairs, detail).0
-}
-
-/// [`replay_variants`], and each variant's selected TTFT of every pair in pair order (empty
-/// unless [`Detail::Full`]).
-pub fn replay_variants_keeping<P: Borrow<EvalPair>>(
     variants: &[(Variant, &RuleParams)],
     pairs: &[P],
     detail: Detail,
@@ -565,7 +556,7 @@ pub fn replay_all_keeping<P: Borrow<EvalPair>>(
     unmeasured: u64,
 ) -> (Replay, SelectedTtfts) {
     let variants = Variant::ALL.map(|v| (v, params));
-    let (variants, selected) = replay_variants_keeping(&variants, pairs, Detail::Full);
+    let (variants, selected) = replay_variants(&variants, pairs, Detail::Full);
     let replay = Replay {
         pairs: pairs.len() as u64,
         pairs_unmeasured: unmeasured,
