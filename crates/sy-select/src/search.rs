@@ -19,27 +19,33 @@
 //!
 //! The naive search evaluates every (r, p) pair over every probe: `|r| · |p| · n`. Here the selected
 //! TTFT is written as `Σ eff + Σ_{triggered} (cap − eff)`, so only the sum of the *gains*
-//! `cap − eff` over the triggered set matters. Probes are sorted once by R and once by P:
+//! `cap − eff` over the triggered set matters. Each probe's R and P are ranked once among the
+//! distinct observed values of each term ([`SearchInput`]), and the probes are kept in order of
+//! their R rank (a counting sort). One pass over the probes then tallies, per rank, the gains of
+//! each guard class ([`RankTally`]):
 //!
-//! * `R >= r` alone: one sweep over probes by descending R gives the gain sum and override count
-//!   for every r (prefix sums).
-//! * `P > p` alone: the same over descending P.
+//! * `R >= r` alone: the gain sum and override count for every r are suffix sums over the R
+//!   ranks.
+//! * `P > p` alone: the same over the P ranks.
 //! * both terms: the triggered set is `{R >= r} ∪ {P > p, R < r}`. For each r the first part is
-//!   the prefix sum above, the second a sweep over the P-sorted probes that skips `R >= r`, giving
-//!   every p for that r in one pass.
+//!   the suffix sum above; for the second, the probes are let in by ascending R as r passes them,
+//!   each into the bucket of the p values its P fires at, which gives every p for that r in one
+//!   pass over the buckets ([`ExtraRows`]).
 //!
-//! The cost is `O(n log n + |r| · (n + |p|))`, where `|r|` is the number of distinct observed
-//! booked-request counts (small: R is an integer count of requests on one worker). The two sorts
-//! are made once per set of probes ([`SearchInput`]): both rule families read them, and a subset
-//! (another seed's fit split, [`SearchInput::subset`]) is a filter of them, which keeps their
-//! order, so the stability seeds search without sorting or copying them. A subset is a set of
-//! the probes' groups (their conditions, in `sy-select`): its flags are a few kilobytes, read at
-//! cache speed while the sorted lists are filtered through them.
+//! The cost is `O(n + |r| · |p|)` per search, where `|r|` is the number of distinct observed
+//! booked-request counts (small: R is an integer count of requests on one worker); the ranking
+//! and the counting sort, `O(n)` with a hash of the distinct values, are made once per set of
+//! probes: both rule families read them, and a subset (another seed's fit split,
+//! [`SearchInput::subset`]) is a filter of them, so the stability seeds search without ranking
+//! or copying the probes. A subset is a set of the probes' groups (their conditions, in
+//! `sy-select`): its flags are a few kilobytes, read at cache speed while the probes are
+//! filtered through them; the totals every rule's mean is relative to are summed per group once.
 //!
 //! Sums are exact: TTFTs are quantised to integer units of 1e-9 ms and summed in `i128`, so two
 //! rules that trigger the same probes always tie exactly, whatever the summation order.
 
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 pub use sy_selector::GuardPass;
 use sy_selector::{Thresholds, count_trigger, p_trigger, r_trigger};
@@ -195,49 +201,52 @@ fn tie_better(a: &ThresholdRule, a_over: u64, b: &ThresholdRule, b_over: u64) ->
     key(a.p) > key(b.p)
 }
 
-/// One probe in a term's sorted list: the term's value, the other term's valid value (P in
-/// the list by R, R in the list by P; read by the both-term rules), the probe's gain, its guard
-/// and its index among the probes.
+/// One probe as the sweep reads it: the rank of its R and of its P among the input's distinct
+/// valid values of each term (1 + the index in [`SearchInput`]'s ascending lists; 0 when the
+/// value is not valid), its gain, its guard and its group. 24 bytes.
 #[derive(Debug, Clone, Copy)]
-struct Sorted {
-    value: f64,
-    /// NaN when the other term's value is not valid (valid values are finite): see
-    /// [`Sorted::other`].
-    other: f64,
-    /// In the list by R, the rank of the probe's valid P among [`SearchInput::p_distinct`]
-    /// (`u32::MAX` otherwise).
-    other_rank: u32,
+struct Cell {
+    r: u32,
+    p: u32,
     gain: i64,
-    guard: GuardPass,
     /// The probe's group (see [`SearchInput::grouped`]).
     group: u32,
+    guard: GuardPass,
 }
 
-impl Sorted {
-    /// The other term's valid value.
-    fn other(&self) -> Option<f64> {
-        (!self.other.is_nan()).then_some(self.other)
-    }
+impl Cell {
+    /// What a slot holds until a probe's cell is written to it.
+    const UNSET: Cell = Cell {
+        r: 0,
+        p: 0,
+        gain: 0,
+        group: 0,
+        guard: GuardPass::ALL,
+    };
 }
 
-/// Probes ready for the search: their TTFTs in exact units and their two sorted lists (by R
-/// and by P, descending), made once and read by both rule families and every subset.
+/// Probes ready for the search: each group's totals, each term's distinct valid values and
+/// every probe as a [`Cell`] in order of its R, made once and read by both rule families and
+/// every subset.
 #[derive(Debug)]
 pub struct SearchInput {
-    /// Each probe's (efficient, capable) TTFT in units.
-    units: Vec<(i64, i64)>,
-    /// Each probe's group, and how many probes each group has.
-    groups: Vec<u32>,
-    group_sizes: Vec<u64>,
-    by_r: Vec<Sorted>,
-    by_p: Vec<Sorted>,
+    /// Number of probes.
+    len: usize,
+    /// Per group: its probes' count and summed efficient and oracle TTFTs in units (what
+    /// [`Totals`] adds up over the kept groups).
+    group_totals: Vec<Totals>,
+    /// Every distinct valid R, ascending.
+    r_distinct: Vec<f64>,
     /// Every distinct valid P, ascending.
     p_distinct: Vec<f64>,
+    /// Every probe by ascending R rank (those without a valid R first), in probe order within
+    /// one R: the both-term rules let probes in by ascending R ([`ExtraRows`]).
+    cells: Vec<Cell>,
 }
 
 impl SearchInput {
-    /// Checks the probes' TTFTs and sorts them by R and by P; each probe is a group of its own
-    /// (a subset may keep any of them).
+    /// Checks the probes' TTFTs and ranks their R and P; each probe is a group of its own (a
+    /// subset may keep any of them).
     pub fn new(probes: &[SearchProbe]) -> Result<SearchInput, SearchError> {
         SearchInput::grouped(probes, |i| u32::try_from(i).unwrap_or(u32::MAX))
     }
@@ -250,29 +259,26 @@ impl SearchInput {
     ) -> Result<SearchInput, SearchError> {
         let units = quantised(probes)?;
         let groups: Vec<u32> = (0..probes.len()).map(group_of).collect();
-        let mut group_sizes = vec![0u64; groups.iter().max().map_or(0, |&g| g as usize + 1)];
-        for &g in &groups {
-            group_sizes[g as usize] += 1;
-        }
-        // The two sorts on two cores (nothing else runs while the run's view is made).
-        let (by_p, mut by_r) = rayon::join(
-            || descending(probes, &units, &groups, |p| p.p_eff, |p| p.r_eff),
-            || descending(probes, &units, &groups, |p| p.r_eff, |p| p.p_eff),
+        let group_totals = Totals::per_group(&units, &groups);
+        // The two terms on two cores (nothing else runs while the run's view is made).
+        let ((r_distinct, r_rank), (p_distinct, p_rank)) = rayon::join(
+            || ranked(probes, |p| p.r_eff),
+            || ranked(probes, |p| p.p_eff),
         );
-        let p_distinct = distinct_ascending(by_p.iter());
-        by_r.par_iter_mut().for_each(|s| {
-            if let Some(p) = s.other() {
-                let rank = p_distinct.partition_point(|&d| d < p);
-                s.other_rank = u32::try_from(rank).unwrap_or(u32::MAX);
-            }
-        });
+        let cell = |i: usize| Cell {
+            r: r_rank[i],
+            p: p_rank[i],
+            gain: units[i].1 - units[i].0,
+            group: groups[i],
+            guard: probes[i].guard,
+        };
+        let cells = by_rank(probes.len(), r_distinct.len(), &r_rank, cell);
         Ok(SearchInput {
-            by_r,
-            by_p,
+            len: probes.len(),
+            group_totals,
+            r_distinct,
             p_distinct,
-            units,
-            groups,
-            group_sizes,
+            cells,
         })
     }
 
@@ -284,8 +290,8 @@ impl SearchInput {
         }
     }
 
-    /// The probes whose group's `keep` flag is set: a filter of the same lists, so in the same
-    /// order, without sorting or copying them.
+    /// The probes whose group's `keep` flag is set: a filter of the same cells, so in the same
+    /// order, without copying them.
     pub fn subset<'a>(&'a self, keep: &'a Mask) -> Probes<'a> {
         Probes {
             input: self,
@@ -295,12 +301,76 @@ impl SearchInput {
 
     /// Number of probes.
     pub fn len(&self) -> usize {
-        self.units.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.units.is_empty()
+        self.len == 0
     }
+}
+
+/// A term's distinct valid values, ascending, and each probe's rank among them (1 + the index;
+/// 0 when its value is not valid). `0.0` and `-0.0` are one value, `0.0` (the triggers compare
+/// them as equal). The values are few (R counts requests), so they are found by hashing rather
+/// than by sorting every probe: each probe gets its value's number in order of first
+/// appearance, renumbered by rank once the values are sorted.
+fn ranked(probes: &[SearchProbe], value: fn(&SearchProbe) -> Option<f64>) -> (Vec<f64>, Vec<u32>) {
+    let mut seen: FxHashMap<u64, u32> = FxHashMap::default();
+    let mut distinct: Vec<f64> = Vec::new();
+    let mut last: Option<(u64, u32)> = None;
+    let mut ranks: Vec<u32> = (probes.iter())
+        .map(|p| {
+            let Some(v) = valid(value(p)) else {
+                return 0;
+            };
+            let key = (v + 0.0).to_bits();
+            match last {
+                Some((k, id)) if k == key => id,
+                _ => {
+                    let id = *seen.entry(key).or_insert_with(|| {
+                        distinct.push(v + 0.0);
+                        u32::try_from(distinct.len()).unwrap_or(u32::MAX)
+                    });
+                    last = Some((key, id));
+                    id
+                }
+            }
+        })
+        .collect();
+    // Number of first appearance → rank.
+    let mut order: Vec<u32> = (0..distinct.len()).map(|i| i as u32).collect();
+    let value_of = |id: u32| distinct.get(id as usize).copied().unwrap_or(f64::NAN);
+    order.sort_unstable_by(|&a, &b| value_of(a).total_cmp(&value_of(b)));
+    let mut rank_of = vec![0u32; distinct.len() + 1];
+    for (rank, &id) in order.iter().enumerate() {
+        if let Some(slot) = rank_of.get_mut(id as usize + 1) {
+            *slot = u32::try_from(rank + 1).unwrap_or(u32::MAX);
+        }
+    }
+    ranks
+        .iter_mut()
+        .for_each(|r| *r = rank_of.get(*r as usize).copied().unwrap_or(0));
+    let sorted = order.iter().map(|&id| value_of(id)).collect();
+    (sorted, ranks)
+}
+
+/// `cell(i)` of every probe i, by ascending `rank[i]` (ranks `0..=ranks`), in probe order
+/// within a rank: a counting sort.
+fn by_rank(n: usize, ranks: usize, rank: &[u32], cell: impl Fn(usize) -> Cell) -> Vec<Cell> {
+    let mut next = vec![0usize; ranks + 2];
+    for &r in rank {
+        next[r as usize + 1] += 1;
+    }
+    for j in 1..next.len() {
+        next[j] += next[j - 1];
+    }
+    let mut cells = vec![Cell::UNSET; n];
+    for (i, &r) in rank.iter().enumerate() {
+        let at = &mut next[r as usize];
+        cells[*at] = cell(i);
+        *at += 1;
+    }
+    cells
 }
 
 /// The probes one search reads: all of a [`SearchInput`] or those a mask keeps.
@@ -311,8 +381,8 @@ pub struct Probes<'a> {
     keep: Option<&'a Mask>,
 }
 
-/// One flag per group of probes, packed 64 to a word. The sorted lists meet the groups in their
-/// own (random) order, so the flags should stay in the fastest cache: a seed's flags over 20,000
+/// One flag per group of probes, packed 64 to a word. The cells meet the groups in their own
+/// order (by R), so the flags should stay in the fastest cache: a seed's flags over 20,000
 /// conditions are 2.5 kB (a flag per probe was 625 kB at 5 M probes, built for every seed from a
 /// flag per pair).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -344,73 +414,32 @@ impl<'a> Probes<'a> {
         self.keep.is_none_or(|k| k.get(group as usize))
     }
 
-    /// A sorted list's kept probes, in its order.
-    fn filter(&self, list: &'a [Sorted]) -> impl DoubleEndedIterator<Item = &'a Sorted> + Clone {
+    /// The kept probes' cells, by ascending R rank.
+    fn cells(&self) -> impl Iterator<Item = &'a Cell> {
         let this = *self;
-        list.iter().filter(move |s| this.kept(s.group))
+        self.input.cells.iter().filter(move |c| this.kept(c.group))
     }
 
-    fn by_r(&self) -> impl DoubleEndedIterator<Item = &'a Sorted> + Clone {
-        self.filter(&self.input.by_r)
-    }
-
-    fn by_p(&self) -> impl DoubleEndedIterator<Item = &'a Sorted> + Clone {
-        self.filter(&self.input.by_p)
-    }
-
-    /// The kept probes' (efficient, capable) TTFTs in units.
-    fn units(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
-        let units = self.input.units.iter().copied().zip(&self.input.groups);
-        units.filter(|&(_, &g)| self.kept(g)).map(|(u, _)| u)
-    }
-
-    /// Every distinct valid P of the input (kept or not), ascending.
-    fn p_distinct(&self) -> &'a [f64] {
-        &self.input.p_distinct
+    /// The kept groups' totals.
+    fn group_totals(&self) -> impl Iterator<Item = &'a Totals> {
+        let this = *self;
+        let groups = self.input.group_totals.iter().enumerate();
+        groups
+            .filter(move |&(g, _)| this.kept(g as u32))
+            .map(|(_, t)| t)
     }
 
     /// Number of probes kept.
     pub fn len(&self) -> usize {
-        let sizes = &self.input.group_sizes;
         match self.keep {
             None => self.input.len(),
-            Some(k) => (sizes.iter().enumerate())
-                .filter(|&(g, _)| k.get(g))
-                .map(|(_, &n)| n as usize)
-                .sum(),
+            Some(_) => self.group_totals().map(|t| t.n).sum(),
         }
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-}
-
-/// The probes with a valid `value`, by descending value, each with its valid `other` value.
-/// The one sort of each term: every list the sweep reads is a filter of it, so stays in its
-/// order.
-fn descending(
-    probes: &[SearchProbe],
-    units: &[(i64, i64)],
-    groups: &[u32],
-    value: fn(&SearchProbe) -> Option<f64>,
-    other: fn(&SearchProbe) -> Option<f64>,
-) -> Vec<Sorted> {
-    let mut v: Vec<Sorted> = (probes.iter().zip(units).zip(groups))
-        .filter_map(|((p, &(e, c)), &group)| {
-            valid(value(p)).map(|value| Sorted {
-                value,
-                other: valid(other(p)).unwrap_or(f64::NAN),
-                other_rank: u32::MAX,
-                gain: c - e,
-                guard: p.guard,
-                group,
-            })
-        })
-        .collect();
-    // Unstable: equal values' gains are summed in exact integers, so their order cannot matter.
-    v.par_sort_unstable_by(|a, b| b.value.total_cmp(&a.value));
-    v
 }
 
 /// For each of the ascending `distinct` values, how many of the ascending `p_values` it fires
@@ -428,90 +457,80 @@ fn fires_by_rank(distinct: &[f64], p_values: &[f64]) -> Vec<u32> {
         .collect()
 }
 
-/// The distinct values of a descending list, ascending (deduplicated as they come: the list
-/// is long, its distinct values few).
-fn distinct_ascending<'a>(descending: impl DoubleEndedIterator<Item = &'a Sorted>) -> Vec<f64> {
-    let mut v: Vec<f64> = Vec::new();
-    for x in descending.rev() {
-        if v.last() != Some(&x.value) {
-            v.push(x.value);
+/// One term's kept probes by the rank of their value (index 0: not valid): whether a kept
+/// probe has that value, and per guard class the gain sum and count of those whose guard
+/// passes in that class.
+struct RankTally<const K: usize> {
+    present: Vec<bool>,
+    sums: [Vec<(i128, u64)>; K],
+}
+
+impl<const K: usize> RankTally<K> {
+    /// Room for ranks `0..=ranks`.
+    fn new(ranks: usize) -> Self {
+        RankTally {
+            present: vec![false; ranks + 1],
+            sums: std::array::from_fn(|_| vec![(0, 0); ranks + 1]),
         }
     }
-    v
-}
 
-/// A term's candidate thresholds and, for two guard classes, each threshold's prefix sums:
-/// the gain sum and count of the probes whose guard passes in that class and whose term fires
-/// at that threshold.
-struct TermSums {
-    /// Every distinct value of the term among the probes, ascending: its candidate thresholds.
-    values: Vec<f64>,
-    /// Per class, per threshold (as `values`).
-    sums: [Vec<i128>; 2],
-    counts: [Vec<u64>; 2],
-}
-
-impl TermSums {
-    /// One pass over a term's probes by descending value (the list is long, its distinct values
-    /// few): the values are the thresholds, and the sums at threshold `t` are those of the
-    /// probes above it plus, when the term fires at its own threshold (`fires(t, t)`), those at
-    /// it (a term fires for every value above a threshold and none below: `R >= r`,
-    /// `P > p`). `classes` say which guard each class of sums reads; `each` sees every probe with
-    /// the index of its value among the values by descending order.
-    fn of<'a>(
-        descending: impl Iterator<Item = &'a Sorted>,
-        fires: fn(f64, f64) -> bool,
-        classes: [fn(&GuardPass) -> bool; 2],
-        mut each: impl FnMut(&'a Sorted, usize),
-    ) -> TermSums {
-        let mut out = TermSums {
-            values: Vec::new(),
-            sums: [Vec::new(), Vec::new()],
-            counts: [Vec::new(), Vec::new()],
-        };
-        // Sums of the groups of values above the current one, and of the current group.
-        let (mut above, mut group) = ([(0i128, 0u64); 2], [(0i128, 0u64); 2]);
-        for s in descending {
-            if out.values.last() != Some(&s.value) {
-                out.close_group(&mut above, &mut group, fires);
-                out.values.push(s.value);
-            }
-            each(s, out.values.len() - 1);
-            for (class, g) in classes.iter().zip(&mut group) {
-                if class(&s.guard) {
-                    g.0 += i128::from(s.gain);
-                    g.1 += 1;
-                }
+    #[inline]
+    fn add(&mut self, rank: u32, classes: [bool; K], gain: i64) {
+        let r = rank as usize;
+        if let Some(p) = self.present.get_mut(r) {
+            *p = true;
+        }
+        for (sums, in_class) in self.sums.iter_mut().zip(classes) {
+            if let Some(s) = sums.get_mut(r).filter(|_| in_class) {
+                s.0 += i128::from(gain);
+                s.1 += 1;
             }
         }
-        out.close_group(&mut above, &mut group, fires);
+    }
+
+    /// The term's candidate thresholds (the values a kept probe has, ascending) and each
+    /// class's sums at each: those of the probes whose value fires at it (`fires(value,
+    /// threshold)`: every value above a threshold and none below; at it, as `fires(t, t)`
+    /// says). Suffix sums over the ranks.
+    fn thresholds(&self, distinct: &[f64], fires: fn(f64, f64) -> bool) -> TermSums<K> {
+        let mut above = [(0i128, 0u64); K];
+        let mut out = TermSums {
+            values: Vec::new(),
+            sums: std::array::from_fn(|_| Vec::new()),
+            counts: std::array::from_fn(|_| Vec::new()),
+        };
+        for (j, &t) in distinct.iter().enumerate().rev() {
+            let own = fires(t, t);
+            for (k, a) in above.iter_mut().enumerate() {
+                let s = self.sums[k].get(j + 1).copied().unwrap_or((0, 0));
+                let with = (a.0 + s.0, a.1 + s.1);
+                if self.present.get(j + 1).copied().unwrap_or(false) {
+                    let at = if own { with } else { *a };
+                    out.sums[k].push(at.0);
+                    out.counts[k].push(at.1);
+                }
+                *a = with;
+            }
+            if self.present.get(j + 1).copied().unwrap_or(false) {
+                out.values.push(t);
+            }
+        }
         out.values.reverse();
         out.sums.iter_mut().for_each(|v| v.reverse());
         out.counts.iter_mut().for_each(|v| v.reverse());
         out
     }
+}
 
-    /// Records the last value's sums (if there is one) and adds its group to those above.
-    fn close_group(
-        &mut self,
-        above: &mut [(i128, u64); 2],
-        group: &mut [(i128, u64); 2],
-        fires: fn(f64, f64) -> bool,
-    ) {
-        let Some(&t) = self.values.last() else {
-            return;
-        };
-        let own = fires(t, t);
-        for k in 0..2 {
-            let with = (above[k].0 + group[k].0, above[k].1 + group[k].1);
-            let at = if own { with } else { above[k] };
-            self.sums[k].push(at.0);
-            self.counts[k].push(at.1);
-            above[k] = with;
-            group[k] = (0, 0);
-        }
-    }
+/// A term's candidate thresholds, ascending, and per guard class the gain sum and count of
+/// the probes whose guard passes in that class and whose term fires at each threshold.
+struct TermSums<const K: usize> {
+    values: Vec<f64>,
+    sums: [Vec<i128>; K],
+    counts: [Vec<u64>; K],
+}
 
+impl<const K: usize> TermSums<K> {
     /// Class `k`'s sums and counts.
     fn class(&mut self, k: usize) -> (Vec<i128>, Vec<u64>) {
         (
@@ -538,20 +557,22 @@ fn landscape_columns(p_len: usize, max: usize) -> Vec<usize> {
 /// the first probe whose TTFT is not finite and non-negative.
 fn quantised(probes: &[SearchProbe]) -> Result<Vec<(i64, i64)>, SearchError> {
     let ok = |v: f64| v.is_finite() && v >= 0.0;
-    let bad = |pr: &SearchProbe| !ok(pr.ttft_eff_ms) || !ok(pr.ttft_cap_ms);
+    // A bad probe's units are −1 (a good one's are ≥ 0), so the probes are read once.
+    let units_of = |pr: &SearchProbe| match (ok(pr.ttft_eff_ms), ok(pr.ttft_cap_ms)) {
+        (true, true) => (quantise(pr.ttft_eff_ms), quantise(pr.ttft_cap_ms)),
+        _ => (-1, -1),
+    };
+    let mut units = Vec::with_capacity(probes.len());
+    probes.par_iter().map(units_of).collect_into_vec(&mut units);
     // The first bad probe (by index, whichever thread finds one).
-    if let Some(index) = probes.par_iter().position_first(bad) {
-        let pr = &probes[index];
+    if let Some(index) = units.par_iter().position_first(|u| u.0 < 0) {
+        let pr = probes.get(index);
         return Err(SearchError::BadTtft {
             index,
-            eff: pr.ttft_eff_ms,
-            cap: pr.ttft_cap_ms,
+            eff: pr.map_or(f64::NAN, |p| p.ttft_eff_ms),
+            cap: pr.map_or(f64::NAN, |p| p.ttft_cap_ms),
         });
     }
-    let mut units = Vec::with_capacity(probes.len());
-    (probes.par_iter())
-        .map(|pr| (quantise(pr.ttft_eff_ms), quantise(pr.ttft_cap_ms)))
-        .collect_into_vec(&mut units);
     Ok(units)
 }
 
@@ -559,20 +580,14 @@ fn valid(v: Option<f64>) -> Option<f64> {
     v.filter(|x| x.is_finite())
 }
 
-/// A probe of the both-term rules: its valid R (0 when it has none, otherwise 1 + the index of
-/// its R among the sweep's ascending r values), how many of the p values its P fires at, and
-/// its gain. 16 bytes: a seed's list of ~3 M at 10 M records was a quarter of sy-select's page
-/// faults at 32 bytes an entry (the value as `Option<f64>`, the count as `usize`).
+/// A probe of the both-term rules: its R's rank among the input's distinct R values (0 when it
+/// has none, see [`Cell`]), how many of the sweep's p values its P fires at, and its gain. 16
+/// bytes: a seed's list of ~3 M at 10 M records was a quarter of sy-select's page faults at 32
+/// bytes an entry (the value as `Option<f64>`, the count as `usize`).
 type Joining = (u32, u32, i64);
 
-/// A count or index as a [`Joining`] field (every one is below the number of probes, which
-/// [`SearchInput`] keeps below `u32::MAX`).
-fn joining_u32(v: usize) -> u32 {
-    u32::try_from(v).unwrap_or(u32::MAX)
-}
-
 /// The candidate thresholds and the per-term prefix sums the sweep reads.
-struct Sweep {
+struct Sweep<'a> {
     family: RuleFamily,
     r_values: Vec<f64>,
     p_values: Vec<f64>,
@@ -585,63 +600,43 @@ struct Sweep {
     /// The `R >= r` part of the both-term rules (guard with both terms), per r.
     br_sum: Vec<i128>,
     br_cnt: Vec<u64>,
-    /// Probes eligible for both terms with a valid P, by ascending R (invalid R first): their
-    /// R, how many of the (ascending) p values their P fires at, and their gain.
+    /// The input's distinct valid R values (what a [`Joining`]'s rank indexes).
+    r_distinct: &'a [f64],
+    /// Probes eligible for both terms with a valid P, by ascending R (invalid R first).
     joining: Vec<Joining>,
 }
 
-impl Sweep {
-    /// Two passes over the probes: by descending P (the p values, the `P > p` sums and the
-    /// both-term probes without a valid R), then by descending R (the r values, the `R >= r`
-    /// sums of both guard classes and the both-term probes with a valid R).
-    fn new(input: &Probes<'_>, family: RuleFamily) -> Sweep {
+impl<'a> Sweep<'a> {
+    /// One pass over the kept probes by ascending R: per rank of each term, whether a probe has
+    /// it and the gain sums of each guard class (the thresholds' sums are then suffix sums over
+    /// the ranks), and the both-term probes with a valid P in the order the both-term rules let
+    /// them in.
+    fn new(input: &Probes<'a>, family: RuleFamily) -> Sweep<'a> {
         let prefill = family == RuleFamily::CountPrefill;
-        let both: fn(&GuardPass) -> bool = if prefill { |g| g.both } else { |_| false };
-        // `count` reads no P: no pass by P.
-        let mut without_r = Vec::new();
-        let mut by_p = TermSums::of(
-            prefill.then(|| input.by_p()).into_iter().flatten(),
-            p_trigger,
-            [|g| g.p_only, |_| false],
-            |s, _| {
-                if s.guard.both && s.other().is_none() {
-                    without_r.push((s.value, s.gain));
+        let all = input.input;
+        // `count` reads no P: its P tally stays empty.
+        let mut by_r = RankTally::<2>::new(all.r_distinct.len());
+        let mut by_p = RankTally::<1>::new(if prefill { all.p_distinct.len() } else { 0 });
+        // Sized for every probe at once (address space only: the pages a shorter list never
+        // reaches are never touched), so it is never copied while it grows.
+        let mut joining: Vec<Joining> =
+            Vec::with_capacity(if prefill { all.cells.len() } else { 0 });
+        for c in input.cells() {
+            by_r.add(c.r, [c.guard.r_only, prefill && c.guard.both], c.gain);
+            if prefill {
+                by_p.add(c.p, [c.guard.p_only], c.gain);
+                if c.guard.both && c.p != 0 {
+                    joining.push((c.r, c.p, c.gain));
                 }
-            },
-        );
-        let p_values = std::mem::take(&mut by_p.values);
-        let fires_at = |p: f64| p_values.partition_point(|&t| p_trigger(p, t));
-        // Both-term probes by ascending R: those without a valid R (never triggered by R)
-        // first, then those of the list by R, reversed. Sized for every probe at once (address
-        // space only: the pages a shorter list never reaches are never touched), so it is never
-        // copied while it grows.
-        let mut joining: Vec<Joining> = Vec::with_capacity(if prefill { input.len() } else { 0 });
-        joining.extend((without_r.iter()).map(|&(p, gain)| (0, joining_u32(fires_at(p)), gain)));
-        let first_with_r = joining.len();
-        // How many p values each probe's P fires at, by the rank of its P among all the
-        // probes' (one merge, instead of a binary search per probe in R order).
-        let by_rank = if prefill {
-            fires_by_rank(input.p_distinct(), &p_values)
-        } else {
-            Vec::new()
-        };
-        let fires_of = |s: &Sorted| {
-            let p = s.other()?;
-            let ranked = by_rank.get(s.other_rank as usize);
-            Some(ranked.map_or_else(|| fires_at(p), |&f| f as usize))
-        };
-        // Each R by its index among the values by descending R, turned into its ascending
-        // index once their number is known.
-        let mut by_r = TermSums::of(input.by_r(), r_trigger, [|g| g.r_only, both], |s, down| {
-            if prefill && s.guard.both {
-                joining.extend(fires_of(s).map(|f| (joining_u32(down), joining_u32(f), s.gain)));
             }
-        });
-        let r_count = by_r.values.len();
-        let with_r = &mut joining[first_with_r..];
-        with_r.reverse();
-        for entry in with_r {
-            entry.0 = joining_u32(r_count - entry.0 as usize);
+        }
+        let mut by_r = by_r.thresholds(&all.r_distinct, r_trigger);
+        let mut by_p = by_p.thresholds(if prefill { &all.p_distinct } else { &[] }, p_trigger);
+        // Each joining probe's P rank becomes the number of p values its P fires at.
+        let fires = fires_by_rank(&all.p_distinct, &by_p.values);
+        for entry in &mut joining {
+            let rank = (entry.1 as usize).checked_sub(1);
+            entry.1 = rank.and_then(|i| fires.get(i)).copied().unwrap_or(0);
         }
         let (p_sum, p_cnt) = by_p.class(0);
         let (r_sum, r_cnt) = by_r.class(0);
@@ -649,20 +644,21 @@ impl Sweep {
         Sweep {
             family,
             r_values: by_r.values,
-            p_values,
+            p_values: by_p.values,
             r_sum,
             r_cnt,
             p_sum,
             p_cnt,
             br_sum,
             br_cnt,
+            r_distinct: &all.r_distinct,
             joining,
         }
     }
 
     /// The `count` family's sweep from the `count_prefill` one: the same r values and `R >= r`
     /// sums (both are read from the same list by R), no p term.
-    fn count_only(&self) -> Sweep {
+    fn count_only(&self) -> Sweep<'a> {
         Sweep {
             family: RuleFamily::Count,
             r_values: self.r_values.clone(),
@@ -673,6 +669,7 @@ impl Sweep {
             p_cnt: Vec::new(),
             br_sum: vec![0; self.r_values.len()],
             br_cnt: vec![0; self.r_values.len()],
+            r_distinct: self.r_distinct,
             joining: Vec::new(),
         }
     }
@@ -708,7 +705,7 @@ impl Sweep {
                 },
             );
         }
-        let mut extra = ExtraRows::new(&self.p_values, &self.r_values, &self.joining);
+        let mut extra = ExtraRows::new(self, &self.joining);
         for (a, &r) in self.r_values.iter().enumerate() {
             if self.family != RuleFamily::CountPrefill {
                 row(a, &[]);
@@ -742,6 +739,8 @@ impl Sweep {
 struct ExtraRows<'a> {
     p_values: &'a [f64],
     r_values: &'a [f64],
+    /// What a [`Joining`]'s R rank indexes.
+    r_distinct: &'a [f64],
     joining: &'a [Joining],
     next: usize,
     /// Gains and counts of the joined probes by how many p values they fire at (0..=len).
@@ -750,14 +749,16 @@ struct ExtraRows<'a> {
 }
 
 impl<'a> ExtraRows<'a> {
-    fn new(p_values: &'a [f64], r_values: &'a [f64], joining: &'a [Joining]) -> Self {
+    fn new(sweep: &'a Sweep<'_>, joining: &'a [Joining]) -> Self {
+        let p_len = sweep.p_values.len();
         ExtraRows {
-            p_values,
-            r_values,
+            p_values: &sweep.p_values,
+            r_values: &sweep.r_values,
+            r_distinct: sweep.r_distinct,
             joining,
             next: 0,
-            bucket_sum: vec![0; p_values.len() + 1],
-            bucket_cnt: vec![0; p_values.len() + 1],
+            bucket_sum: vec![0; p_len + 1],
+            bucket_cnt: vec![0; p_len + 1],
         }
     }
 
@@ -768,7 +769,7 @@ impl<'a> ExtraRows<'a> {
         while let Some(&(key, fires, gain)) = self.joining.get(self.next) {
             let rv = key
                 .checked_sub(1)
-                .and_then(|k| self.r_values.get(k as usize));
+                .and_then(|k| self.r_distinct.get(k as usize));
             if rv.is_some_and(|&rv| r_trigger(rv, r)) {
                 break;
             }
@@ -853,7 +854,7 @@ pub fn search_thresholds(
     )
 }
 
-/// [`search_thresholds`] on probes already prepared (sorted) for it.
+/// [`search_thresholds`] on probes already prepared (ranked) for it.
 pub fn search_prepared(
     input: &Probes<'_>,
     family: RuleFamily,
@@ -883,6 +884,7 @@ pub fn search_families(
 
 /// What every rule's mean is relative to: the probes' count and their summed efficient and
 /// oracle TTFTs (units).
+#[derive(Debug, Clone, Copy, Default)]
 struct Totals {
     n: usize,
     base: i128,
@@ -890,26 +892,41 @@ struct Totals {
 }
 
 impl Totals {
+    /// The totals of each group of the probes (`units` and `groups` by probe).
+    fn per_group(units: &[(i64, i64)], groups: &[u32]) -> Vec<Totals> {
+        let mut out = vec![Totals::default(); groups.iter().max().map_or(0, |&g| g as usize + 1)];
+        for (&(e, c), &g) in units.iter().zip(groups) {
+            if let Some(t) = out.get_mut(g as usize) {
+                t.add(&Totals {
+                    n: 1,
+                    base: i128::from(e),
+                    oracle: i128::from(e.min(c)),
+                });
+            }
+        }
+        out
+    }
+
+    fn add(&mut self, other: &Totals) {
+        self.n += other.n;
+        self.base += other.base;
+        self.oracle += other.oracle;
+    }
+
+    /// The kept probes' totals: those of their groups, added (exact integers, so in any order).
     fn of(input: &Probes<'_>) -> Result<Totals, SearchError> {
-        if input.is_empty() {
+        let mut totals = Totals::default();
+        input.group_totals().for_each(|t| totals.add(t));
+        if totals.n == 0 {
             return Err(SearchError::NoProbes);
         }
-        let (mut base, mut oracle) = (0i128, 0i128);
-        for (e, c) in input.units() {
-            base += i128::from(e);
-            oracle += i128::from(e.min(c));
-        }
-        Ok(Totals {
-            n: input.len(),
-            base,
-            oracle,
-        })
+        Ok(totals)
     }
 }
 
 /// The search over one family's sweep.
 fn search_sweep(
-    sweep: &Sweep,
+    sweep: &Sweep<'_>,
     &Totals { n, base, oracle }: &Totals,
     landscape_p_columns: usize,
 ) -> (SearchOutcome, Option<Landscape>) {

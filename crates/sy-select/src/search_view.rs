@@ -1,9 +1,9 @@
 //! The r/p search's view of every measured pair, made once per run: each pair's search probe
-//! (guard G with the run's limits, which no split seed changes) sorted by R and by P, grouped by
-//! the pair's condition. The run's own search on its fit split and every split seed's search
-//! read it through a mask of the split's conditions ([`SearchInput::subset`]): a filter of the
-//! same sorted lists, so no split sorts its probes again. The search sums exact integer units,
-//! so a subset of the lists gives the numbers of the subset's own lists.
+//! (guard G with the run's limits, which no split seed changes) with its R and P ranked and in
+//! order of its R, grouped by the pair's condition. The run's own search on its fit split and
+//! every split seed's search read it through a mask of the split's conditions
+//! ([`SearchInput::subset`]): a filter of the same probes, so no split ranks its probes again.
+//! The search sums exact integer units, so a subset gives the numbers of its own probes.
 
 use sy_records::Split;
 use sy_selector::GuardLimits;
@@ -11,7 +11,7 @@ use sy_selector::GuardLimits;
 use crate::evaluate::{AllPairs, GuardProbe};
 use crate::search::{Mask, SearchError, SearchInput};
 
-/// Every measured pair's search probe, sorted once and grouped by condition.
+/// Every measured pair's search probe, ranked once and grouped by condition.
 #[derive(Debug)]
 pub struct SearchView {
     input: Result<SearchInput, SearchError>,
@@ -26,7 +26,7 @@ impl SearchView {
         }
     }
 
-    /// The sorted probes, and which of them are the measured pairs of the conditions in
+    /// The ranked probes, and which of them are the measured pairs of the conditions in
     /// `split` (by condition index: [`SearchInput::subset`]).
     pub fn of_split(
         &self,

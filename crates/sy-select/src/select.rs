@@ -534,9 +534,9 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
     // Everything after this reads the pairs, the conditions and the sums: ~190 bytes a record
     // freed before the search, the bootstraps and the seeds.
     drop(records);
-    phases.start("sorting the search's view of the pairs");
+    phases.start("ranking the search's view of the pairs");
     // The search's view of every pair, for the run's search and every seed's (on both cores:
-    // nothing else runs meanwhile), made once the records are gone: ~170 bytes a pair at its
+    // nothing else runs meanwhile), made once the records are gone: ~110 bytes a pair at its
     // peak.
     let view = SearchView::new(&all, opts.limits);
     let (calibrated, stability) = calibrate_with_seeds(
