@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use sy_records::{ProbePair, ProbeTable, Split};
 use sy_selector::{
     CandidateFeatures, DecisionInput, GuardLimits, Model, Observation, Reason, RuleParams,
-    Thresholds, Variant, count_guards, decide_prepared, thresholds_read,
+    Thresholds, Variant, count_guards, decide_prepared, thresholds_read, trigger_enabled,
 };
 
 use crate::search::{GuardPass, SearchProbe};
@@ -480,13 +480,24 @@ impl<'p> VariantTally<'p> {
     }
 
     fn finish(self) -> VariantReplay {
-        let (variant, params) = (self.variant, self.params);
         let mut by = BTreeMap::new();
         for (name, acc) in [("short", self.short), ("long", self.long)] {
             if acc.probes > 0 {
                 by.insert(name.to_string(), acc.finish());
             }
         }
+        VariantReplay::of(self.variant, self.params, self.all.finish(), by)
+    }
+}
+
+impl VariantReplay {
+    /// The replay of `variant` with `params` whose statistics are `all` and `by_decode_length`.
+    fn of(
+        variant: Variant,
+        params: &RuleParams,
+        all: VariantStats,
+        by_decode_length: BTreeMap<String, VariantStats>,
+    ) -> VariantReplay {
         VariantReplay {
             variant,
             thresholds: thresholds_read(variant, &params.thresholds),
@@ -495,8 +506,8 @@ impl<'p> VariantTally<'p> {
                 Variant::Cache => Some(params.margins.cache),
                 _ => None,
             },
-            all: self.all.finish(),
-            by_decode_length: by,
+            all,
+            by_decode_length,
         }
     }
 }
@@ -505,22 +516,44 @@ impl<'p> VariantTally<'p> {
 /// once and decided by every variant (the same decisions, added in the same order, as one pass
 /// per variant; at 10 M records the pairs do not fit in any cache). Returns the replays and
 /// each variant's selected TTFT of every pair in pair order (empty unless [`Detail::Full`]).
+///
+/// A variant whose trigger cannot fire with its thresholds (`stage`, or a count variant with
+/// its terms disabled: `sy_selector::trigger_enabled`) keeps Stage's proposal on every pair,
+/// so every such variant has the same statistics and selected TTFTs: they are tallied once,
+/// for the first of them.
 pub fn replay_variants<P: Borrow<EvalPair>>(
     variants: &[(Variant, &RuleParams)],
     pairs: &[P],
     detail: Detail,
 ) -> (Vec<VariantReplay>, SelectedTtfts) {
-    let mut tallies: Vec<VariantTally<'_>> = variants
-        .iter()
+    let keeps = |&(v, params): &(Variant, &RuleParams)| !trigger_enabled(v, &params.thresholds);
+    let first_keeping = variants.iter().position(keeps);
+    let decided: Vec<usize> = (0..variants.len())
+        .filter(|&i| Some(i) == first_keeping || variants.get(i).is_some_and(|x| !keeps(x)))
+        .collect();
+    let mut tallies: Vec<VariantTally<'_>> = (decided.iter())
+        .filter_map(|&i| variants.get(i))
         .map(|&(v, params)| VariantTally::new(v, params, detail))
         .collect();
     tally_pairs(&mut tallies, pairs);
-    tallies
-        .into_iter()
-        .map(|t| {
-            let variant = t.variant;
-            let (replay, ttfts) = t.finish_keeping();
-            (replay, (variant, ttfts))
+    let mut own: Vec<Option<(VariantReplay, Vec<f64>)>> = vec![None; variants.len()];
+    for (&i, tally) in decided.iter().zip(tallies) {
+        if let Some(slot) = own.get_mut(i) {
+            *slot = Some(tally.finish_keeping());
+        }
+    }
+    let kept = first_keeping.and_then(|i| own.get(i).cloned().flatten());
+    (variants.iter().zip(own))
+        .filter_map(|(&(v, params), own)| {
+            let (replay, ttfts) = match own {
+                Some(decided) => decided,
+                None => {
+                    let (like, ttfts) = kept.clone()?;
+                    let replay = VariantReplay::of(v, params, like.all, like.by_decode_length);
+                    (replay, ttfts)
+                }
+            };
+            Some((replay, (v, ttfts)))
         })
         .unzip()
 }

@@ -231,6 +231,38 @@ fn every_reason_is_covered() {
 }
 
 proptest! {
+    /// Replaying the five variants together, where those whose trigger cannot fire share
+    /// Stage's tally, gives each variant's replay made on its own (statistics and selected
+    /// TTFTs), with the count variants' terms enabled or disabled.
+    #[test]
+    fn variants_that_cannot_fire_replay_as_each_alone(
+        pairs in prop::collection::vec(pair(), 1..60),
+        count in params(),
+        count_prefill in params(),
+        full in any::<bool>(),
+    ) {
+        use sy_select::evaluate::{Detail, replay_variants};
+        let detail = if full { Detail::Full } else { Detail::Choice };
+        let base = common::params();
+        let variants: Vec<(Variant, &RuleParams)> = Variant::ALL
+            .iter()
+            .map(|&v| match v {
+                Variant::Count => (v, &count),
+                Variant::CountPrefill => (v, &count_prefill),
+                _ => (v, &base),
+            })
+            .collect();
+        let together = replay_variants(&variants, &pairs, detail);
+        let alone = variants.iter().fold((Vec::new(), Vec::new()), |(mut r, mut t), &x| {
+            let (replays, ttfts) = replay_variants(&[x], &pairs, detail);
+            r.extend(replays);
+            t.extend(ttfts);
+            (r, t)
+        });
+        // Compared as text: a choice's replay has no p90 (NaN).
+        prop_assert_eq!(format!("{together:?}"), format!("{alone:?}"));
+    }
+
     /// The frozen parameters' replay taken partly from the candidates' replays (what the
     /// choice already decided with the same parameters) is the replay of every variant made
     /// anew, statistics and selected TTFTs alike.
