@@ -251,8 +251,9 @@ pub struct SearchInput {
     r_distinct: Vec<f64>,
     /// Every distinct valid P, ascending.
     p_distinct: Vec<f64>,
-    /// Every probe by ascending R rank (those without a valid R first), in probe order within
-    /// one R: the both-term rules let probes in by ascending R ([`ExtraRows`]).
+    /// Every probe by ascending R rank (those without a valid R first): the both-term rules
+    /// let probes in by ascending R ([`ExtraRows`]). Within one R in probe order, or by P when
+    /// there are more distinct P than [`P_RANKS_IN_CACHE`].
     cells: Vec<Cell>,
 }
 
