@@ -922,6 +922,46 @@ mod tests {
         }
     }
 
+    /// A variant whose trigger its thresholds disable ([`trigger_enabled`]) keeps Stage's
+    /// proposal on every turn, as Stage does (what a replay that tallies such variants once
+    /// relies on).
+    #[test]
+    fn a_variant_that_cannot_fire_keeps_the_proposal() {
+        let options = [None, Some(0.5), Some(4.0)];
+        let mut inputs = Vec::new();
+        for proposal in [Model::Efficient, Model::Capable] {
+            for r in [0.0, 1.0, 4.0, 9.0] {
+                for booked in [0.0, 16_000.0, 80_000.0] {
+                    let mut i = input();
+                    i.proposal = proposal;
+                    i.efficient.r = Some(r);
+                    i.efficient.prefill_tokens_booked = Some(booked);
+                    inputs.push(i);
+                }
+            }
+        }
+        let mut disabled = 0;
+        for variant in Variant::ALL {
+            for r in options {
+                for p in options {
+                    let mut params = params(1400.0, 900.0, 0.0);
+                    params.thresholds = Thresholds { r, p };
+                    if trigger_enabled(variant, &params.thresholds) {
+                        continue;
+                    }
+                    disabled += 1;
+                    for i in &inputs {
+                        let d = decide(&params, variant, i);
+                        assert_eq!(d.choice, i.proposal, "{variant} {r:?} {p:?}");
+                        assert!(!d.changed);
+                    }
+                }
+            }
+        }
+        // Stage with every threshold set, count without r, count_prefill without either.
+        assert_eq!(disabled, 9 + 3 + 1);
+    }
+
     #[test]
     fn capable_proposal_never_changed() {
         let p = params(1400.0, 900.0, 0.0);
