@@ -4,7 +4,7 @@
 # Phase 1: every test except the real-Dynamo ones (test binaries named real_dynamo*), in parallel, + doc tests.
 # Phase 2: the real-Dynamo tests, one at a time, against a real Dynamo 1.6.1 stack on 127.0.0.1 —
 #   2a: every real_dynamo* binary but real_dynamo_dp, against the default topology (4 workers, block 16):
-#   - SY_DYNAMO_FRONTEND / SY_DYNAMO_SELECT already set (e.g. by .ci/run): that stack is used as is;
+#   - SY_DYNAMO_FRONTEND / SY_DYNAMO_SELECT already set (a stack of your own): that stack is used as is;
 #   - otherwise, when the Dynamo venv exists (scripts/dynamo-local.sh install), a private stack is started
 #     on test ports (frontend 28000, selection 28092, workers 28100+/28200+, run dir .dynamo/test-run) and
 #     always stopped on exit;
