@@ -131,6 +131,8 @@ fn generated_100k_records_reproduce_the_golden_outputs() {
             "1000",
             "--repeats",
             "50",
+            "--contention",
+            "both",
             "-q",
         ],
     );

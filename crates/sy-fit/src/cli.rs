@@ -92,6 +92,28 @@ pub struct GenArgs {
     /// Run id of the records.
     #[arg(long, default_value = "synth")]
     pub run_id: String,
+    /// Whom each load-phase condition's background loads: `targeted` (the efficient model, the
+    /// capable one or both, at random, as sy-collect's plans vary it: a busy efficient worker
+    /// beside an idle capable one makes capable faster for some turns) or `both` (every
+    /// condition loads both models: capable is never faster and no rule ever overrides).
+    #[arg(long, value_enum, default_value_t = ContentionArg::Targeted)]
+    pub contention: ContentionArg,
+}
+
+/// `--contention` ([`sy_records::synth::Contention`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ContentionArg {
+    Targeted,
+    Both,
+}
+
+impl From<ContentionArg> for sy_records::synth::Contention {
+    fn from(c: ContentionArg) -> Self {
+        match c {
+            ContentionArg::Targeted => sy_records::synth::Contention::Targeted,
+            ContentionArg::Both => sy_records::synth::Contention::Both,
+        }
+    }
 }
 
 /// The `--json` summary.
@@ -194,6 +216,7 @@ fn gen_synthetic(common: &CommonArgs, args: &GenArgs) -> Result<(), CliError> {
         seed: common.seed.unwrap_or(1),
         conditions: args.conditions,
         repeats: args.repeats,
+        contention: args.contention.into(),
         ..Default::default()
     };
     let started = Instant::now();

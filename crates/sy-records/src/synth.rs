@@ -15,6 +15,13 @@
 //! Q-grid probes (no background load: R = 0, P = 0) sample every (N, f) grid point; load-phase
 //! conditions draw N, f and a background load at random, and every repeat of a condition varies R
 //! and P a little, as real repeats do.
+//!
+//! Whom a condition's background loads is its [`Contention`]. With [`Contention::Both`] it loads
+//! both models, and the capable model is then never the faster one (its Q and load correction are
+//! the larger): every rule keeps the proposal, and a calibration on such records only ever
+//! exercises the path where nothing overrides. [`Contention::Targeted`] loads the efficient model,
+//! the capable one or both, at random, as `sy-collect`'s plans vary it, so that a busy efficient
+//! worker beside an idle capable one makes capable the faster choice for some turns.
 
 use crate::record::Model;
 use rand::{RngExt, SeedableRng};
@@ -58,6 +65,36 @@ impl SynthModel {
     }
 }
 
+/// Whom the background load of a load-phase condition targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Contention {
+    /// Both models, in every condition (no turn where capable is faster).
+    #[default]
+    Both,
+    /// The efficient model, the capable one or both, one of the three at random per condition.
+    Targeted,
+}
+
+impl Contention {
+    /// Draws a condition's target (`Both` draws nothing: its records are those of the
+    /// generator before `Targeted` existed, bit for bit).
+    fn draw(self, rng: &mut ChaCha8Rng) -> &'static str {
+        match self {
+            Contention::Both => "both",
+            Contention::Targeted => ["efficient", "capable", "both"][rng.random_range(0..3)],
+        }
+    }
+}
+
+/// Whether a background aimed at `target` loads `role`.
+fn loads(target: &str, role: Model) -> bool {
+    match target {
+        "efficient" => role == Model::Efficient,
+        "capable" => role == Model::Capable,
+        _ => true,
+    }
+}
+
 /// What to generate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SynthSpec {
@@ -75,6 +112,8 @@ pub struct SynthSpec {
     pub q_repeats: u32,
     pub efficient: SynthModel,
     pub capable: SynthModel,
+    /// Whom each load-phase condition's background loads.
+    pub contention: Contention,
 }
 
 impl Default for SynthSpec {
@@ -105,6 +144,7 @@ impl Default for SynthSpec {
                 noise_sd_ms: 8.0,
                 prefill_capacity_tokens: 16384,
             },
+            contention: Contention::Both,
         }
     }
 }
@@ -347,7 +387,7 @@ pub fn generate(spec: &SynthSpec) -> Vec<Record> {
             decode_output_tokens: if rng.random_bool(0.5) { 64 } else { 2048 },
             decode_length: Some(if c % 2 == 0 { "short" } else { "long" }.to_string()),
             busy_capable: rng.random_bool(0.3),
-            target: "both".to_string(),
+            target: spec.contention.draw(&mut rng).to_string(),
         };
         let k = ((f * n as f64).round() as u64).min(n);
         for rep in 0..spec.repeats {
@@ -356,11 +396,14 @@ pub fn generate(spec: &SynthSpec) -> Vec<Record> {
             clock += 250.0;
             for role in [Model::Efficient, Model::Capable] {
                 let busy = u64::from(role == Model::Capable && background.busy_capable) * 6;
-                let r = u64::from(background.prefill_requests)
-                    + u64::from(background.decode_requests)
+                let loaded = u64::from(loads(&background.target, role));
+                let r = loaded
+                    * (u64::from(background.prefill_requests)
+                        + u64::from(background.decode_requests))
                     + busy
                     + rng.random_range(0..3);
-                let booked = (f64::from(background.prefill_requests)
+                let booked = (loaded as f64
+                    * f64::from(background.prefill_requests)
                     * background.prefill_prompt_tokens as f64
                     * rng.random_range(0.3..1.0)) as u64;
                 let obs = Obs { n, k, r, booked };
@@ -402,5 +445,71 @@ mod tests {
             assert!(crate::load::validate_record(r).is_ok(), "{r:?}");
         }
         assert!(crate::pair_indices(&a).is_ok());
+    }
+
+    /// The truth of a record without noise (what the generator adds noise to).
+    fn true_ttft(spec: &SynthSpec, r: &Record) -> f64 {
+        let m = spec.model(r.role);
+        let o = &r.observed;
+        let n = o.n.unwrap_or(0) as f64;
+        let f = o.k.unwrap_or(0) as f64 / n;
+        m.q_true(n, f) + m.load_true(n, o.r.unwrap_or(0) as f64, o.p.unwrap_or(0.0))
+    }
+
+    #[test]
+    fn targeted_contention_loads_only_the_target_and_sometimes_makes_capable_faster() {
+        let spec = SynthSpec {
+            conditions: 300,
+            repeats: 2,
+            contention: Contention::Targeted,
+            ..SynthSpec::default()
+        };
+        let records = generate(&spec);
+        let load: Vec<&Record> = records.iter().filter(|r| r.phase == Phase::Load).collect();
+        for target in ["efficient", "capable", "both"] {
+            assert!(
+                load.iter().any(|r| r.background.target == target),
+                "{target}"
+            );
+        }
+        for r in &load {
+            let bg = &r.background;
+            let busy = u64::from(r.role == Model::Capable && bg.busy_capable) * 6;
+            let own = u64::from(bg.prefill_requests) + u64::from(bg.decode_requests);
+            let extra = r.observed.r.unwrap_or(0) - busy;
+            if loads(&bg.target, r.role) {
+                assert!((own..own + 3).contains(&extra), "{r:?}");
+            } else {
+                assert!(extra < 3, "{r:?}");
+                assert_eq!(r.observed.prefill_tokens_booked, Some(0), "{r:?}");
+            }
+        }
+        // Pairs are written efficient then capable: capable is truly faster for some turns,
+        // never when both models carry the background.
+        let faster = |target: &str| {
+            load.chunks_exact(2)
+                .filter(|p| p[0].background.target == target)
+                .filter(|p| true_ttft(&spec, p[1]) < true_ttft(&spec, p[0]))
+                .count()
+        };
+        assert!(faster("efficient") > 0);
+        assert_eq!(faster("both"), 0);
+        assert_eq!(faster("capable"), 0);
+    }
+
+    #[test]
+    fn both_contention_never_makes_capable_faster() {
+        let spec = SynthSpec {
+            conditions: 300,
+            repeats: 2,
+            ..SynthSpec::default()
+        };
+        let records = generate(&spec);
+        let load: Vec<&Record> = records.iter().filter(|r| r.phase == Phase::Load).collect();
+        assert!(load.iter().all(|r| r.background.target == "both"));
+        assert!(
+            load.chunks_exact(2)
+                .all(|p| true_ttft(&spec, p[1]) >= true_ttft(&spec, p[0]))
+        );
     }
 }
