@@ -935,8 +935,8 @@ fn coefficient_intervals(
     .with_seed(sy_stats::DEFAULT_SEED ^ seed);
     // Conditions packed in one contiguous table, read once per block of resamples: each
     // resample's sums are how often each condition was drawn times its statistics, added in
-    // condition order (60,000 conditions at 10 M records: 8.6 MB read 63 times instead of
-    // 1,000 times).
+    // condition order. Only what `solve` reads is packed (14 numbers a condition: 60,000
+    // conditions at 10 M records are 6.7 MB, read 63 times instead of 1,000 times).
     let width = SuffStats::packed_len(3);
     let mut packed = Vec::with_capacity(conditions.len() * width);
     for c in conditions {

@@ -101,30 +101,47 @@ impl SuffStats {
 
     /// The length of [`SuffStats::pack_into`]'s row for `p` features.
     pub fn packed_len(p: usize) -> usize {
-        3 + 2 * p + p * p
+        2 + 2 * p + p * (p + 1) / 2
     }
 
-    /// Appends the statistics as one row of numbers (n, sy, syy, sx, sxy, sxx): summing packed
-    /// rows component by component is [`SuffStats::add`] without its pointer chasing, and gives
-    /// the same sums in the same order.
+    /// Appends what [`solve`] reads as one row of numbers: n, sy, sx, sxy and the upper triangle
+    /// of sxx, row by row (sxx is symmetric bit for bit: [`SuffStats::push`] adds the same
+    /// products to both halves; `syy` is left out). Summing packed rows component by component
+    /// is [`SuffStats::add`] without its pointer chasing, and gives the same sums in the same
+    /// order.
     pub fn pack_into(&self, out: &mut Vec<f64>) {
-        out.extend([self.n, self.sy, self.syy]);
+        let p = self.p;
+        out.extend([self.n, self.sy]);
         out.extend(&self.sx);
         out.extend(&self.sxy);
-        out.extend(&self.sxx);
+        for a in 0..p {
+            out.extend(self.sxx.get(a * p + a..(a + 1) * p).unwrap_or(&[]));
+        }
     }
 
-    /// The statistics of a packed row ([`SuffStats::pack_into`]) of `p` features.
+    /// The statistics of a packed row ([`SuffStats::pack_into`]) of `p` features, sxx mirrored
+    /// from its upper triangle; `syy`, which the row does not hold, is NaN (nothing that reads
+    /// a packed row's statistics may use it).
     pub fn unpack(p: usize, row: &[f64]) -> SuffStats {
         let part = |from: usize, len: usize| row.get(from..from + len).unwrap_or(&[]).to_vec();
+        let upper = row.get(2 + 2 * p..).unwrap_or(&[]);
+        let mut sxx = vec![0.0; p * p];
+        let mut next = upper.iter();
+        for a in 0..p {
+            for b in a..p {
+                let v = next.next().copied().unwrap_or(0.0);
+                sxx[a * p + b] = v;
+                sxx[b * p + a] = v;
+            }
+        }
         SuffStats {
             p,
             n: row.first().copied().unwrap_or(0.0),
             sy: row.get(1).copied().unwrap_or(0.0),
-            syy: row.get(2).copied().unwrap_or(0.0),
-            sx: part(3, p),
-            sxy: part(3 + p, p),
-            sxx: part(3 + 2 * p, p * p),
+            syy: f64::NAN,
+            sx: part(2, p),
+            sxy: part(2 + p, p),
+            sxx,
         }
     }
 
@@ -371,9 +388,15 @@ mod tests {
         ] {
             assert!(a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()));
         }
-        assert_eq!(
-            (back.sy.to_bits(), back.syy.to_bits()),
-            (added.sy.to_bits(), added.syy.to_bits())
+        assert_eq!(back.sy.to_bits(), added.sy.to_bits());
+        assert!(back.syy.is_nan());
+        let (a, b) = (solve(&back, 0.5).unwrap(), solve(&added, 0.5).unwrap());
+        assert_eq!(a.intercept.to_bits(), b.intercept.to_bits());
+        assert!(
+            a.coef
+                .iter()
+                .zip(&b.coef)
+                .all(|(x, y)| x.to_bits() == y.to_bits())
         );
     }
 
