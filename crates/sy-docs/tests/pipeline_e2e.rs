@@ -3,28 +3,11 @@
 //! to the same numbers that `selection.json` and `report.md` show.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::Path;
-use std::process::Command;
-
 mod common;
-use common::{bin, repo};
+use common::{repo, run_in};
 
 use serde_json::Value;
 use sy_selector::Bundle;
-
-fn run(work: &Path, tool: &str, args: &[&str]) -> std::process::Output {
-    let out = Command::new(bin(tool))
-        .args(args)
-        .current_dir(work)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{tool} {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 #[test]
 fn simulator_to_bundle_end_to_end() {
@@ -32,7 +15,7 @@ fn simulator_to_bundle_end_to_end() {
     let w = work.path();
     let plan = repo().join("data/plans/demo.toml");
     let plan = plan.to_str().unwrap();
-    run(
+    run_in(
         w,
         "sy-collect",
         &[
@@ -47,7 +30,7 @@ fn simulator_to_bundle_end_to_end() {
         ],
     );
     for tool in ["sy-fit", "sy-margin", "sy-select"] {
-        run(
+        run_in(
             w,
             tool,
             &["--run-dir", "run", "--seed", "3", "--no-progress", "-q"],
@@ -77,7 +60,7 @@ fn simulator_to_bundle_end_to_end() {
         serde_json::from_slice(&std::fs::read(run_dir.join("selection.json")).unwrap()).unwrap();
 
     // Replaying the frozen bundle over the selection split reproduces selection.json exactly.
-    let out = run(
+    let out = run_in(
         w,
         "sy-select",
         &[

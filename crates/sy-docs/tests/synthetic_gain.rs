@@ -6,23 +6,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
-use std::process::Command;
 
 mod common;
-use common::bin;
+use common::run_in;
 
 fn run(tool: &str, args: &[&str], cwd: &Path) {
-    let out = Command::new(bin(tool))
-        .args(args)
-        .args(["--no-progress", "-q"])
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{tool} {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_in(cwd, tool, &[args, &["--no-progress", "-q"]].concat());
 }
 
 /// `selection.json` of the chain on 400 generated conditions with `contention`.

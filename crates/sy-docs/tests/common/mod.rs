@@ -23,3 +23,19 @@ pub fn bin(name: &str) -> PathBuf {
     };
     dir.join(name)
 }
+
+/// Runs the tool binary `tool` with `args` in `work` and returns its output; panics, with its
+/// standard error, unless it succeeds.
+pub fn run_in(work: &Path, tool: &str, args: &[&str]) -> std::process::Output {
+    let out = std::process::Command::new(bin(tool))
+        .args(args)
+        .current_dir(work)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{tool} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
