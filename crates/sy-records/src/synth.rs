@@ -456,15 +456,21 @@ mod tests {
         m.q_true(n, f) + m.load_true(n, o.r.unwrap_or(0) as f64, o.p.unwrap_or(0.0))
     }
 
-    #[test]
-    fn targeted_contention_loads_only_the_target_and_sometimes_makes_capable_faster() {
+    /// 300 conditions of 2 repeats with `contention`, and their records.
+    fn generated(contention: Contention) -> (SynthSpec, Vec<Record>) {
         let spec = SynthSpec {
             conditions: 300,
             repeats: 2,
-            contention: Contention::Targeted,
+            contention,
             ..SynthSpec::default()
         };
         let records = generate(&spec);
+        (spec, records)
+    }
+
+    #[test]
+    fn targeted_contention_loads_only_the_target_and_sometimes_makes_capable_faster() {
+        let (spec, records) = generated(Contention::Targeted);
         let load: Vec<&Record> = records.iter().filter(|r| r.phase == Phase::Load).collect();
         for target in ["efficient", "capable", "both"] {
             assert!(
@@ -499,12 +505,7 @@ mod tests {
 
     #[test]
     fn both_contention_never_makes_capable_faster() {
-        let spec = SynthSpec {
-            conditions: 300,
-            repeats: 2,
-            ..SynthSpec::default()
-        };
-        let records = generate(&spec);
+        let (spec, records) = generated(Contention::default());
         let load: Vec<&Record> = records.iter().filter(|r| r.phase == Phase::Load).collect();
         assert!(load.iter().all(|r| r.background.target == "both"));
         assert!(
