@@ -95,12 +95,7 @@ impl Choices {
                 Some((replay, (v, ttfts)))
             })
             .unzip();
-        let replay = Replay {
-            pairs: pairs.len() as u64,
-            pairs_unmeasured: unmeasured,
-            variants,
-        };
-        (replay, selected)
+        (Replay::of(pairs, unmeasured, variants), selected)
     }
 }
 
@@ -187,11 +182,7 @@ pub fn choose_searched<P: std::borrow::Borrow<EvalPair>>(
         (v, params)
     });
     let (replays, candidate_selected) = replay_variants(&variants, sel_pairs, detail);
-    let candidates = Replay {
-        pairs: sel_pairs.len() as u64,
-        pairs_unmeasured: sel_unmeasured,
-        variants: replays,
-    };
+    let candidates = Replay::of(sel_pairs, sel_unmeasured, replays);
     let candidate_params = variants.map(|(v, p)| (v, p.clone())).to_vec();
     let stats = |v: Variant| {
         candidates

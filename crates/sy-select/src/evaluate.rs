@@ -319,6 +319,15 @@ pub struct Replay {
 }
 
 impl Replay {
+    /// The replays `variants` of `pairs` decided pairs (`unmeasured` more skipped).
+    pub fn of<P>(pairs: &[P], unmeasured: u64, variants: Vec<VariantReplay>) -> Replay {
+        Replay {
+            pairs: pairs.len() as u64,
+            pairs_unmeasured: unmeasured,
+            variants,
+        }
+    }
+
     /// The replay of one variant.
     pub fn get(&self, variant: Variant) -> Option<&VariantReplay> {
         self.variants.iter().find(|v| v.variant == variant)
@@ -590,12 +599,7 @@ pub fn replay_all_keeping<P: Borrow<EvalPair>>(
 ) -> (Replay, SelectedTtfts) {
     let variants = Variant::ALL.map(|v| (v, params));
     let (variants, selected) = replay_variants(&variants, pairs, Detail::Full);
-    let replay = Replay {
-        pairs: pairs.len() as u64,
-        pairs_unmeasured: unmeasured,
-        variants,
-    };
-    (replay, selected)
+    (Replay::of(pairs, unmeasured, variants), selected)
 }
 
 /// Decision inputs of the pairs, and how many pairs lacked a measured TTFT.
