@@ -5,34 +5,26 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
-use std::process::Command;
 
 mod common;
-use common::{bin, repo};
+use common::{repo, run_in};
 
 /// Runs the three tools in `work/run` (same relative path both times, so recorded paths agree).
 fn pipeline(work: &Path) -> serde_json::Value {
     let records = repo().join("data/demo/records.parquet");
+    let records = records.to_str().unwrap();
+    let args = [
+        "--run-dir",
+        "run",
+        "--seed",
+        "7",
+        "--no-progress",
+        "-q",
+        "--records",
+        records,
+    ];
     for tool in ["sy-fit", "sy-margin", "sy-select"] {
-        let out = Command::new(bin(tool))
-            .args([
-                "--run-dir",
-                "run",
-                "--seed",
-                "7",
-                "--no-progress",
-                "-q",
-                "--records",
-            ])
-            .arg(&records)
-            .current_dir(work)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{tool} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        run_in(work, tool, &args);
     }
     let read = |f: &str| -> serde_json::Value {
         serde_json::from_slice(&std::fs::read(work.join("run").join(f)).unwrap()).unwrap()
