@@ -1,7 +1,10 @@
 //! Replaying variants over paired probes: every decision goes through `sy_selector::decide`'s
 //! body, `decide_prepared` (the production code path, with each pair's log features taken once),
-//! Stage's proposal is taken as *efficient* for every pair, and the
-//! *selected TTFT* is the measured TTFT of the candidate the decision picks.
+//! or — for the TTFT variants of a pair settled once under the parameters' ground — through
+//! `sy_selector::TtftTurn::decide`, the same decision finished from what `decide` settles before
+//! reading the fitted corrections (`sy-select`'s own pairs are settled under the run's limits and
+//! Q tables, which every split seed shares). Stage's proposal is taken as *efficient* for every
+//! pair, and the *selected TTFT* is the measured TTFT of the candidate the decision picks.
 //!
 //! The statistics answer the proposal's questions per variant: how often the rule could act,
 //! how often it changed the choice, how often it fell back to Stage and why; mean and p90 selected
@@ -15,8 +18,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sy_records::{ProbePair, ProbeTable, Split};
 use sy_selector::{
-    CandidateFeatures, DecisionInput, GuardLimits, Model, Observation, Reason, RuleParams,
-    Thresholds, Variant, count_guards, decide_prepared, thresholds_read, trigger_enabled,
+    CandidateFeatures, DecisionInput, Estimator, GuardLimits, Model, Observation, Reason,
+    RuleParams, Thresholds, TtftGround, TtftTurn, Variant, count_guards, decide_prepared,
+    thresholds_read, trigger_enabled,
 };
 
 use crate::search::{GuardPass, SearchProbe};
@@ -43,6 +47,39 @@ pub struct EvalPair {
     /// The workload condition (a hash of run id and condition id): the unit the bootstrap
     /// resamples.
     pub condition: u64,
+    /// Both TTFT variants' turns settled once (see [`SettledTtft`]), when they were.
+    ttft: Option<SettledTtft>,
+}
+
+/// A pair's turns of the TTFT variants (blind, cache) settled under a [`TtftGround`]
+/// (`sy_selector::TtftTurn`), with that ground's identity: every replay and margin under
+/// parameters of the same ground — the run's and every split seed's, whose Q tables and limits
+/// are the run's — finishes them instead of deciding the pair from its observations again.
+/// 56 bytes a pair.
+#[derive(Debug, Clone, PartialEq)]
+struct SettledTtft {
+    ground: u64,
+    turns: [TtftTurn; 2],
+}
+
+impl SettledTtft {
+    fn settle(ground: &TtftGround, input: &DecisionInput, f: &CandidateFeatures) -> Option<Self> {
+        let turns = [Estimator::Blind, Estimator::Cache].map(|e| ground.settle(e, input, f));
+        let [Some(blind), Some(cache)] = turns else {
+            return None;
+        };
+        Some(SettledTtft {
+            ground: ground.id(),
+            turns: [blind, cache],
+        })
+    }
+
+    fn turn(&self, estimator: Estimator) -> &TtftTurn {
+        match estimator {
+            Estimator::Blind => &self.turns[0],
+            Estimator::Cache => &self.turns[1],
+        }
+    }
 }
 
 /// The rule's inputs of an [`Observation`] as values with a presence mask (56 bytes instead of
@@ -136,11 +173,20 @@ impl EvalPair {
     /// The decision time is when the probe was sent (the runtime decides right before sending);
     /// the capable in-flight count is 0 (calibration has no local accounting).
     pub fn from_pair(pair: &ProbePair) -> Option<EvalPair> {
-        EvalPair::from_pair_in(pair, condition_key(pair.run_id(), pair.condition_id()))
+        EvalPair::from_pair_in(
+            pair,
+            condition_key(pair.run_id(), pair.condition_id()),
+            None,
+        )
     }
 
-    /// [`EvalPair::from_pair`] with the pair's [`condition_key`] already computed.
-    fn from_pair_in(pair: &ProbePair, condition: u64) -> Option<EvalPair> {
+    /// [`EvalPair::from_pair`] with the pair's [`condition_key`] already computed, settled
+    /// under `ground` when given ([`EvalPair::settled`]).
+    fn from_pair_in(
+        pair: &ProbePair,
+        condition: u64,
+        ground: Option<&TtftGround>,
+    ) -> Option<EvalPair> {
         let (e, c) = (&pair.efficient, &pair.capable);
         if !pair.both_ok() {
             return None;
@@ -159,12 +205,11 @@ impl EvalPair {
             now_ms: e.sent_at_unix_ms(),
             local_capable_in_flight: 0,
         };
-        Some(EvalPair::new(
-            &input,
-            (ttft_eff_ms, ttft_cap_ms),
-            decode_length,
-            condition,
-        ))
+        let mut e = EvalPair::new(&input, (ttft_eff_ms, ttft_cap_ms), decode_length, condition);
+        if let Some(ground) = ground {
+            e.ttft = SettledTtft::settle(ground, &input, &e.features);
+        }
+        Some(e)
     }
 
     /// A pair from its decision input, the measured TTFTs (efficient, capable), the background
@@ -186,7 +231,33 @@ impl EvalPair {
             ttft_cap_ms,
             decode_length,
             condition,
+            ttft: None,
         }
+    }
+
+    /// The pair with its TTFT variants' turns settled under `ground` (see [`SettledTtft`]).
+    pub fn settled(mut self, ground: &TtftGround) -> EvalPair {
+        self.ttft = SettledTtft::settle(ground, &self.input(), &self.features);
+        self
+    }
+
+    /// The predicted advantage `T_eff − T_cap` of `estimator` under the models, from the pair's
+    /// settled turn when it was settled under ground `ground` ([`TtftGround::id_of`] the models
+    /// with any limits: the advantage reads only the Q tables); `None` (not settled, or under
+    /// another ground) when it must be predicted from the observations.
+    #[inline]
+    pub fn settled_advantage(
+        &self,
+        models: (&sy_selector::ModelEstimators, &sy_selector::ModelEstimators),
+        estimator: Estimator,
+        ground: u64,
+    ) -> Option<Option<f64>> {
+        let settled = self.ttft.as_ref().filter(|s| s.ground == ground)?;
+        Some(
+            settled
+                .turn(estimator)
+                .advantage_ms(models, estimator, &self.features),
+        )
     }
 
     /// The decision input (the recorded extras are not kept).
@@ -451,6 +522,8 @@ struct VariantTally<'p> {
     all: Acc,
     short: Acc,
     long: Acc,
+    /// The identity of `params`' ground: pairs settled under it are finished from their turns.
+    ground: u64,
 }
 
 impl<'p> VariantTally<'p> {
@@ -462,22 +535,47 @@ impl<'p> VariantTally<'p> {
             all: Acc::new(detail),
             short: Acc::new(detail),
             long: Acc::new(detail),
+            ground: TtftGround::id_of(&params.limits, (&params.efficient, &params.capable)),
         }
     }
 
+    /// The reason `decide` gives this TTFT variant on `pair`, from the pair's settled turn when
+    /// it has one of a ground that fits the parameters; `None` when the pair must be decided
+    /// from its observations.
     #[inline]
-    fn add(&mut self, pair: &EvalPair, input: &DecisionInput) {
-        let d = decide_prepared(self.params, self.variant, input, &pair.features);
-        let selected = pair.selected_ttft(d.choice);
+    fn settled_reason(&self, pair: &EvalPair) -> Option<Reason> {
+        let estimator = self.variant.estimator()?;
+        let settled = pair.ttft.as_ref().filter(|s| s.ground == self.ground)?;
+        Some(
+            settled
+                .turn(estimator)
+                .decide(self.params, estimator, &pair.features),
+        )
+    }
+
+    /// Decides `pair` (`input`: its decision input, unpacked by the first tally that needs
+    /// it) and adds the outcome.
+    #[inline]
+    fn add(&mut self, pair: &EvalPair, input: &mut Option<DecisionInput>) {
+        let (reason, changed, choice) = match self.settled_reason(pair) {
+            Some(Reason::Override) => (Reason::Override, true, Model::Capable),
+            Some(reason) => (reason, false, pair.proposal),
+            None => {
+                let input = input.get_or_insert_with(|| pair.input());
+                let d = decide_prepared(self.params, self.variant, input, &pair.features);
+                (d.reason, d.changed, d.choice)
+            }
+        };
+        let selected = pair.selected_ttft(choice);
         let oracle = pair.oracle_ttft();
-        self.all.add(&d.reason, d.changed, selected, oracle);
+        self.all.add(&reason, changed, selected, oracle);
         let by_length = match pair.decode_length {
             Some(DecodeLength::Short) if self.by_length => Some(&mut self.short),
             Some(DecodeLength::Long) if self.by_length => Some(&mut self.long),
             _ => None,
         };
         if let Some(acc) = by_length {
-            acc.add(&d.reason, d.changed, selected, oracle);
+            acc.add(&reason, changed, selected, oracle);
         }
     }
 
@@ -571,9 +669,9 @@ pub fn replay_variants<P: Borrow<EvalPair>>(
 fn tally_pairs<P: Borrow<EvalPair>>(tallies: &mut [VariantTally<'_>], pairs: &[P]) {
     for pair in pairs {
         let pair = pair.borrow();
-        let input = pair.input();
+        let mut input = None;
         for tally in tallies.iter_mut() {
-            tally.add(pair, &input);
+            tally.add(pair, &mut input);
         }
     }
 }
@@ -634,6 +732,12 @@ impl AllPairs {
     /// The decision inputs of every pair of `records`, in pair order (on every core: unpacking
     /// a pair and taking its features' logarithms is most of the work).
     pub fn new(records: &ProbeTable) -> AllPairs {
+        AllPairs::settled(records, None)
+    }
+
+    /// [`AllPairs::new`], each pair's TTFT variants' turns settled under `ground` when given
+    /// ([`EvalPair::settled`]).
+    pub fn settled(records: &ProbeTable, ground: Option<&TtftGround>) -> AllPairs {
         use rayon::prelude::*;
         let keys: Vec<u64> = (0..records.condition_count())
             .map(|c| {
@@ -651,7 +755,7 @@ impl AllPairs {
                 };
                 let c = p.condition();
                 let key = keys.get(c as usize).copied().unwrap_or_default();
-                (EvalPair::from_pair_in(&p, key), c)
+                (EvalPair::from_pair_in(&p, key, ground), c)
             })
             .unzip();
         let measured = pairs.iter().map(Option::is_some).collect();

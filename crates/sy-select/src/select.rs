@@ -10,7 +10,8 @@ use sy_calibration::inputs::{self, FitEstimators};
 use sy_calibration::margins::MarginsFile;
 use sy_records::Split;
 use sy_selector::{
-    Bundle, GuardLimits, InputFile, Margins, Provenance, RuleParams, Thresholds, Variant,
+    Bundle, GuardLimits, InputFile, Margins, Provenance, RuleParams, Thresholds, TtftGround,
+    Variant,
 };
 
 pub use crate::choice::Choice;
@@ -503,6 +504,14 @@ fn calibrate_with_seeds<'a>(
     })
 }
 
+/// The ground every pair's TTFT turns are settled under (`sy_selector::TtftGround`): the run's
+/// limits and the fit's Q tables, which every split seed's fit shares (they are built from the
+/// Q-grid records, not from a split).
+fn ttft_ground(opts: &SelectOptions, inputs: &Inputs) -> TtftGround {
+    let (e, c) = (&inputs.fit.efficient.q, &inputs.fit.capable.q);
+    TtftGround::new(opts.limits, e.clone(), c.clone())
+}
+
 /// A scoped thread's result; its panic goes on in this thread.
 fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
     handle
@@ -517,7 +526,9 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
     let mut phases = sy_cli::Phases::new(opts.show_progress);
     phases.start("loading inputs");
     let (inputs, records) = load_inputs(opts)?;
-    phases.start("pairing probes and summing conditions for the stability seeds");
+    phases.start(
+        "pairing probes, settling their TTFT turns, summing conditions for the stability seeds",
+    );
     let settings = stability_settings(opts, &inputs);
     // The seeds' per-condition sums, the conditions' splits and the client-server gaps on a
     // thread of their own while the probes are paired.
@@ -527,7 +538,7 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
             (sums, records.condition_splits(&inputs.splits))
         });
         let gap = scope.spawn(|| crate::gap::gap_rows(&records));
-        let all = AllPairs::new(&records);
+        let all = AllPairs::settled(&records, Some(&ttft_ground(opts, &inputs)));
         let (sums, splits) = joined(side);
         (all, (sums, splits, joined(gap)))
     });

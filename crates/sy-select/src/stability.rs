@@ -19,6 +19,8 @@ pub use crate::error::SeedError;
 use crate::evaluate::{AllPairs, Detail};
 use crate::search::search_families;
 use crate::search_view::SearchView;
+use sy_calibration::margins::{margin_values_of_advantages, predicted_advantage};
+use sy_selector::{Estimator, TtftGround};
 
 /// Share of seeds that must agree with the run's choice for it to be called stable.
 pub const STABLE_SHARE: f64 = 0.8;
@@ -80,21 +82,26 @@ impl<'a> Shared<'a> {
         &self,
         fit: &FitEstimators,
         condition_splits: &[Option<Split>],
-        level: f64,
+        (level, limits): (f64, &sy_selector::GuardLimits),
     ) -> Result<Margins, SeedError> {
+        // Each pair's advantages from its settled turns when their ground has this fit's Q
+        // tables (the run's, as every seed's are), else predicted from its observations.
+        let models = (&fit.efficient, &fit.capable);
+        let ground = TtftGround::id_of(limits, models);
         let pairs = self
             .pairs
             .indexed_in_split(condition_splits, Split::Uncertainty)
             .map(|(c, p)| {
-                let measured = p.ttft_eff_ms - p.ttft_cap_ms;
-                (c, p.efficient(), p.capable(), *p.features(), measured)
+                let advantage = |e| {
+                    p.settled_advantage(models, e, ground).unwrap_or_else(|| {
+                        let observations = (&p.efficient(), &p.capable());
+                        predicted_advantage(fit, e, observations, p.features()).ok()
+                    })
+                };
+                let advantages = [advantage(Estimator::Blind), advantage(Estimator::Cache)];
+                (c, advantages, p.ttft_eff_ms - p.ttft_cap_ms)
             });
-        let (blind, cache) = sy_calibration::margins::margin_values_of_pairs(
-            fit,
-            pairs,
-            condition_splits.len(),
-            level,
-        );
+        let (blind, cache) = margin_values_of_advantages(pairs, condition_splits.len(), level);
         Ok(Margins {
             blind: blind.ok_or(SeedError::NoUncertaintyPair("blind"))?,
             cache: cache.ok_or(SeedError::NoUncertaintyPair("cache"))?,
@@ -125,7 +132,7 @@ fn one_seed(
     // The margins and the search of the fit split side by side (neither reads the other): the
     // pool's threads share a seed's work, so the last seeds do not leave a core idle.
     let (margins, searched) = rayon::join(
-        || shared.margins(&fit, &condition_splits, s.margin_level),
+        || shared.margins(&fit, &condition_splits, (s.margin_level, &s.limits)),
         || search_fit_split(shared, &condition_splits),
     );
     let base = RuleParams {

@@ -7,7 +7,7 @@
 #[path = "../../sy-selector/tests/common/mod.rs"]
 mod common;
 
-use common::strategies::{NOW, observation};
+use common::strategies::{NOW, fresh_observation, observation};
 
 use std::collections::BTreeSet;
 
@@ -21,8 +21,8 @@ use sy_selector::{
 
 fn pair() -> impl Strategy<Value = EvalPair> {
     (
-        observation(),
-        observation(),
+        prop_oneof![observation(), fresh_observation()],
+        prop_oneof![observation(), fresh_observation()],
         0_u64..6,
         1.0..3_000.0,
         1.0..3_000.0,
@@ -283,5 +283,43 @@ proptest! {
         let anew = replay_all_keeping(&choices.params, &pairs, 3);
         let reused = choices.frozen_replay(&pairs, 3);
         prop_assert_eq!(reused, anew);
+    }
+}
+
+proptest! {
+    /// Pairs whose TTFT turns were settled under the run's ground (`EvalPair::settled`) replay
+    /// every variant as the same pairs decided from their observations — under the run's
+    /// parameters, under a split seed's (other corrections and margins, the same Q tables and
+    /// limits) and under parameters of another ground (other limits: the settled turns are not
+    /// used).
+    #[test]
+    fn settled_pairs_replay_as_pairs_decided_anew(
+        pairs in prop::collection::vec(pair(), 1..40),
+        base in params(),
+        scale in 0.3..3.0,
+        shift in -200.0..200.0,
+        max_age_ms in 0.0..1_000.0,
+    ) {
+        use sy_select::evaluate::{Detail, replay_variants};
+        let ground = sy_selector::TtftGround::of(&base);
+        let settled: Vec<EvalPair> = pairs.iter().map(|p| p.clone().settled(&ground)).collect();
+        let mut seed = base.clone();
+        for m in [&mut seed.efficient, &mut seed.capable] {
+            m.standardiser.std = m.standardiser.std.map(|x| x * scale);
+            for c in [&mut m.blind, &mut m.cache] {
+                c.intercept = c.intercept * scale + shift;
+                c.coef = c.coef.map(|x| x * scale - shift);
+            }
+        }
+        seed.margins.blind += shift;
+        let mut other = base.clone();
+        other.limits.max_age_ms = max_age_ms;
+        for params in [&base, &seed, &other] {
+            let variants = Variant::ALL.map(|v| (v, params));
+            let anew = replay_variants(&variants, &pairs, Detail::Full);
+            let from_turns = replay_variants(&variants, &settled, Detail::Full);
+            // Compared as text: NaN p90s compare equal there.
+            prop_assert_eq!(format!("{anew:?}"), format!("{from_turns:?}"));
+        }
     }
 }

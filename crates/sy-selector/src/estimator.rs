@@ -347,8 +347,21 @@ pub fn predict_from_inputs(
     estimator: Estimator,
     inputs: &EstimatorInputs,
 ) -> Result<f64, PredictError> {
-    let z = model.standardiser.standardise(inputs.raw);
     let base = model.q.lookup(inputs.n, inputs.f)?;
+    predict_from_baseline(model, estimator, base, inputs.raw)
+}
+
+/// The rest of [`predict_from_inputs`] once the Q baseline `base` is looked up: the baseline
+/// plus the load correction of the standardised raw features `raw` (the estimator's own model's
+/// Q table must have given `base`).
+#[inline(always)]
+pub fn predict_from_baseline(
+    model: &ModelEstimators,
+    estimator: Estimator,
+    base: f64,
+    raw: [f64; 3],
+) -> Result<f64, PredictError> {
+    let z = model.standardiser.standardise(raw);
     let t = base + model.correction(estimator).apply(z);
     if t > 0.0 && t.is_finite() {
         Ok(t)

@@ -13,7 +13,9 @@
 //!   [`LoadCorrection`];
 //! - the estimators `T_blind` / `T_cache` ([`predict`], [`q_baseline`]);
 //! - guard G ([`guard`]), the triggers ([`r_trigger`], [`p_trigger`], [`count_trigger`],
-//!   [`ttft_trigger`]) and [`decide`], which composes them;
+//!   [`ttft_trigger`]) and [`decide`], which composes them ([`TtftTurn`]: a TTFT variant's
+//!   decision settled once up to the fitted corrections, for offline replays that decide the
+//!   same turn under many fits);
 //! - the quantile the margins use ([`quantile_sorted`]);
 //! - the frozen [`Bundle`] with its SHA-256 content hash;
 //! - the live path a host links ([`LiveRule::route`] over an [`Observer`] the host implements):
@@ -55,6 +57,7 @@ mod observation;
 mod qtable;
 mod quantile;
 mod rule;
+mod ttft_turn;
 
 pub use bundle::{
     BUNDLE_READABLE_VERSIONS, BUNDLE_SCHEMA_VERSION, Bundle, BundleError, InputFile,
@@ -62,8 +65,8 @@ pub use bundle::{
 };
 pub use estimator::{
     EstimatorInputs, FeatureMoments, LoadCorrection, ModelEstimators, PredictError, RawFeatures,
-    Standardiser, StandardiserError, log1p, predict, predict_from_inputs, predict_prepared,
-    q_baseline, raw_features, regression_target,
+    Standardiser, StandardiserError, log1p, predict, predict_from_baseline, predict_from_inputs,
+    predict_prepared, q_baseline, raw_features, regression_target,
 };
 pub use live::{Candidates, LiveRule, Observer, RouteFailure, Routed};
 pub use model::{Estimator, Model, Variant};
@@ -78,6 +81,7 @@ pub use rule::{
     count_trigger, decide, decide_prepared, guard, p_trigger, r_trigger, read_guard_inputs,
     required_inputs, thresholds_read, trigger_enabled, ttft_trigger,
 };
+pub use ttft_turn::{TtftGround, TtftTurn};
 
 /// `RuleParams` under the name the interfaces also use.
 pub type Selector = RuleParams;

@@ -97,6 +97,20 @@ impl PartialEq for QTable {
     }
 }
 
+impl QTable {
+    /// Feeds every number of the table, bit for bit, to `h` (a table's identity; see
+    /// [`crate::TtftGround::id`]).
+    pub(crate) fn hash_bits(&self, h: &mut impl std::hash::Hasher) {
+        h.write_usize(self.width);
+        for v in [&self.n_axis, &self.f_rows, &self.values] {
+            h.write_usize(v.len());
+            for x in v.iter() {
+                h.write_u64(x.to_bits());
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct QTableRepr {

@@ -688,11 +688,32 @@ fn predicted_advantage(
     let t_cap = predict_from_inputs(&params.capable, estimator, cap_inputs);
     d.predicted_efficient_ms = predicted_value(&t_eff);
     d.predicted_capable_ms = predicted_value(&t_cap);
-    let t_eff = t_eff.map_err(|e| prediction_failure(Model::Efficient, e))?;
-    let t_cap = t_cap.map_err(|e| prediction_failure(Model::Capable, e))?;
-    let advantage = t_eff - t_cap;
+    let advantage = advantage_of(t_eff, t_cap)?;
     d.advantage_ms = Some(advantage);
     Ok(advantage)
+}
+
+/// The advantage `T_eff − T_cap` of both predictions; the first unusable one (efficient's,
+/// then capable's) is the reason to fall back.
+#[inline(always)]
+pub(crate) fn advantage_of(
+    t_eff: Result<f64, PredictError>,
+    t_cap: Result<f64, PredictError>,
+) -> Result<f64, Reason> {
+    let t_eff = t_eff.map_err(|e| prediction_failure(Model::Efficient, e))?;
+    let t_cap = t_cap.map_err(|e| prediction_failure(Model::Capable, e))?;
+    Ok(t_eff - t_cap)
+}
+
+/// The TTFT trigger's verdict on an advantage (or the reason there is none): what
+/// [`decide`] ends with once guard G holds for a TTFT variant.
+#[inline(always)]
+pub(crate) fn ttft_verdict(advantage: Result<f64, Reason>, margin_ms: f64) -> Reason {
+    match advantage {
+        Ok(a) if ttft_trigger(a, margin_ms) => Reason::Override,
+        Ok(_) => Reason::TriggerFalse,
+        Err(reason) => reason,
+    }
 }
 
 /// The variant's thresholds or margin in force, recorded into `d`.
@@ -708,6 +729,18 @@ fn record_terms(params: &RuleParams, variant: Variant, d: &mut Decision) {
         Variant::Cache => d.margin_ms = Some(params.margins.cache),
         Variant::Stage => {}
     }
+}
+
+/// Guard G with the candidates' raw features, when known (what [`guard`] gives).
+#[inline(always)]
+pub(crate) fn guard_prepared(
+    limits: &GuardLimits,
+    reads: TriggerReads,
+    (input, features): (&DecisionInput, &CandidateFeatures),
+) -> Result<GuardReadings, Reason> {
+    let readings = read_prepared(reads, input, features)?;
+    check_guard_limits(limits, &readings, input.local_capable_in_flight)?;
+    Ok(readings)
 }
 
 /// Guard G as [`decide`] applies it, recording the ages (once the inputs are valid) and the

@@ -4,13 +4,13 @@
 
 mod common;
 
-use common::strategies::{NOW, observation};
+use common::strategies::{NOW, fresh_observation, observation};
 
 use proptest::prelude::*;
 use sy_selector::{
     CandidateFeatures, Decision, DecisionInput, Estimator, Model, RawFeatures, Reason, RuleParams,
-    Thresholds, TriggerReads, Variant, count_guards, decide, decide_prepared, guard, predict,
-    predict_prepared, required_inputs,
+    Thresholds, TriggerReads, TtftGround, Variant, count_guards, decide, decide_prepared, guard,
+    predict, predict_prepared, required_inputs,
 };
 
 fn input() -> impl Strategy<Value = DecisionInput> {
@@ -30,6 +30,19 @@ fn input() -> impl Strategy<Value = DecisionInput> {
                 local_capable_in_flight: local,
             },
         )
+}
+
+/// A turn whose observations are all valid and fresh (guard G then depends on the limits alone,
+/// and the TTFT triggers compare real predictions).
+fn valid_input() -> impl Strategy<Value = DecisionInput> {
+    let obs = fresh_observation;
+    (obs(), obs(), 0_u64..6).prop_map(|(efficient, capable, local)| DecisionInput {
+        proposal: Model::Efficient,
+        efficient,
+        capable,
+        now_ms: NOW,
+        local_capable_in_flight: local,
+    })
 }
 
 fn variant() -> impl Strategy<Value = Variant> {
@@ -54,6 +67,23 @@ fn params() -> impl Strategy<Value = RuleParams> {
             params.margins.cache = cache;
             params
         })
+}
+
+/// `p` refitted as a split seed refits it: other standardisers, corrections and margins, the same
+/// Q tables and limits (`scale` and `shift` move every fitted number).
+fn refitted(p: &RuleParams, scale: f64, shift: f64) -> RuleParams {
+    let mut q = p.clone();
+    for m in [&mut q.efficient, &mut q.capable] {
+        m.standardiser.mean = m.standardiser.mean.map(|x| x + shift / 100.0);
+        m.standardiser.std = m.standardiser.std.map(|x| x * scale);
+        for c in [&mut m.blind, &mut m.cache] {
+            c.intercept = c.intercept * scale + shift;
+            c.coef = c.coef.map(|x| x * scale - shift);
+        }
+    }
+    q.margins.blind += shift;
+    q.margins.cache -= shift;
+    q
 }
 
 /// Decisions compared through JSON (NaN-safe: a NaN prediction is `null` on both sides).
@@ -120,6 +150,35 @@ proptest! {
                 let prepared = predict_prepared(model, estimator, obs, RawFeatures::of(obs));
                 let direct = predict(model, estimator, obs);
                 prop_assert_eq!(format!("{prepared:?}"), format!("{direct:?}"));
+            }
+        }
+    }
+
+    /// A turn settled once under the limits and Q tables decides every TTFT variant as `decide`
+    /// does under refitted corrections and margins (a split seed's), and gives the predicted
+    /// advantage the margins read.
+    #[test]
+    fn settled_ttft_turns_decide_and_predict_as_decide_does(
+        p in params(),
+        i in prop_oneof![input(), valid_input()],
+        scale in 0.2..3.0,
+        shift in -300.0..300.0,
+    ) {
+        let features = CandidateFeatures::of(&i);
+        let ground = TtftGround::of(&p);
+        let seed = refitted(&p, scale, shift);
+        prop_assert!(ground.fits(&seed));
+        for (variant, estimator) in [(Variant::Blind, Estimator::Blind), (Variant::Cache, Estimator::Cache)] {
+            let turn = ground.settle(estimator, &i, &features).unwrap();
+            for params in [&p, &seed] {
+                let reason = turn.decide(params, estimator, &features);
+                prop_assert_eq!(reason, decide(params, variant, &i).reason);
+                let models = (&params.efficient, &params.capable);
+                let predicted = predict(models.0, estimator, &i.efficient)
+                    .and_then(|e| Ok(e - predict(models.1, estimator, &i.capable)?))
+                    .ok();
+                let settled = turn.advantage_ms(models, estimator, &features);
+                prop_assert_eq!(settled.map(f64::to_bits), predicted.map(f64::to_bits));
             }
         }
     }

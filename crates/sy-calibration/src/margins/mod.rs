@@ -220,23 +220,20 @@ pub fn margins_of_pairs<'a, O: std::borrow::Borrow<Observation>>(
     rayon::join(|| one(Estimator::Blind), || one(Estimator::Cache))
 }
 
-/// The margins alone (blind, cache) of measured pairs given as `(condition index, efficient,
-/// capable, their raw features, measured advantage)`: one pass, each pair's observations read
-/// once for both estimators. The same values as [`margins_of_pairs`] on the same pairs (grouped by condition
-/// index rather than name); what the stability seeds need.
-pub fn margin_values_of_pairs<O: std::borrow::Borrow<Observation>>(
-    fit: &FitEstimators,
-    pairs: impl Iterator<Item = (u32, O, O, CandidateFeatures, f64)>,
+/// The margins alone (blind, cache) of measured pairs given as `(condition index, [blind, cache]
+/// predicted advantage, or `None` where a prediction is unusable ([`predicted_advantage`]),
+/// measured advantage)`: the same values as [`margins_of_pairs`] on the same pairs (grouped by
+/// condition index rather than name); what the stability seeds need.
+pub fn margin_values_of_advantages(
+    pairs: impl Iterator<Item = (u32, [Option<f64>; 2], f64)>,
     conditions: usize,
     level: f64,
 ) -> (Option<f64>, Option<f64>) {
     let mut blind = ConditionMaxima::new(conditions);
     let mut cache = ConditionMaxima::new(conditions);
-    for (c, efficient, capable, features, measured) in pairs {
-        let observations = (efficient.borrow(), capable.borrow());
-        let advantage = |e| predicted_advantage(fit, e, observations, &features).ok();
-        blind.add(c, advantage(Estimator::Blind), measured);
-        cache.add(c, advantage(Estimator::Cache), measured);
+    for (c, [b, k], measured) in pairs {
+        blind.add(c, b, measured);
+        cache.add(c, k, measured);
     }
     (blind.margin(level), cache.margin(level))
 }

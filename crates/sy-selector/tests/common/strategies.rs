@@ -40,3 +40,28 @@ pub fn observation() -> impl Strategy<Value = Observation> {
             ..Observation::default()
         })
 }
+
+/// A valid, fresh observation with realistic values (K ≤ N, every value present): a turn of two
+/// of these passes guard G's validity checks, so its outcome depends on the limits and the
+/// predictions.
+pub fn fresh_observation() -> impl Strategy<Value = Observation> {
+    (
+        1.0..140_000.0,
+        0.0..1.0,
+        0.0..12.0,
+        0.0..40_000.0,
+        NOW - 400.0..NOW,
+    )
+        .prop_map(
+            |(n, f, r, booked, at): (f64, f64, f64, f64, f64)| Observation {
+                n: Some(n),
+                k: Some((n * f).floor()),
+                r: Some(r.floor()),
+                prefill_tokens_booked: Some(booked),
+                prefill_capacity_tokens: Some(8_192.0),
+                schedulable: Some(true),
+                observed_at_ms: Some(at),
+                ..Observation::default()
+            },
+        )
+}
