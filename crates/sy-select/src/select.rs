@@ -538,7 +538,10 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
             (sums, records.condition_splits(&inputs.splits))
         });
         let gap = scope.spawn(|| crate::gap::gap_rows(&records));
-        let all = AllPairs::settled(&records, Some(&ttft_ground(opts, &inputs)));
+        // Settled only for the seeds: each decides every pair again, the run's own replays
+        // decide a pair once.
+        let ground = settings.as_ref().map(|_| ttft_ground(opts, &inputs));
+        let all = AllPairs::settled(&records, ground.as_ref());
         let (sums, splits) = joined(side);
         (all, (sums, splits, joined(gap)))
     });

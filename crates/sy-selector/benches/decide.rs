@@ -11,7 +11,7 @@ mod common;
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use sy_selector::{Variant, decide};
+use sy_selector::{CandidateFeatures, Estimator, TtftGround, Variant, decide, decide_prepared};
 
 fn bench_decide(c: &mut Criterion) {
     let params = common::params();
@@ -30,5 +30,36 @@ fn bench_decide(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_decide);
+/// A TTFT variant's decision three ways on the same turn: `decide_prepared` (the features
+/// taken beforehand), settling the turn (`TtftGround::settle`, once per turn in `sy-select`)
+/// and finishing a settled turn (`TtftTurn::decide`, once per split seed).
+fn bench_settled(c: &mut Criterion) {
+    let params = common::params();
+    let input = common::example_input();
+    let features = CandidateFeatures::of(&input);
+    let ground = TtftGround::of(&params);
+    let mut group = c.benchmark_group("ttft_turn");
+    for (variant, estimator) in [
+        (Variant::Blind, Estimator::Blind),
+        (Variant::Cache, Estimator::Cache),
+    ] {
+        let name = variant.as_str();
+        group.bench_function(format!("{name}: decide_prepared"), |b| {
+            b.iter(|| {
+                let d = decide_prepared(black_box(&params), variant, black_box(&input), &features);
+                black_box(&d);
+            })
+        });
+        group.bench_function(format!("{name}: settle"), |b| {
+            b.iter(|| black_box(ground.settle(estimator, black_box(&input), black_box(&features))))
+        });
+        let turn = ground.settle(estimator, &input, &features).unwrap();
+        group.bench_function(format!("{name}: finish"), |b| {
+            b.iter(|| black_box(black_box(&turn).decide(black_box(&params), estimator, &features)))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_decide, bench_settled);
 criterion_main!(benches);

@@ -117,37 +117,25 @@ impl TtftGround {
         features: &CandidateFeatures,
     ) -> Option<TtftTurn> {
         let reads = TriggerReads::Estimator { estimator };
-        let guarded = guard_prepared(&self.limits, reads, (input, features));
-        let settled = if input.proposal == Model::Capable {
-            Some(Reason::CapableProposal)
-        } else {
-            guarded.as_ref().err().copied()
+        let (settled, held) = match guard_prepared(&self.limits, reads, (input, features)) {
+            Ok(r) => (None, r.efficient_inputs.zip(r.capable_inputs)),
+            Err(reason) => (Some(reason), None),
+        };
+        let settled = match input.proposal {
+            Model::Capable => Some(Reason::CapableProposal),
+            Model::Efficient => settled,
         };
         // The estimator inputs guard G validated, else validated here (the margins read the
         // baselines whatever guard G says).
-        let held = guarded.ok();
-        let inputs = |model: Model| {
-            let read = held.as_ref().and_then(|r| match model {
-                Model::Efficient => r.efficient_inputs,
-                Model::Capable => r.capable_inputs,
-            });
-            let (obs, raw) = match model {
-                Model::Efficient => (&input.efficient, features.efficient),
-                Model::Capable => (&input.capable, features.capable),
-            };
-            read.map_or_else(|| EstimatorInputs::from_prepared(obs, estimator, raw), Ok)
-                .map(|i| (i, raw.get().is_some()))
+        let (eff, cap) = match held {
+            Some((e, c)) => (Ok(e), Ok(c)),
+            None => (
+                EstimatorInputs::from_prepared(&input.efficient, estimator, features.efficient),
+                EstimatorInputs::from_prepared(&input.capable, estimator, features.capable),
+            ),
         };
-        let baseline = |q: &QTable, model: Model| match inputs(model) {
-            Err(_) => Some((f64::NAN, Some(Missing::Invalid))),
-            Ok((_, false)) => None,
-            Ok((i, true)) => Some(match q.lookup(i.n, i.f) {
-                Ok(base) => (base, None),
-                Err(o) => (f64::NAN, Some(Missing::OutOfRange(o))),
-            }),
-        };
-        let (b_eff, m_eff) = baseline(&self.efficient_q, Model::Efficient)?;
-        let (b_cap, m_cap) = baseline(&self.capable_q, Model::Capable)?;
+        let (b_eff, m_eff) = baseline(&self.efficient_q, eff, features.efficient)?;
+        let (b_cap, m_cap) = baseline(&self.capable_q, cap, features.capable)?;
         let turn = TtftTurn {
             base: [b_eff, b_cap],
             missing: [m_eff, m_cap],
@@ -156,6 +144,24 @@ impl TtftGround {
         // Guard G validated both candidates' inputs, so an open turn has no invalid one.
         let open_but_invalid = settled.is_none() && turn.missing.contains(&Some(Missing::Invalid));
         (!open_but_invalid).then_some(turn)
+    }
+}
+
+/// One candidate's Q baseline from its validated inputs, or why there is none; `None` when the
+/// inputs are valid but the raw features were not given.
+#[inline(always)]
+fn baseline(
+    q: &QTable,
+    inputs: Result<EstimatorInputs, crate::observation::InvalidInput>,
+    raw: RawFeatures,
+) -> Option<(f64, Option<Missing>)> {
+    match inputs {
+        Err(_) => Some((f64::NAN, Some(Missing::Invalid))),
+        Ok(_) if raw.get().is_none() => None,
+        Ok(i) => Some(match q.lookup(i.n, i.f) {
+            Ok(base) => (base, None),
+            Err(o) => (f64::NAN, Some(Missing::OutOfRange(o))),
+        }),
     }
 }
 
