@@ -7,9 +7,9 @@
 //! depends on the turn, the limits and the Q tables only — and a calibration's Q tables come from
 //! its Q-grid records, not from a split, so every split seed of `sy-select`'s stability check
 //! shares them with the run. [`TtftGround::settle`] does that part once per turn and estimator;
-//! [`TtftTurn::decide`] finishes it with any parameters of the same ground ([`TtftGround::id_of`]), giving
-//! the reason [`decide`](crate::decide) gives (property-tested in `tests/ttft_turn.rs`) without
-//! reading the observations again. [`TtftTurn::advantage_ms`] gives the predicted advantage the
+//! [`TtftTurn::decide`] finishes it with any parameters of the same ground
+//! ([`TtftGround::id_of`]), giving the reason [`decide`](crate::decide) gives (property-tested
+//! in `tests/properties.rs`) without reading the observations again. [`TtftTurn::advantage_ms`] gives the predicted advantage the
 //! margins read (`predict` of both candidates), under any corrections.
 //!
 //! The formulas stay where they are: guard G ([`crate::guard`]), the Q lookup
@@ -40,7 +40,7 @@ pub struct TtftGround {
 /// A ground's identity ([`TtftGround::id`]) from its parts.
 fn ground_id(limits: &GuardLimits, efficient_q: &QTable, capable_q: &QTable) -> u64 {
     use std::hash::Hasher;
-    // Fixed keys: the same ground has the same identity in every process.
+    // Fixed keys: the same ground has the same identity in every process of one build.
     let mut h = std::hash::DefaultHasher::new();
     h.write_u64(limits.max_age_ms.to_bits());
     h.write_u64(limits.destination_limit.to_bits());
@@ -49,6 +49,7 @@ fn ground_id(limits: &GuardLimits, efficient_q: &QTable, capable_q: &QTable) -> 
     capable_q.hash_bits(&mut h);
     h.finish()
 }
+
 /// Why a candidate has no Q baseline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Missing {
