@@ -590,9 +590,7 @@ pub fn guard(
     reads: TriggerReads,
     input: &DecisionInput,
 ) -> Result<GuardReadings, Reason> {
-    let readings = read_guard_inputs(reads, input)?;
-    check_guard_limits(limits, &readings, input.local_capable_in_flight)?;
-    Ok(readings)
+    guard_prepared(limits, reads, (input, &CandidateFeatures::UNKNOWN))
 }
 
 /// Whether guard G holds for one turn for each set of count-trigger terms (what
@@ -731,7 +729,8 @@ fn record_terms(params: &RuleParams, variant: Variant, d: &mut Decision) {
     }
 }
 
-/// Guard G with the candidates' raw features, when known (what [`guard`] gives).
+/// [`guard`] with the candidates' raw features, when known: the required observations are
+/// valid ([`read_guard_inputs`]) and within the limits ([`check_guard_limits`]).
 #[inline(always)]
 pub(crate) fn guard_prepared(
     limits: &GuardLimits,
