@@ -842,6 +842,30 @@ impl AllPairs {
             .collect()
     }
 
+    /// The load rows of `records` (the table these pairs were made from) as
+    /// [`sy_calibration::fitting::KnownRows`]: each row of a measured pair settled under
+    /// `ground` gives its raw features and Q baselines from the pair.
+    pub fn known_rows<'a>(
+        &'a self,
+        records: &ProbeTable,
+        ground: &'a TtftGround,
+    ) -> SettledRows<'a> {
+        let mut pair_of = vec![u32::MAX; records.len()];
+        for (i, p) in records.pairs().enumerate() {
+            let i = u32::try_from(i).unwrap_or(u32::MAX);
+            for row in [p.efficient.index(), p.capable.index()] {
+                if let Some(slot) = pair_of.get_mut(row) {
+                    *slot = i;
+                }
+            }
+        }
+        SettledRows {
+            pairs: self,
+            pair_of,
+            ground,
+        }
+    }
+
     /// Each measured pair's search view with `guard`, in pair order, and the condition index of
     /// each (both vectors sized once: growing them cost more than filling them; the probes
     /// on every core).
@@ -855,5 +879,38 @@ impl AllPairs {
             .map(|(_, p)| guard.search_probe(p))
             .collect_into_vec(&mut probes);
         (measured.into_iter().map(|(c, _)| c).collect(), probes)
+    }
+}
+
+/// The load rows of a table whose pairs were settled ([`AllPairs::known_rows`]).
+#[derive(Debug)]
+pub struct SettledRows<'a> {
+    pairs: &'a AllPairs,
+    /// Each row's pair (`u32::MAX`: none).
+    pair_of: Vec<u32>,
+    ground: &'a TtftGround,
+}
+
+impl sy_calibration::fitting::KnownRows for SettledRows<'_> {
+    fn q_tables(&self) -> (&sy_selector::QTable, &sy_selector::QTable) {
+        self.ground.q_tables()
+    }
+
+    fn row(&self, role: Model, row: usize) -> Option<sy_calibration::fitting::KnownRow> {
+        let p = *self.pair_of.get(row)?;
+        let pair = self.pairs.pairs.get(p as usize)?.as_ref()?;
+        let settled = pair
+            .ttft
+            .as_ref()
+            .filter(|s| s.ground == self.ground.id())?;
+        let raw = match role {
+            Model::Efficient => pair.features.efficient,
+            Model::Capable => pair.features.capable,
+        };
+        let baseline = |e| settled.turn(e).baseline(role);
+        Some(sy_calibration::fitting::KnownRow {
+            raw: raw.get(),
+            baselines: [baseline(Estimator::Blind), baseline(Estimator::Cache)],
+        })
     }
 }

@@ -530,20 +530,21 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
         "pairing probes, settling their TTFT turns, summing conditions for the stability seeds",
     );
     let settings = stability_settings(opts, &inputs);
-    // The seeds' per-condition sums, the conditions' splits and the client-server gaps on a
-    // thread of their own while the probes are paired.
+    // The conditions' splits and the client-server gaps on threads of their own while the
+    // probes are paired; then the seeds' per-condition sums, each paired row's features and Q
+    // baselines taken from its settled pair.
     let (all, (seed_inputs, condition_splits, gap)) = std::thread::scope(|scope| {
-        let side = scope.spawn(|| {
-            let sums = settings.as_ref().map(|_| ConditionSumsTable::new(&records));
-            (sums, records.condition_splits(&inputs.splits))
-        });
+        let splits = scope.spawn(|| records.condition_splits(&inputs.splits));
         let gap = scope.spawn(|| crate::gap::gap_rows(&records));
         // Settled only for the seeds: each decides every pair again, the run's own replays
         // decide a pair once.
         let ground = settings.as_ref().map(|_| ttft_ground(opts, &inputs));
         let all = AllPairs::settled(&records, ground.as_ref());
-        let (sums, splits) = joined(side);
-        (all, (sums, splits, joined(gap)))
+        let sums = ground.as_ref().map(|g| {
+            let known = all.known_rows(&records, g);
+            ConditionSumsTable::with_known_rows(&records, Some(&known))
+        });
+        (all, (sums, joined(splits), joined(gap)))
     });
     // Everything after this reads the pairs, the conditions and the sums: ~190 bytes a record
     // freed before the search, the bootstraps and the seeds.

@@ -323,3 +323,78 @@ proptest! {
         }
     }
 }
+
+/// Counts the rows a [`KnownRows`] answers (to check that the known path is taken).
+struct Counting<'a, K>(&'a K, std::sync::atomic::AtomicUsize);
+
+impl<K: sy_calibration::fitting::KnownRows> sy_calibration::fitting::KnownRows for Counting<'_, K> {
+    fn q_tables(&self) -> (&sy_selector::QTable, &sy_selector::QTable) {
+        self.0.q_tables()
+    }
+
+    fn row(&self, role: Model, row: usize) -> Option<sy_calibration::fitting::KnownRow> {
+        let known = self.0.row(role, row);
+        if known.is_some() {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        known
+    }
+}
+
+/// The stability seeds' per-condition sums taken from settled pairs (each paired row's features
+/// and Q baselines) give every split seed the estimators the sums from the rows give, bit for
+/// bit — with rows that cannot be used (no R), pairs without a measured TTFT (an error row) and
+/// rows outside any pair's ground left to the rows' own path.
+#[test]
+fn sums_from_settled_pairs_fit_every_seed_as_the_rows_do() {
+    use sy_calibration::fitting::{ConditionSumsTable, FitConfig};
+    use sy_records::synth::{Contention, SynthSpec, generate};
+    use sy_records::{ConditionSplits, Phase, ProbeTable, SplitFractions, Status};
+    let spec = SynthSpec {
+        conditions: 120,
+        repeats: 4,
+        contention: Contention::Targeted,
+        ..SynthSpec::default()
+    };
+    let mut records = generate(&spec);
+    let load: Vec<usize> = (0..records.len())
+        .filter(|&i| records[i].phase == Phase::Load)
+        .collect();
+    for (k, &i) in load.iter().enumerate() {
+        match k % 17 {
+            3 => records[i].observed.r = None,
+            7 if records[i].role == Model::Capable => {
+                records[i].status = Status::Error;
+                records[i].ttft_ms = None;
+            }
+            _ => {}
+        }
+    }
+    let table = ProbeTable::from_records(&records).unwrap();
+    let rows = ConditionSumsTable::new(&table);
+    let config = |seed| FitConfig {
+        seed,
+        coefficient_intervals: false,
+        ..FitConfig::default()
+    };
+    let fractions = SplitFractions::default();
+    let split = |seed| ConditionSplits::assign(table.conditions(), seed, fractions).by_condition;
+    let (e, c) = rows.estimators_by_index(&split(1), &config(1)).unwrap();
+    let ground = sy_selector::TtftGround::new(sy_select::select::DEFAULT_LIMITS, e.q, c.q);
+    let all = sy_select::evaluate::AllPairs::settled(&table, Some(&ground));
+    let settled = all.known_rows(&table, &ground);
+    let counting = Counting(&settled, Default::default());
+    let known = ConditionSumsTable::with_known_rows(&table, Some(&counting));
+    let taken = counting.1.load(std::sync::atomic::Ordering::Relaxed);
+    let measured_pairs = load.len() / 2 - load.len() / 2 / 17;
+    assert!(taken > measured_pairs, "{taken} rows taken from the pairs");
+    for seed in [1, 2, 3, 5, 8] {
+        let from_rows = rows.estimators_by_index(&split(seed), &config(seed));
+        let from_pairs = known.estimators_by_index(&split(seed), &config(seed));
+        assert_eq!(
+            format!("{from_rows:?}"),
+            format!("{from_pairs:?}"),
+            "seed {seed}"
+        );
+    }
+}

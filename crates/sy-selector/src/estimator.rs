@@ -385,7 +385,20 @@ pub fn regression_target(
         }
         .into());
     }
-    Ok(ttft_ms - q_baseline(q, estimator, obs)?)
+    target_from_baseline(ttft_ms, q_baseline(q, estimator, obs)?)
+}
+
+/// [`regression_target`] with the Q baseline `base` already looked up ([`q_baseline`]).
+#[inline]
+pub fn target_from_baseline(ttft_ms: f64, base: f64) -> Result<f64, PredictError> {
+    if !ttft_ms.is_finite() {
+        return Err(InvalidInput {
+            field: Field::TtftMs,
+            problem: Problem::NonFinite,
+        }
+        .into());
+    }
+    Ok(ttft_ms - base)
 }
 
 #[cfg(test)]

@@ -66,7 +66,7 @@ pub use bundle::{
 pub use estimator::{
     EstimatorInputs, FeatureMoments, LoadCorrection, ModelEstimators, PredictError, RawFeatures,
     Standardiser, StandardiserError, log1p, predict, predict_from_baseline, predict_from_inputs,
-    predict_prepared, q_baseline, raw_features, regression_target,
+    predict_prepared, q_baseline, raw_features, regression_target, target_from_baseline,
 };
 pub use live::{Candidates, LiveRule, Observer, RouteFailure, Routed};
 pub use model::{Estimator, Model, Variant};

@@ -101,6 +101,11 @@ impl TtftGround {
         ground_id(limits, &e.q, &c.q)
     }
 
+    /// The Q tables (efficient, capable) the turns' baselines are looked up in.
+    pub fn q_tables(&self) -> (&QTable, &QTable) {
+        (&self.efficient_q, &self.capable_q)
+    }
+
     /// Whether `params` has this ground's limits and Q tables.
     pub fn fits(&self, params: &RuleParams) -> bool {
         self.limits == params.limits
@@ -186,6 +191,16 @@ impl TtftTurn {
             one(0, efficient, features.efficient),
             one(1, capable, features.capable),
         ]
+    }
+
+    /// Candidate `model`'s Q baseline ([`crate::q_baseline`] of its observation in the ground's
+    /// table), `None` when it has none (an invalid input, or out of range).
+    pub fn baseline(&self, model: Model) -> Option<f64> {
+        let i = match model {
+            Model::Efficient => 0,
+            Model::Capable => 1,
+        };
+        self.missing[i].is_none().then_some(self.base[i])
     }
 
     /// The reason [`decide`](crate::decide) gives `estimator`'s variant on this turn under

@@ -13,7 +13,10 @@
 //! 0.6 kB), not the rows.
 
 use sy_records::{ConditionIndex, ProbeTable, Split, SplitTable};
-use sy_selector::{FeatureMoments, LoadCorrection, Model, ModelEstimators, QTable, Standardiser};
+use sy_selector::{
+    FeatureMoments, LoadCorrection, Model, ModelEstimators, QTable, Standardiser,
+    target_from_baseline,
+};
 
 use crate::fitting::fit::{
     ESTIMATORS, FitConfig, FitError, NoTarget, assign_folds, check_alpha_grid, condition_places,
@@ -40,11 +43,39 @@ struct ModelSums {
     sums: Vec<ConditionSums>,
 }
 
+/// Load rows whose raw features and Q baselines were computed elsewhere (`sy-select`'s pairs,
+/// settled once: `sy_selector::TtftTurn`), so [`ConditionSumsTable::with_known_rows`] does not
+/// compute them again.
+pub trait KnownRows: Sync {
+    /// The Q tables (efficient, capable) the baselines were looked up in: a model's rows are
+    /// taken from here only when its table is the one the sums are built with.
+    fn q_tables(&self) -> (&QTable, &QTable);
+
+    /// Load row `row` (a row of model `role`), `None` when it is not known here.
+    fn row(&self, role: Model, row: usize) -> Option<KnownRow>;
+}
+
+/// A known row ([`KnownRows::row`]): its raw features, `None` when they are not valid (the row is
+/// not usable, as [`sy_selector::raw_features`] says), and its Q baselines (blind, cache), `None`
+/// where [`sy_selector::q_baseline`] gives none.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KnownRow {
+    pub raw: Option<[f64; 3]>,
+    pub baselines: [Option<f64>; 2],
+}
+
 impl ConditionSumsTable {
     /// Builds both Q tables and sums every usable load-phase row per condition, one model per
     /// thread. The table keeps a copy of the conditions, not the records.
     pub fn new(records: &ProbeTable) -> Self {
-        let (efficient, capable) = per_model(true, |role| model_sums(records, role));
+        ConditionSumsTable::with_known_rows(records, None)
+    }
+
+    /// [`ConditionSumsTable::new`], each row that `known` knows (under the same Q tables) summed
+    /// from its known features and baselines instead of its observation: the same sums, bit for
+    /// bit, in the same row order.
+    pub fn with_known_rows(records: &ProbeTable, known: Option<&dyn KnownRows>) -> Self {
+        let (efficient, capable) = per_model(true, |role| model_sums(records, role, known));
         ConditionSumsTable {
             conditions: records.conditions().clone(),
             efficient,
@@ -96,14 +127,27 @@ impl ConditionSumsTable {
     }
 }
 
-/// One model's Q table and per-condition sums of its usable rows.
-fn model_sums(records: &ProbeTable, role: Model) -> ModelSums {
+/// One model's Q table and per-condition sums of its usable rows (those `known` knows under
+/// this Q table from their known values, the others from their observations).
+fn model_sums(records: &ProbeTable, role: Model, known: Option<&dyn KnownRows>) -> ModelSums {
     let q = build_q_table(records, role);
     let mut sums = vec![ConditionSums::default(); records.condition_count()];
     if let Ok((q, _)) = &q {
+        let known = known.filter(|k| {
+            let (e, c) = k.q_tables();
+            *q == *if role == Model::Efficient { e } else { c }
+        });
         for r in load_rows(records, role) {
-            if let (Ok(u), Some(s)) = (usable_row(&r, q), sums.get_mut(r.condition() as usize)) {
-                s.push(u.raw, &u.target);
+            let Some(s) = sums.get_mut(r.condition() as usize) else {
+                continue;
+            };
+            match known.and_then(|k| k.row(role, r.index())) {
+                Some(k) => s.push_known(&r, k),
+                None => {
+                    if let Ok(u) = usable_row(&r, q) {
+                        s.push(u.raw, &u.target);
+                    }
+                }
             }
         }
     }
@@ -190,6 +234,21 @@ impl ConditionSums {
         for (stats, target) in self.targets.iter_mut().zip(targets) {
             if let Ok(y) = target {
                 stats.push(&raw, *y);
+            }
+        }
+    }
+
+    /// Adds row `r` from its known features and baselines: what [`ConditionSums::push`] adds
+    /// of its [`usable_row`] (nothing when the features are not valid or the TTFT is missing;
+    /// the targets [`target_from_baseline`] gives).
+    fn push_known(&mut self, r: &sy_records::Row<'_>, known: KnownRow) {
+        let (Some(raw), Some(ttft)) = (known.raw, r.ttft_ms()) else {
+            return;
+        };
+        self.features.push(raw);
+        for (stats, base) in self.targets.iter_mut().zip(known.baselines) {
+            if let Some(Ok(y)) = base.map(|b| target_from_baseline(ttft, b)) {
+                stats.push(&raw, y);
             }
         }
     }

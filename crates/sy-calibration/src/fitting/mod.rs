@@ -25,7 +25,7 @@ pub mod qbuild;
 pub mod ridge;
 pub mod stats;
 
-pub use condition_sums::ConditionSumsTable;
+pub use condition_sums::{ConditionSumsTable, KnownRow, KnownRows};
 pub use fit::{FitConfig, FitError, FitResult, ModelFit, ModelFits, fit};
 pub use fitfile::{FIT_SCHEMA_VERSION, FitFile};
 pub use ridge::{FittedRidge, Ridge, RidgeError, SuffStats};
