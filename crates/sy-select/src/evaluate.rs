@@ -558,8 +558,10 @@ impl<'p> VariantTally<'p> {
     #[inline]
     fn add(&mut self, pair: &EvalPair, input: &mut Option<DecisionInput>) {
         let (reason, changed, choice) = match self.settled_reason(pair) {
-            Some(Reason::Override) => (Reason::Override, true, Model::Capable),
-            Some(reason) => (reason, false, pair.proposal),
+            Some(reason) => {
+                let choice = reason.choice(pair.proposal);
+                (reason, choice != pair.proposal, choice)
+            }
             None => {
                 let input = input.get_or_insert_with(|| pair.input());
                 let d = decide_prepared(self.params, self.variant, input, &pair.features);

@@ -378,27 +378,29 @@ pub fn regression_target(
     obs: &Observation,
     ttft_ms: f64,
 ) -> Result<f64, PredictError> {
-    if !ttft_ms.is_finite() {
-        return Err(InvalidInput {
-            field: Field::TtftMs,
-            problem: Problem::NonFinite,
-        }
-        .into());
-    }
+    // The TTFT is checked before the baseline is looked up: an invalid one is named first.
+    finite_ttft(ttft_ms)?;
     target_from_baseline(ttft_ms, q_baseline(q, estimator, obs)?)
 }
 
 /// [`regression_target`] with the Q baseline `base` already looked up ([`q_baseline`]).
 #[inline]
 pub fn target_from_baseline(ttft_ms: f64, base: f64) -> Result<f64, PredictError> {
-    if !ttft_ms.is_finite() {
-        return Err(InvalidInput {
+    Ok(finite_ttft(ttft_ms)? - base)
+}
+
+/// A measured TTFT a regression target can be made of: finite.
+#[inline(always)]
+fn finite_ttft(ttft_ms: f64) -> Result<f64, PredictError> {
+    if ttft_ms.is_finite() {
+        Ok(ttft_ms)
+    } else {
+        Err(InvalidInput {
             field: Field::TtftMs,
             problem: Problem::NonFinite,
         }
-        .into());
+        .into())
     }
-    Ok(ttft_ms - base)
 }
 
 #[cfg(test)]

@@ -269,6 +269,16 @@ impl Reason {
         }
     }
 
+    /// The model a decision with this reason chooses when Stage proposed `proposal`: capable on
+    /// [`Reason::Override`], Stage's proposal otherwise.
+    #[inline]
+    pub fn choice(&self, proposal: Model) -> Model {
+        match self {
+            Reason::Override => Model::Capable,
+            _ => proposal,
+        }
+    }
+
     /// Whether the rule could not act and fell back to Stage's choice (a guard check failed or a
     /// prediction was unusable).
     pub fn is_fallback(&self) -> bool {
@@ -425,10 +435,8 @@ pub fn decide_prepared(
     let mut d = Decision::keep(variant, input.proposal, Reason::TriggerFalse);
     let reason = evaluate(params, variant, (input, features), &mut d);
     d.reason = reason;
-    if reason == Reason::Override {
-        d.choice = Model::Capable;
-        d.changed = true;
-    }
+    d.choice = reason.choice(input.proposal);
+    d.changed = d.choice != input.proposal;
     d
 }
 
@@ -703,17 +711,6 @@ pub(crate) fn advantage_of(
     Ok(t_eff - t_cap)
 }
 
-/// The TTFT trigger's verdict on an advantage (or the reason there is none): what
-/// [`decide`] ends with once guard G holds for a TTFT variant.
-#[inline(always)]
-pub(crate) fn ttft_verdict(advantage: Result<f64, Reason>, margin_ms: f64) -> Reason {
-    match advantage {
-        Ok(a) if ttft_trigger(a, margin_ms) => Reason::Override,
-        Ok(_) => Reason::TriggerFalse,
-        Err(reason) => reason,
-    }
-}
-
 /// The variant's thresholds or margin in force, recorded into `d`.
 #[inline(always)]
 fn record_terms(params: &RuleParams, variant: Variant, d: &mut Decision) {
@@ -807,6 +804,13 @@ fn evaluate(
     };
     let fire = guard_recorded(params, reads, (input, features), d)
         .and_then(|readings| trigger(params, reads, &readings, d));
+    verdict(fire)
+}
+
+/// The reason a decision ends with once guard G and the trigger have been read: the trigger
+/// fired ([`Reason::Override`]) or not ([`Reason::TriggerFalse`]), or why there was no verdict.
+#[inline(always)]
+pub(crate) fn verdict(fire: Result<bool, Reason>) -> Reason {
     match fire {
         Ok(true) => Reason::Override,
         Ok(false) => Reason::TriggerFalse,

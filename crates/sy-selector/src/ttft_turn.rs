@@ -24,7 +24,7 @@ use crate::model::{Estimator, Model};
 use crate::qtable::{OutOfRange, QTable};
 use crate::rule::{
     CandidateFeatures, DecisionInput, GuardLimits, Reason, RuleParams, TriggerReads, advantage_of,
-    guard_prepared, ttft_verdict,
+    guard_prepared, ttft_trigger, verdict,
 };
 
 /// The limits and Q tables TTFT turns are settled under: a [`TtftTurn`] decides as
@@ -218,7 +218,8 @@ impl TtftTurn {
         }
         let models = (&params.efficient, &params.capable);
         let [t_eff, t_cap] = self.predictions(models, estimator, features);
-        ttft_verdict(advantage_of(t_eff, t_cap), params.margins.of(estimator))
+        let margin = params.margins.of(estimator);
+        verdict(advantage_of(t_eff, t_cap).map(|a| ttft_trigger(a, margin)))
     }
 
     /// The predicted advantage `T_eff − T_cap` under the models (whose Q tables must be the
