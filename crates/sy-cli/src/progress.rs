@@ -29,13 +29,13 @@ pub fn spinner(show: bool) -> ProgressBar {
 }
 
 /// The named phases of a tool's run, shown on a spinner; each phase's wall time (and the
-/// process's CPU time over it, user + system, where the platform reports it) is logged at debug
-/// level (`-v`) when the next one starts, so a slow run says where its time went and how many
-/// cores it kept busy.
+/// process's CPU time over it, user and system, and the page faults it took, where the platform
+/// reports them) is logged at debug level (`-v`) when the next one starts, so a slow run says
+/// where its time went, how many cores it kept busy and how much of it was spent on fresh memory.
 #[derive(Debug)]
 pub struct Phases {
     bar: ProgressBar,
-    current: Option<(String, std::time::Instant, Option<f64>)>,
+    current: Option<(String, std::time::Instant, Option<Usage>)>,
 }
 
 impl Phases {
@@ -51,16 +51,20 @@ impl Phases {
     pub fn start(&mut self, name: &str) {
         self.end_current();
         self.bar.set_message(name.to_string());
-        self.current = Some((name.to_string(), std::time::Instant::now(), cpu_seconds()));
+        self.current = Some((name.to_string(), std::time::Instant::now(), Usage::now()));
     }
 
     fn end_current(&mut self) {
-        if let Some((name, t0, cpu0)) = self.current.take() {
+        if let Some((name, t0, usage0)) = self.current.take() {
             let wall = t0.elapsed().as_secs_f64();
-            match cpu_seconds().zip(cpu0) {
-                Some((cpu, cpu0)) => {
-                    tracing::debug!("{name}: {wall:.3} s ({:.3} s CPU)", cpu - cpu0)
-                }
+            match Usage::now().zip(usage0) {
+                Some((u, u0)) => tracing::debug!(
+                    "{name}: {wall:.3} s ({:.3} s CPU: {:.3} user, {:.3} system; {} page faults)",
+                    u.user + u.system - u0.user - u0.system,
+                    u.user - u0.user,
+                    u.system - u0.system,
+                    u.page_faults.saturating_sub(u0.page_faults)
+                ),
                 None => tracing::debug!("{name}: {wall:.3} s"),
             }
         }
@@ -73,24 +77,41 @@ impl Phases {
     }
 }
 
-/// User + system CPU seconds of this process so far (every thread), where the platform says.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-#[allow(unsafe_code)]
-fn cpu_seconds() -> Option<f64> {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: `getrusage` writes one `rusage` through the pointer, which points to memory of
-    // that type; `RUSAGE_SELF` is a valid `who`. On success the value is initialised.
-    let usage = unsafe {
-        if libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) != 0 {
-            return None;
-        }
-        usage.assume_init()
-    };
-    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    Some(seconds(usage.ru_utime) + seconds(usage.ru_stime))
+/// This process's resource use so far (every thread), where the platform says.
+#[derive(Debug, Clone, Copy)]
+struct Usage {
+    /// User CPU seconds.
+    user: f64,
+    /// System CPU seconds.
+    system: f64,
+    /// Page faults served without I/O (first touches of fresh memory, mapped pages in the page
+    /// cache).
+    page_faults: u64,
 }
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn cpu_seconds() -> Option<f64> {
-    None
+impl Usage {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[allow(unsafe_code)]
+    fn now() -> Option<Usage> {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: `getrusage` writes one `rusage` through the pointer, which points to memory of
+        // that type; `RUSAGE_SELF` is a valid `who`. On success the value is initialised.
+        let usage = unsafe {
+            if libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) != 0 {
+                return None;
+            }
+            usage.assume_init()
+        };
+        let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+        Some(Usage {
+            user: seconds(usage.ru_utime),
+            system: seconds(usage.ru_stime),
+            page_faults: u64::try_from(usage.ru_minflt).unwrap_or(0),
+        })
+    }
+
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    fn now() -> Option<Usage> {
+        None
+    }
 }
