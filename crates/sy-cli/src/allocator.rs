@@ -14,10 +14,12 @@
 //!   by another;
 //! - the heap grows [`TOP_PAD_BYTES`] at a time.
 //!
-//! Measured in `crates/sy-select/README.md`, "Allocator" (stop 47: sy-select at 10 M 926,000 →
-//! 540,000 page faults, system time 1.4–3.3 s → 0.9–1.4 s, peak unchanged). `sy-fit` measured
-//! slower with the same settings (10 M: 5.2–6.1 s against 3.8–4.9 s, more system time though
-//! fewer faults; why was not measured) and `sy-margin` the same, so both keep glibc's defaults.
+//! Measured in `crates/sy-select/README.md`, "Benchmark" (stop 47): sy-select at 10 M took
+//! 533,000 page faults instead of 907,000–927,000 and 0.8–3.4 s of system time instead of
+//! 1.4–4.8 s (the host's share varies), the three tools' median 0.8–0.9 s lower, peak unchanged.
+//! `sy-fit` measured slower with the same settings (10 M: 5.2–6.1 s against 3.8–4.9 s, more
+//! system time though fewer faults; why was not measured) and `sy-margin` the same, so both keep
+//! glibc's defaults.
 
 /// Extra memory the heap takes each time it grows.
 pub const TOP_PAD_BYTES: i32 = 64 << 20;
