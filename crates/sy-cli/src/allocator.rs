@@ -4,9 +4,10 @@
 //! search's view, the bootstraps' draws), one after another. With glibc's defaults a block that
 //! large is mapped on its own and unmapped when freed, and so is anything freed at the top of a
 //! heap; the next phase then faults every page of its blocks in again, zeroed by the kernel. On
-//! the 2-core VM of the benchmarks a fresh page is not cheap, and its price varies from run to run:
-//! one phase of `sy-select` measured 0.2 to 2.5 s of system time for the same 166,000 faults (the
-//! VM's balloon device reports freed pages to its host, which takes them back). So the tool keeps what it frees and reuses it:
+//! the 2-core VM of the benchmarks a fresh page is not cheap, and its price varies from run to
+//! run: one phase of `sy-select` measured 0.2 to 4.1 s of system time for the same 166,000 faults
+//! (the VM's balloon device reports freed pages to its host, which takes them back). So the tool
+//! keeps what it frees and reuses it:
 //! - every block comes from the heap (`M_MMAP_MAX` = 0), which is never trimmed
 //!   (`M_TRIM_THRESHOLD` = −1), so a freed block's pages are reused by the next allocation;
 //! - one heap for every thread (`M_ARENA_MAX` = 1): a thread's extra heap holds at most 64 MiB,
