@@ -11,7 +11,7 @@ mod common;
 mod error;
 mod progress;
 
-pub use allocator::keep_freed_memory;
+pub use allocator::{Arenas, keep_freed_memory};
 pub use common::{CacheArgs, CommonArgs, init_tracing, print_completions};
 pub use error::{ExitStatus, RunDirError, ToolError, run_main};
 pub use progress::{Phases, progress_bar, spinner};

@@ -131,7 +131,7 @@ enum Cmd {
 
 /// The tool's entry point: parses the command line, runs, maps the result to the exit code.
 pub fn main() -> ExitCode {
-    sy_cli::keep_freed_memory();
+    sy_cli::keep_freed_memory(sy_cli::Arenas::One);
     let cli = Cli::parse();
     if let Some(done) = cli.common.start::<Cli>() {
         return done;
