@@ -9,8 +9,9 @@
 //! shares them with the run. [`TtftGround::settle`] does that part once per turn and estimator;
 //! [`TtftTurn::decide`] finishes it with any parameters of the same ground
 //! ([`TtftGround::id_of`]), giving the reason [`decide`](crate::decide) gives (property-tested
-//! in `tests/properties.rs`) without reading the observations again. [`TtftTurn::advantage_ms`] gives the predicted advantage the
-//! margins read (`predict` of both candidates), under any corrections.
+//! in `tests/properties.rs`) without reading the observations again.
+//! [`TtftTurn::advantage_ms`] gives the predicted advantage the margins read (`predict` of both
+//! candidates), under any corrections.
 //!
 //! The formulas stay where they are: guard G ([`crate::guard`]), the Q lookup
 //! ([`QTable::lookup`]), the prediction from a baseline ([`predict_from_baseline`]), the error
