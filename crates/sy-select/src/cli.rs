@@ -181,6 +181,9 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
         },
         stability_seeds: (0..a.stability_seeds).collect(),
     };
+    let mut dirs = vec![out_dir.as_path()];
+    dirs.extend(opts.records_cache.as_deref().map(sy_cli::dir_of));
+    let _locks = sy_cli::lock_output_dirs("sy-select", sy_run::RunKind::Calibration, &dirs)?;
     let result = crate::select::run(&opts)?;
     let report = if a.no_report {
         None
