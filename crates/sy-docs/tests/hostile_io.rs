@@ -504,7 +504,8 @@ fn run_with_fsize(work: &Path, kib: u64, tool: &str, args: &[&str]) -> Ran {
         "trap '' XFSZ; ulimit -f {}; exec \"$0\" \"$@\"",
         kib * 2 // POSIX sh counts 512-byte blocks
     );
-    let mut full = vec!["-c", &script, bin(tool).to_str().unwrap()];
+    let program = bin(tool);
+    let mut full = vec!["-c", &script, program.to_str().unwrap()];
     full.extend_from_slice(args);
     let sh = PathBuf::from("/bin/sh");
     run_program(&sh, &full, work)
@@ -622,7 +623,7 @@ fn sy_eval_refuses_a_calibration_run_and_the_reverse() {
 #[test]
 fn artifacts_of_another_split_or_run_are_refused() {
     // A fit of another seed (another split of the same records), with this run's splits.
-    let (work, run, _) = fresh();
+    let (work, _, _) = fresh();
     let r = run_tool(
         "sy-fit",
         &["--run-dir", "run", "--seed", "8", "--out", "run/s8/fit.json", "--no-progress", "-q"],
@@ -684,10 +685,17 @@ fn resume_refuses_records_and_blocks_of_another_run() {
         "seed = 3\n[qgrid]\nn = [64]\nf = [0.0]\nrepeats = 2\n",
     )
     .unwrap();
+    // Another plan: another run id (the run id names the plan's hash).
+    std::fs::write(
+        w.join("planb.toml"),
+        "seed = 4\n[qgrid]\nn = [64]\nf = [0.0]\nrepeats = 2\n",
+    )
+    .unwrap();
     let collect = |dir: &str, resume: bool| {
+        let plan = if dir == "b" { "planb.toml" } else { "plan.toml" };
         let mut args = vec![
             "--plan",
-            "plan.toml",
+            plan,
             "--run-dir",
             dir,
             "--target",

@@ -442,6 +442,8 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), CliError> {
     let mut dirs = vec![sy_cli::dir_of(&paths.out), sy_cli::dir_of(&paths.splits)];
     dirs.extend(cache.as_deref().map(sy_cli::dir_of));
     let _locks = sy_cli::lock_output_dirs("sy-fit", sy_run::RunKind::Calibration, &dirs)?;
+    sy_run::check_output_target(&paths.out)?;
+    sy_run::check_output_target(&paths.splits)?;
     let mut phases = sy_cli::Phases::new(common.show_progress());
     phases.start("loading records");
     let options = LoadOptions {

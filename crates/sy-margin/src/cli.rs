@@ -67,6 +67,7 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
     let mut dirs = vec![sy_cli::dir_of(&opts.out)];
     dirs.extend(opts.records_cache.as_deref().map(sy_cli::dir_of));
     let _locks = sy_cli::lock_output_dirs("sy-margin", sy_run::RunKind::Calibration, &dirs)?;
+    sy_run::check_output_target(&opts.out)?;
     let m = crate::run(&opts)?;
     if cli.common.json {
         let summary = serde_json::json!({

@@ -5,7 +5,7 @@
 //! last line (no trailing newline, or not valid JSON) and reports it instead of failing; a bad line
 //! anywhere else is an error naming the file and line, because it means real corruption.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 

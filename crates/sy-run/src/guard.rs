@@ -295,23 +295,22 @@ fn under_root(path: &Path) -> Option<(PathBuf, PathBuf)> {
         .find_map(|root| lexical_under(&abs, root).map(|rel| (root.clone(), rel)))
 }
 
-/// `path` relative to `root`, when `path` (with `..` and `.` resolved lexically, after the
-/// longest prefix that canonicalises to `root`) lies under it.
+/// `path` relative to `root`, when a prefix of `path` (as written: its links below that prefix
+/// are not resolved) is `root` once canonicalised, and the rest climbs no `..`.
 fn lexical_under(path: &Path, root: &Path) -> Option<PathBuf> {
-    // Find the shortest prefix of `path` whose canonical form is `root`.
+    let parts: Vec<Component<'_>> = path.components().collect();
     let mut prefix = PathBuf::new();
-    let mut components = path.components();
-    for c in components.by_ref() {
+    for (i, c) in parts.iter().enumerate() {
         prefix.push(c);
         if std::fs::canonicalize(&prefix).is_ok_and(|p| p == root) {
-            let rest: PathBuf = components.collect();
+            let rest = &parts[i + 1..];
             if rest
-                .components()
+                .iter()
                 .any(|c| matches!(c, Component::ParentDir | Component::RootDir))
             {
                 return None;
             }
-            return Some(rest);
+            return Some(rest.iter().collect());
         }
     }
     None
@@ -358,9 +357,9 @@ pub fn check_output_target(path: &Path) -> Result<(), RunError> {
     }
 }
 
-/// Creates directory `path` (and its parents) inside the run directory, or checks that it is
-/// one: a symbolic link or a file in its place is refused (bad input) naming it.
-pub fn ensure_dir(path: &Path) -> Result<(), RunError> {
+/// Refuses (bad input), before anything is written, an output directory that is a symbolic link
+/// or not a directory, or lies below one inside the run directory; a missing one passes.
+pub fn check_output_dir(path: &Path) -> Result<(), RunError> {
     check_output_target(&path.join(".probe"))?;
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => Err(RunError::Link {
@@ -370,6 +369,15 @@ pub fn ensure_dir(path: &Path) -> Result<(), RunError> {
             path: path.to_path_buf(),
             what: "expected a directory",
         }),
+        _ => Ok(()),
+    }
+}
+
+/// Creates directory `path` (and its parents) inside the run directory, or checks that it is
+/// one: a symbolic link or a file in its place is refused (bad input) naming it.
+pub fn ensure_dir(path: &Path) -> Result<(), RunError> {
+    check_output_dir(path)?;
+    match std::fs::symlink_metadata(path) {
         Ok(_) => Ok(()),
         Err(_) => std::fs::create_dir_all(path).map_err(|source| RunError::Io {
             what: "cannot create the directory",
@@ -479,6 +487,10 @@ mod tests {
     fn a_second_lock_is_refused_naming_the_holder_and_a_crash_is_recognised() {
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path().join("run");
+        // A directory the lock created and the run left empty is removed with the lock.
+        drop(RunLock::acquire(&run, "sy-test").unwrap());
+        assert!(!run.exists());
+        std::fs::create_dir_all(&run).unwrap();
         let lock = RunLock::acquire(&run, "sy-test").unwrap();
         assert!(lock.stale_holder().is_none());
         let e = RunLock::acquire(&run, "sy-other").unwrap_err();
