@@ -221,7 +221,12 @@ fn eval_plan_with(work: &Path, top: &str, sessions: &str, tail: &str) -> String 
         lines.join("\n")
     };
     let top = merge(
-        &["seed = 1", "variants = [\"stage\", \"cache\"]", "rounds = 1", "concurrency = 2"],
+        &[
+            "seed = 1",
+            "variants = [\"stage\", \"cache\"]",
+            "rounds = 1",
+            "concurrency = 2",
+        ],
         top,
     );
     let sessions = merge(
@@ -265,8 +270,18 @@ fn a_second_writer_is_refused_naming_the_holder() {
     let lock = sy_run::RunLock::acquire(&run, "sy-holder").unwrap();
     let pid = format!("PID {}", std::process::id());
     let w = work.path();
-    for (tool, args) in [("sy-fit", FIT), ("sy-margin", MARGIN), ("sy-select", SELECT)] {
-        expect(w, tool, args, 2, &["run", "another sy tool is writing", &pid]);
+    for (tool, args) in [
+        ("sy-fit", FIT),
+        ("sy-margin", MARGIN),
+        ("sy-select", SELECT),
+    ] {
+        expect(
+            w,
+            tool,
+            args,
+            2,
+            &["run", "another sy tool is writing", &pid],
+        );
     }
     // The holder is checked before the run directory's contents: a collector started twice
     // is refused naming the first.
@@ -278,7 +293,15 @@ fn a_second_writer_is_refused_naming_the_holder() {
     expect(
         w,
         "sy-collect",
-        &["--plan", "cplan.toml", "--run-dir", "run", "--target", "sim", "--resume"],
+        &[
+            "--plan",
+            "cplan.toml",
+            "--run-dir",
+            "run",
+            "--target",
+            "sim",
+            "--resume",
+        ],
         2,
         &["run", "another sy tool is writing", &pid],
     );
@@ -388,9 +411,9 @@ fn a_crashed_holder_is_recognised_and_does_not_block() {
     let r = run_tool("sy-margin", MARGIN, work.path());
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(!r.stderr.contains("without releasing"), "{}", r.stderr);
-    assert_eq!(
-        std::fs::read_to_string(run.join(sy_run::LOCK_FILE_NAME)).unwrap(),
-        ""
+    assert!(
+        !run.join(sy_run::LOCK_FILE_NAME).exists(),
+        "a clean run leaves no lock file"
     );
 }
 
@@ -410,18 +433,34 @@ fn links_planted_in_the_run_directory_are_not_written_through() {
         expect(work.path(), "sy-fit", FIT, 2, &[name, "symbolic link"]);
     }
     let work = w_fit("margins.json");
-    expect(work.path(), "sy-margin", MARGIN, 2, &["margins.json", "symbolic link"]);
+    expect(
+        work.path(),
+        "sy-margin",
+        MARGIN,
+        2,
+        &["margins.json", "symbolic link"],
+    );
 
     // A linked bundles/ directory.
     let (work, run, outside) = fresh();
     std::fs::remove_dir_all(run.join("bundles")).unwrap();
     std::os::unix::fs::symlink(&outside, run.join("bundles")).unwrap();
-    expect(work.path(), "sy-select", SELECT, 2, &["bundles", "symbolic link"]);
+    expect(
+        work.path(),
+        "sy-select",
+        SELECT,
+        2,
+        &["bundles", "symbolic link"],
+    );
 
     // A linked records.jsonl, resumed: never truncated or appended through the link.
     let (work, run, outside) = fresh();
     let plan = work.path().join("plan.toml");
-    std::fs::write(&plan, "seed = 3\n[qgrid]\nn = [64]\nf = [0.0]\nrepeats = 2\n").unwrap();
+    std::fs::write(
+        &plan,
+        "seed = 3\n[qgrid]\nn = [64]\nf = [0.0]\nrepeats = 2\n",
+    )
+    .unwrap();
     let col = |run_dir: &str| {
         run_tool(
             "sy-collect",
@@ -487,7 +526,15 @@ fn links_planted_in_the_run_directory_are_not_written_through() {
     let before = snapshot(&outside);
     let r = run_tool(
         "sy-eval",
-        &["--plan", &plan, "--bundle", &bundle, "--run-dir", "ev", "--no-progress"],
+        &[
+            "--plan",
+            &plan,
+            "--bundle",
+            &bundle,
+            "--run-dir",
+            "ev",
+            "--no-progress",
+        ],
         work.path(),
     );
     assert_eq!(r.code, Some(2), "{}", r.stderr);
@@ -525,7 +572,11 @@ fn a_full_disk_is_a_clean_failure_naming_the_file() {
         r.stderr
     );
     assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
-    assert_eq!(before, snapshot(&run), "a partial or temporary file was left");
+    assert_eq!(
+        before,
+        snapshot(&run),
+        "a partial or temporary file was left"
+    );
 }
 
 /// The same on a real full file system (a 1 MiB tmpfs) when this process may mount one (root):
@@ -570,7 +621,11 @@ fn a_full_tmpfs_is_a_clean_failure_not_a_sigbus() {
             .set_len(keep)
             .unwrap();
         let before = snapshot(&run);
-        let r = run_tool("sy-fit", &["--run-dir", "run", "--no-progress", "--seed", "7"], &mnt);
+        let r = run_tool(
+            "sy-fit",
+            &["--run-dir", "run", "--no-progress", "--seed", "7"],
+            &mnt,
+        );
         assert!(!r.hung, "hung");
         assert!(
             matches!(r.code, Some(0 | 1)),
@@ -580,7 +635,10 @@ fn a_full_tmpfs_is_a_clean_failure_not_a_sigbus() {
         );
         let after = snapshot(&run);
         let temporaries: Vec<&String> = after.keys().filter(|k| k.ends_with(".tmp")).collect();
-        assert!(temporaries.is_empty(), "temporary files left: {temporaries:?}");
+        assert!(
+            temporaries.is_empty(),
+            "temporary files left: {temporaries:?}"
+        );
         if r.code == Some(1) {
             assert!(
                 r.stderr.contains("fit.json") || r.stderr.contains("splits.json"),
@@ -607,14 +665,32 @@ fn sy_eval_refuses_a_calibration_run_and_the_reverse() {
     expect(
         work.path(),
         "sy-eval",
-        &["--plan", &plan, "--bundle", &bundle, "--run-dir", "run", "--no-progress"],
+        &[
+            "--plan",
+            &plan,
+            "--bundle",
+            &bundle,
+            "--run-dir",
+            "run",
+            "--no-progress",
+        ],
         2,
         &["run", "a calibration run", "manifest.json"],
     );
     // An evaluation's directory refuses the calibration tools.
     std::fs::write(run.join("eval-manifest.json"), "{}").unwrap();
-    for (tool, args) in [("sy-fit", FIT), ("sy-margin", MARGIN), ("sy-select", SELECT)] {
-        expect(work.path(), tool, args, 2, &["eval-manifest.json", "an evaluation"]);
+    for (tool, args) in [
+        ("sy-fit", FIT),
+        ("sy-margin", MARGIN),
+        ("sy-select", SELECT),
+    ] {
+        expect(
+            work.path(),
+            tool,
+            args,
+            2,
+            &["eval-manifest.json", "an evaluation"],
+        );
     }
 }
 
@@ -626,7 +702,16 @@ fn artifacts_of_another_split_or_run_are_refused() {
     let (work, _, _) = fresh();
     let r = run_tool(
         "sy-fit",
-        &["--run-dir", "run", "--seed", "8", "--out", "run/s8/fit.json", "--no-progress", "-q"],
+        &[
+            "--run-dir",
+            "run",
+            "--seed",
+            "8",
+            "--out",
+            "run/s8/fit.json",
+            "--no-progress",
+            "-q",
+        ],
         work.path(),
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
@@ -692,7 +777,11 @@ fn resume_refuses_records_and_blocks_of_another_run() {
     )
     .unwrap();
     let collect = |dir: &str, resume: bool| {
-        let plan = if dir == "b" { "planb.toml" } else { "plan.toml" };
+        let plan = if dir == "b" {
+            "planb.toml"
+        } else {
+            "plan.toml"
+        };
         let mut args = vec![
             "--plan",
             plan,
@@ -723,7 +812,11 @@ fn resume_refuses_records_and_blocks_of_another_run() {
         "{}",
         r.stderr
     );
-    assert_eq!(before, snapshot(&w.join("a")), "the run directory was changed");
+    assert_eq!(
+        before,
+        snapshot(&w.join("a")),
+        "the run directory was changed"
+    );
 
     // An evaluation's block copied into another evaluation.
     let plan = eval_plan(w, "", "");
@@ -776,11 +869,31 @@ fn absurd_evaluation_plans_are_refused_before_anything_runs() {
         ("rounds = 4000000000", "", "", "rounds"),
         ("concurrency = 100000000", "", "", "concurrency"),
         ("", "count = 4000000000", "", "sessions.count"),
-        ("", "count = 90000\nturns = [9000, 9000]", "", "sessions.count"),
+        (
+            "",
+            "count = 90000\nturns = [9000, 9000]",
+            "",
+            "sessions.count",
+        ),
         ("", "turns = [1, 1000000000]", "", "sessions.turns"),
-        ("", "initial_tokens = [1, 10000000000]", "", "sessions.initial_tokens"),
-        ("", "append_tokens = [1, 10000000000]", "", "sessions.append_tokens"),
-        ("", "output_tokens = [1, 10000000000]", "", "sessions.output_tokens"),
+        (
+            "",
+            "initial_tokens = [1, 10000000000]",
+            "",
+            "sessions.initial_tokens",
+        ),
+        (
+            "",
+            "append_tokens = [1, 10000000000]",
+            "",
+            "sessions.append_tokens",
+        ),
+        (
+            "",
+            "output_tokens = [1, 10000000000]",
+            "",
+            "sessions.output_tokens",
+        ),
         ("", "think_ms = [0, 100000000000]", "", "sessions.think_ms"),
         (
             "",
@@ -810,7 +923,15 @@ fn absurd_evaluation_plans_are_refused_before_anything_runs() {
         let plan = eval_plan_with(w, top, sessions, tail);
         let r = run_tool(
             "sy-eval",
-            &["--plan", &plan, "--bundle", &bundle, "--run-dir", "ev", "--no-progress"],
+            &[
+                "--plan",
+                &plan,
+                "--bundle",
+                &bundle,
+                "--run-dir",
+                "ev",
+                "--no-progress",
+            ],
             w,
         );
         assert!(!r.hung, "{field}: hung");
@@ -820,7 +941,10 @@ fn absurd_evaluation_plans_are_refused_before_anything_runs() {
             "{field}: {}",
             r.stderr
         );
-        assert!(!w.join("ev").exists(), "{field}: the run directory was created");
+        assert!(
+            !w.join("ev").exists(),
+            "{field}: the run directory was created"
+        );
     }
     // 10^8 simulator workers.
     let sim = w.join("sim.toml");
@@ -864,7 +988,13 @@ fn fifos_and_other_special_files_are_refused_as_inputs() {
     expect(
         w,
         "sy-fit",
-        &["--records", &fifo_s, "--out", "run/f2/fit.json", "--no-progress"],
+        &[
+            "--records",
+            &fifo_s,
+            "--out",
+            "run/f2/fit.json",
+            "--no-progress",
+        ],
         2,
         &["fifo", "not a regular file"],
     );
@@ -872,7 +1002,15 @@ fn fifos_and_other_special_files_are_refused_as_inputs() {
         expect(
             w,
             tool,
-            &["--run-dir", "run", flag, &fifo_s, "--out", "run/m.json", "--no-progress"],
+            &[
+                "--run-dir",
+                "run",
+                flag,
+                &fifo_s,
+                "--out",
+                "run/m.json",
+                "--no-progress",
+            ],
             2,
             &["fifo"],
         );
@@ -888,7 +1026,15 @@ fn fifos_and_other_special_files_are_refused_as_inputs() {
     expect(
         w,
         "sy-eval",
-        &["--plan", &fifo_s, "--bundle", &bundle, "--run-dir", "ev", "--no-progress"],
+        &[
+            "--plan",
+            &fifo_s,
+            "--bundle",
+            &bundle,
+            "--run-dir",
+            "ev",
+            "--no-progress",
+        ],
         2,
         &["fifo"],
     );
@@ -896,7 +1042,15 @@ fn fifos_and_other_special_files_are_refused_as_inputs() {
     expect(
         w,
         "sy-eval",
-        &["--plan", &plan, "--bundle", &fifo_s, "--run-dir", "ev", "--no-progress"],
+        &[
+            "--plan",
+            &plan,
+            "--bundle",
+            &fifo_s,
+            "--run-dir",
+            "ev",
+            "--no-progress",
+        ],
         2,
         &["fifo"],
     );
@@ -914,7 +1068,15 @@ fn lesser_items() {
     expect(
         w,
         "sy-eval",
-        &["--plan", "bad.toml", "--bundle", &bundle, "--run-dir", "ev", "--no-progress"],
+        &[
+            "--plan",
+            "bad.toml",
+            "--bundle",
+            &bundle,
+            "--run-dir",
+            "ev",
+            "--no-progress",
+        ],
         2,
         &["bad.toml", "UTF-8"],
     );
@@ -949,8 +1111,25 @@ fn lesser_items() {
     )
     .unwrap();
     for args in [
-        vec!["--plan", "forge.toml", "--run-dir", "run2", "--target", "sim", "--no-progress", "--no-preflight"],
-        vec!["--plan", "forge.toml", "--run-dir", "run", "--target", "sim", "--no-progress"],
+        vec![
+            "--plan",
+            "forge.toml",
+            "--run-dir",
+            "run2",
+            "--target",
+            "sim",
+            "--no-progress",
+            "--no-preflight",
+        ],
+        vec![
+            "--plan",
+            "forge.toml",
+            "--run-dir",
+            "run",
+            "--target",
+            "sim",
+            "--no-progress",
+        ],
     ] {
         let r = run_tool("sy-collect", &args, w);
         assert!(
@@ -985,7 +1164,11 @@ fn lesser_items() {
         w,
     );
     assert_eq!(r.code, Some(1), "{}", r.stderr);
-    assert!(!w.join("nothing").exists(), "left behind: {:?}", snapshot(&w.join("nothing")));
+    assert!(
+        !w.join("nothing").exists(),
+        "left behind: {:?}",
+        snapshot(&w.join("nothing"))
+    );
 
     // A failed evaluation leaves nothing that blocks a plain rerun.
     let plan = eval_plan(w, "", "");

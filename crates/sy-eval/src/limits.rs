@@ -56,7 +56,12 @@ fn longest_context(initial: u64, turns: u64, append: u64, output: u64) -> u64 {
 
 /// Checks every bound of `plan` (see the module docs); `machine` gives the open-file limit.
 pub fn check_plan(plan: &EvalPlan, machine: &Machine) -> Result<(), Problem> {
-    at_most("rounds", u64::from(plan.rounds), u64::from(MAX_ROUNDS), "rounds")?;
+    at_most(
+        "rounds",
+        u64::from(plan.rounds),
+        u64::from(MAX_ROUNDS),
+        "rounds",
+    )?;
     at_most(
         "concurrency",
         plan.concurrency as u64,
@@ -305,10 +310,19 @@ mod tests {
         };
         for (extra, field) in [
             ("rounds = 1000000\n[sessions]\ncount = 1\n", "rounds"),
-            ("concurrency = 100000000\n[sessions]\ncount = 1\n", "concurrency"),
+            (
+                "concurrency = 100000000\n[sessions]\ncount = 1\n",
+                "concurrency",
+            ),
             ("[sessions]\ncount = 4000000000\n", "sessions.count"),
-            ("[sessions]\ncount = 1\nturns = [1, 100000000]\n", "sessions.turns"),
-            ("[sessions]\ncount = 90000\nturns = [1, 9000]\n", "sessions.count"),
+            (
+                "[sessions]\ncount = 1\nturns = [1, 100000000]\n",
+                "sessions.turns",
+            ),
+            (
+                "[sessions]\ncount = 90000\nturns = [1, 9000]\n",
+                "sessions.count",
+            ),
             (
                 "[sessions]\ncount = 1\ninitial_tokens = [1, 100000000000]\n",
                 "sessions.initial_tokens",
@@ -325,10 +339,7 @@ mod tests {
                 "[sessions]\ncount = 1\n[background]\nprefill_requests = 100000000\n",
                 "background.prefill_requests",
             ),
-            (
-                "concurrency = 1000\n[sessions]\ncount = 1\n",
-                "concurrency",
-            ),
+            ("concurrency = 1000\n[sessions]\ncount = 1\n", "concurrency"),
             (
                 "[sessions]\ncount = 1\n[target]\nrequest_timeout_ms = 0\n",
                 "target.request_timeout_ms",

@@ -340,7 +340,11 @@ fn numbers_stored_as_strings_in_parquet_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("strings.parquet");
     let mut df = sy_records::records_to_frame(&small()).unwrap();
-    let as_text = df.column("prompt_tokens").unwrap().cast(&DataType::String).unwrap();
+    let as_text = df
+        .column("prompt_tokens")
+        .unwrap()
+        .cast(&DataType::String)
+        .unwrap();
     df.with_column(as_text).unwrap();
     let mut file = std::fs::File::create(&path).unwrap();
     ParquetWriter::new(&mut file).finish(&mut df).unwrap();

@@ -5,9 +5,10 @@
 //!
 //! The lock is an advisory `flock(2)` on [`LOCK_FILE_NAME`] in the run directory, taken by every
 //! tool that writes there for its whole run. The kernel drops it when the holder exits, however
-//! it exits (a crash, `kill -9`), so a lock is never left stale; the file keeps the holder's PID
-//! and command line for the message a second writer gets, and a holder that ended without
-//! clearing them (it crashed) is reported when the next one takes the lock.
+//! it exits (a crash, `kill -9`), so a lock is never left stale; the file holds the holder's PID
+//! and command line for the message a second writer gets and is removed when the run ends, so a
+//! lock file found with a holder in it was left by a run that crashed, which is reported when
+//! the next one takes the lock.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -59,33 +60,7 @@ impl RunLock {
             source,
         })?;
         let path = dir.join(LOCK_FILE_NAME);
-        let mut file = std::fs::File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&path)
-            .map_err(|source| link_or_io(&path, "cannot open the lock file", source))?;
-        check_regular(&file, &path)?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let mut holder = String::new();
-                let _ = file.read_to_string(&mut holder);
-                return Err(RunError::Locked {
-                    dir: dir.to_path_buf(),
-                    holder: holder_text(&holder),
-                });
-            }
-            Err(std::fs::TryLockError::Error(source)) => {
-                return Err(RunError::Io {
-                    what: "cannot lock",
-                    path,
-                    source,
-                });
-            }
-        }
+        let mut file = lock_file(dir, &path)?;
         let mut before = String::new();
         let _ = file.read_to_string(&mut before);
         let stale = (!before.trim().is_empty()).then(|| holder_text(&before));
@@ -99,6 +74,10 @@ impl RunLock {
             .set_len(0)
             .and_then(|()| file.write_all_at_start(text.as_bytes()));
         if let Err(source) = written {
+            let _ = std::fs::remove_file(&path);
+            if created {
+                let _ = std::fs::remove_dir(dir);
+            }
             return Err(RunError::Io {
                 what: "cannot write",
                 path,
@@ -131,21 +110,16 @@ impl RunLock {
 
 impl Drop for RunLock {
     fn drop(&mut self) {
-        // Cleared before it is released: a lock file with a holder in it, taken by the next
-        // tool, is how a crash is recognised.
+        // Removed while still held (a run that ends cleanly leaves no lock file; one that
+        // crashed leaves its holder's PID and command in it, which is how the next tool
+        // recognises the crash). A waiting tool that opened the removed file sees it is no
+        // longer the lock file and takes the lock again ([`lock_file`]).
         let _ = self.file.set_len(0);
+        let _ = std::fs::remove_file(self.dir.join(LOCK_FILE_NAME));
         // A directory this run created and left empty (it failed before writing anything) is
-        // removed, lock file and all, while the lock is still held.
+        // removed too.
         if self.created {
-            let only_lock = std::fs::read_dir(&self.dir).is_ok_and(|entries| {
-                entries
-                    .filter_map(Result::ok)
-                    .all(|e| e.file_name() == LOCK_FILE_NAME)
-            });
-            if only_lock {
-                let _ = std::fs::remove_file(self.dir.join(LOCK_FILE_NAME));
-                let _ = std::fs::remove_dir(&self.dir);
-            }
+            let _ = std::fs::remove_dir(&self.dir);
         }
         let _ = self.file.unlock();
         let canonical = std::fs::canonicalize(&self.dir).unwrap_or_else(|_| self.dir.clone());
@@ -227,6 +201,55 @@ impl WriteAtStart for File {
         self.write_all_at(bytes, 0)?;
         self.flush()
     }
+}
+
+/// Opens and locks `path`, the lock file of `dir`. The file is removed by its holder when the
+/// run ends, so a file locked here may have been removed meanwhile (a holder ending between
+/// this open and this lock): the lock counts only when `path` still names the locked file,
+/// else it is taken again on the new one.
+fn lock_file(dir: &Path, path: &Path) -> Result<File, RunError> {
+    use std::os::unix::fs::MetadataExt;
+    for _ in 0..64 {
+        let mut file = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|source| link_or_io(path, "cannot open the lock file", source))?;
+        check_regular(&file, path)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                return Err(RunError::Locked {
+                    dir: dir.to_path_buf(),
+                    holder: holder_text(&holder),
+                });
+            }
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(RunError::Io {
+                    what: "cannot lock",
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        }
+        let same = match (file.metadata(), std::fs::symlink_metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        };
+        if same {
+            return Ok(file);
+        }
+    }
+    Err(RunError::Io {
+        what: "cannot lock",
+        path: path.to_path_buf(),
+        source: std::io::Error::other("the lock file kept being replaced"),
+    })
 }
 
 /// The holder's PID and command, on one line, from the lock file's text.
@@ -349,9 +372,10 @@ pub fn check_output_target(path: &Path) -> Result<(), RunError> {
                 path: path.to_path_buf(),
             }),
         },
-        Ok(m) if !m.is_file() => Err(RunError::NotRegular {
+        // A directory is left to `check_output_path`, which names the flag.
+        Ok(m) if !m.is_file() && !m.is_dir() => Err(RunError::NotRegular {
             path: path.to_path_buf(),
-            what: "expected a regular file",
+            what: "not a regular file (a FIFO, device or socket cannot be an output)",
         }),
         _ => Ok(()),
     }
@@ -501,6 +525,7 @@ mod tests {
             "{text}"
         );
         drop(lock);
+        assert!(!run.join(LOCK_FILE_NAME).exists(), "removed on release");
         let lock = RunLock::acquire(&run, "sy-other").unwrap();
         assert!(lock.stale_holder().is_none(), "released cleanly");
         drop(lock);
@@ -534,7 +559,10 @@ mod tests {
     #[test]
     fn control_characters_are_escaped() {
         assert_eq!(escape_control("plain é"), "plain é");
-        assert_eq!(escape_control("a\nerror: x\u{1b}[2J"), "a\\nerror: x\\u{1b}[2J");
+        assert_eq!(
+            escape_control("a\nerror: x\u{1b}[2J"),
+            "a\\nerror: x\\u{1b}[2J"
+        );
         assert_eq!(terminal_message("a\nb\r"), "a\n  b\\r");
     }
 }

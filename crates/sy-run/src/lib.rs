@@ -17,8 +17,9 @@ pub use atomic::{
     check_output_path, file_sha256, json_bytes, json_error_with_field, stage_file, stage_open,
 };
 pub use guard::{
-    EVAL_MANIFEST_FILE, LOCK_FILE_NAME, RunKind, RunLock, check_run_kind, check_input_file, check_output_dir, check_output_target, ensure_dir, escape_control,
-    open_append, read_input, terminal_message,
+    EVAL_MANIFEST_FILE, LOCK_FILE_NAME, RunKind, RunLock, check_input_file, check_output_dir,
+    check_output_target, check_run_kind, ensure_dir, escape_control, open_append, read_input,
+    terminal_message,
 };
 pub use layout::{
     Artifact, ArtifactError, FIT_SCHEMA_VERSION, MANIFEST_SCHEMA_VERSION, MARGINS_SCHEMA_VERSION,

@@ -520,7 +520,11 @@ impl SimConfig {
             total = total.saturating_add(m.workers);
             for (field, value, max) in [
                 ("workers", m.workers as f64, MAX_WORKERS as f64),
-                ("worker_speeds", m.worker_speeds.len() as f64, MAX_WORKERS as f64),
+                (
+                    "worker_speeds",
+                    m.worker_speeds.len() as f64,
+                    MAX_WORKERS as f64,
+                ),
                 ("block_size", f64::from(m.block_size), MAX_BLOCK_SIZE as f64),
                 ("kv_blocks", m.kv_blocks as f64, MAX_KV_BLOCKS as f64),
                 (
@@ -539,13 +543,26 @@ impl SimConfig {
                 at_most(format!("{at}.{field}"), value, max)?;
             }
         }
-        at_most("models[*].workers (sum)".into(), total as f64, MAX_TOTAL_WORKERS as f64)?;
+        at_most(
+            "models[*].workers (sum)".into(),
+            total as f64,
+            MAX_TOTAL_WORKERS as f64,
+        )?;
         for (field, ms) in [
             ("faults.stall_ms", self.faults.stall_ms),
             ("faults.selection_delay_ms", self.faults.selection_delay_ms),
-            ("lifecycle.stale_listing_ms", self.lifecycle.stale_listing_ms),
-            ("lifecycle.restart_delay_ms", self.lifecycle.restart_delay_ms),
-            ("lifecycle.discovery_delay_ms", self.lifecycle.discovery_delay_ms),
+            (
+                "lifecycle.stale_listing_ms",
+                self.lifecycle.stale_listing_ms,
+            ),
+            (
+                "lifecycle.restart_delay_ms",
+                self.lifecycle.restart_delay_ms,
+            ),
+            (
+                "lifecycle.discovery_delay_ms",
+                self.lifecycle.discovery_delay_ms,
+            ),
         ] {
             at_most(field.into(), ms, MAX_MS)?;
         }

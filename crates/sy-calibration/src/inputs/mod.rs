@@ -92,7 +92,10 @@ pub fn check_split_of_fit(
     let to_value = |v: serde_json::Result<Value>| v.unwrap_or(Value::Null);
     for (field, in_splits) in [
         ("seed", Value::from(splits.seed)),
-        ("fractions", to_value(serde_json::to_value(splits.fractions))),
+        (
+            "fractions",
+            to_value(serde_json::to_value(splits.fractions)),
+        ),
         ("conditions", to_value(serde_json::to_value(splits.counts))),
     ] {
         let in_fit = split.get(field).cloned().unwrap_or(Value::Null);
