@@ -13,7 +13,7 @@
 //!   runs.
 //!
 //! [`Plan::from_path`] rejects unknown fields and wrong types (serde, naming the line), and
-//! [`Plan::validate`] rejects empty grids, `f` outside `[0, 1)`, zero repeats, bad URLs,
+//! [`Plan::validate`] rejects empty grids, `f` outside `[0, 1]`, zero repeats, bad URLs,
 //! inconsistent numbers, and plans whose cost is unbounded or whose values give two conditions one
 //! id ([`crate::limits`]). Checks that need the target (KV capacity, reachability) live in
 //! [`crate::preflight`].
@@ -174,7 +174,8 @@ impl Default for ProbeSpec {
 pub struct QgridPhase {
     /// Prompt lengths N (tokens).
     pub n: Vec<u64>,
-    /// Cached fractions f in [0, 1).
+    /// Cached fractions f in [0, 1]; 1 = a full repeat of a primed prompt (the router reports
+    /// K = N, the cell a full-prompt hit at run time looks up).
     pub f: Vec<f64>,
     pub repeats: u32,
 }
@@ -564,10 +565,10 @@ fn check_axes(phase: &str, n: &[u64], f: &[f64], repeats: u32) -> Result<(), (St
         }
     }
     for (i, &v) in f.iter().enumerate() {
-        if !v.is_finite() || !(0.0..1.0).contains(&v) {
+        if !v.is_finite() || !(0.0..=1.0).contains(&v) {
             return Err((
                 format!("{phase}.f[{i}]"),
-                format!("cached fraction {v} is outside [0, 1)"),
+                format!("cached fraction {v} is outside [0, 1]"),
             ));
         }
     }
@@ -644,13 +645,15 @@ mod tests {
             err.contains("qgrid.n") && err.contains("empty grid"),
             "{err}"
         );
-        let err = parse("seed=1\n[qgrid]\nn=[8]\nf=[0.0, 1.0]\nrepeats=1\n")
+        let err = parse("seed=1\n[qgrid]\nn=[8]\nf=[0.0, 1.5]\nrepeats=1\n")
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("qgrid.f[1]") && err.contains("[0, 1)"),
+            err.contains("qgrid.f[1]") && err.contains("[0, 1]"),
             "{err}"
         );
+        // f = 1, a full repeat, is a cell of its own.
+        assert!(parse("seed=1\n[qgrid]\nn=[8]\nf=[0.0, 1.0]\nrepeats=1\n").is_ok());
         let err = parse("seed=1\n[qgrid]\nn=[8]\nf=[-0.1]\nrepeats=1\n")
             .unwrap_err()
             .to_string();
