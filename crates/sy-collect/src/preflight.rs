@@ -967,7 +967,7 @@ async fn pinned(
             model,
             tokens.to_vec(),
             max_tokens,
-            false,
+            true, // exactly max_tokens: never end of sequence first
             &Cancel::new(),
             || {},
         )

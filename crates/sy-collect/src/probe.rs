@@ -198,11 +198,12 @@ impl UnitRunner {
         let cancel = self.driver.cancel.clone();
         let [(_, eff), (_, cap)] = self.models();
         let prefix = tokens[..primed].to_vec();
+        // One token, which cannot be end of sequence (see `ProbeRequest::ignore_eos`).
         let (a, b) = tokio::join!(
             self.driver
-                .accounted(eff, prefix.clone(), 1, false, &cancel, "prime", || {}),
+                .accounted(eff, prefix.clone(), 1, true, &cancel, "prime", || {}),
             self.driver
-                .accounted(cap, prefix, 1, false, &cancel, "prime", || {}),
+                .accounted(cap, prefix, 1, true, &cancel, "prime", || {}),
         );
         for (i, acc) in [a, b].iter().enumerate() {
             if let Some((reserve, e)) = acc.failure() {
@@ -429,7 +430,7 @@ impl UnitRunner {
                 match booking {
                     Some(b) if !cancel.is_cancelled() => Some(
                         driver
-                            .send(&b, &model, tokens, max_tokens, false, &cancel, || {})
+                            .send(&b, &model, tokens, max_tokens, true, &cancel, || {})
                             .await,
                     ),
                     _ => None,
