@@ -575,10 +575,10 @@ fn main() {
             .min(4)
     );
     print!("{md}");
-    if let Some(path) = out.filter(|p| !p.is_empty()) {
-        if let Err(e) = std::fs::write(&path, &md) {
-            eprintln!("cannot write {path}: {e}");
-            std::process::exit(1);
-        }
+    if let Some(path) = out.filter(|p| !p.is_empty())
+        && let Err(e) = std::fs::write(&path, &md)
+    {
+        eprintln!("cannot write {path}: {e}");
+        std::process::exit(1);
     }
 }

@@ -75,7 +75,7 @@ pub fn wilson(k: u64, n: u64, level: f64) -> (f64, f64) {
 }
 
 /// ln Γ(x) for x > 0 (Lanczos, g = 7, 9 terms; relative error ~1e-15).
-fn ln_gamma(x: f64) -> f64 {
+pub(crate) fn ln_gamma(x: f64) -> f64 {
     const G: [f64; 9] = [
         0.999_999_999_999_809_9,
         676.520_368_121_885_1,
@@ -174,10 +174,10 @@ mod tests {
 
     #[test]
     fn wilson_matches_a_worked_value() {
-        // 940 of 1000 at 95 %: 0.9240 to 0.9526 (Wilson score).
+        // 940 of 1000 at 95 %: 0.9235 to 0.9531 (Wilson score, by hand).
         let (lo, hi) = wilson(940, 1000, 0.95);
         assert!((lo - 0.92353).abs() < 1e-4, "{lo}");
-        assert!((hi - 0.95251).abs() < 1e-4, "{hi}");
+        assert!((hi - 0.95310).abs() < 1e-4, "{hi}");
         assert_eq!(wilson(0, 0, 0.95), (0.0, 1.0));
     }
 

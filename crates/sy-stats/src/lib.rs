@@ -193,6 +193,7 @@ impl SplitMix64 {
 pub mod binomial;
 mod ranked;
 mod shared_draws;
+pub mod student;
 mod studentized;
 use ranked::Ranked;
 pub use shared_draws::{GroupDraws, SeriesIntervals, SeriesResamples};
