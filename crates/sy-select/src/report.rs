@@ -85,6 +85,14 @@ pub fn rule_text(s: &SelectionFile) -> String {
 
 /// The answer in a few lines (the report's first screen and `sy-select`'s terminal summary).
 pub fn headline_lines(s: &SelectionFile) -> Vec<String> {
+    headline_lines_with(s, None)
+}
+
+/// [`headline_lines`], with the run's failed records when known (a line flags them).
+pub fn headline_lines_with(
+    s: &SelectionFile,
+    failures: Option<&crate::failures::Failures>,
+) -> Vec<String> {
     let h = &s.headline;
     let mut out = vec![format!(
         "Chosen: {} — threshold rule {}, estimator {}.",
@@ -130,6 +138,22 @@ pub fn headline_lines(s: &SelectionFile) -> Vec<String> {
         h.compared.estimators,
         h.compared.thresholds_searched
     ));
+    if let Some(f) = failures.filter(|f| !f.conditions.is_empty()) {
+        let (failed, records) = f
+            .per_model
+            .values()
+            .fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
+        let flagged: std::collections::BTreeSet<&str> = f
+            .conditions
+            .iter()
+            .map(|c| c.condition_id.as_str())
+            .collect();
+        out.push(format!(
+            "Failures: {failed} of {records} records failed; {} of {} conditions flagged (see Failures).",
+            flagged.len(),
+            f.conditions_total
+        ));
+    }
     for (estimator, margin) in [
         (Variant::Blind, s.margins.blind),
         (Variant::Cache, s.margins.cache),
@@ -170,7 +194,7 @@ pub fn headline_lines(s: &SelectionFile) -> Vec<String> {
 fn answer(r: &mut Report, out: &SelectOutput) {
     let s = &out.selection;
     let mut md = String::from("## Answer\n\n");
-    for line in headline_lines(s) {
+    for line in headline_lines_with(s, Some(&out.failures)) {
         let line = match line.strip_prefix("Caveat: ") {
             Some(c) => format!("> **Caveat:** {c}"),
             None => line,
@@ -1113,6 +1137,7 @@ pub fn write_report(out: &SelectOutput, dir: &Path) -> Result<PathBuf, SelectErr
     margins(&mut r, out);
     q_tables(&mut r, out);
     client_server_gap(&mut r, out);
+    r.markdown(&crate::failures::markdown(&out.failures));
     estimators(&mut r, predictions);
     coefficients(&mut r, out);
     reproduce(&mut r, out);

@@ -136,6 +136,8 @@ pub struct SelectOutput {
     pub options: SelectOptions,
     /// The client − server TTFT gap per phase and model over every record read.
     pub gap: Vec<crate::gap::GapRow>,
+    /// Failed records per model and condition over every record read.
+    pub failures: crate::failures::Failures,
 }
 
 /// The settings of the calibration repeated over `opts.stability_seeds` (those of this run),
@@ -553,9 +555,14 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
     // The conditions' splits and the client-server gaps on threads of their own while the
     // probes are paired; then the seeds' per-condition sums, each paired row's features and Q
     // baselines taken from its settled pair.
-    let (all, (seed_inputs, condition_splits, gap)) = std::thread::scope(|scope| {
+    let (all, (seed_inputs, condition_splits, (gap, failures))) = std::thread::scope(|scope| {
         let splits = scope.spawn(|| records.condition_splits(&inputs.splits));
-        let gap = scope.spawn(|| crate::gap::gap_rows(&records));
+        let gap = scope.spawn(|| {
+            (
+                crate::gap::gap_rows(&records),
+                crate::failures::failures(&records),
+            )
+        });
         // Settled only for the seeds: each decides every pair again, the run's own replays
         // decide a pair once.
         let ground = settings.as_ref().map(|_| ttft_ground(opts, &inputs));
@@ -663,5 +670,6 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
         selected_ttfts: selected,
         options: opts.clone(),
         gap,
+        failures,
     })
 }
