@@ -927,6 +927,27 @@ fn provenance(r: &mut Report, out: &SelectOutput) {
             .collect::<Vec<_>>()
             .join(", ")
     ));
+    if let Some(dc) = out.fit_file.as_ref().and_then(|f| f.data_check.as_ref()) {
+        md.push_str("\nData-quality check (`sy-collect check`) of the fitted runs: ");
+        let runs: Vec<String> = dc
+            .runs
+            .iter()
+            .map(|r| {
+                if r.failed.is_empty() {
+                    format!("`{}` **{}**", r.path, r.verdict)
+                } else {
+                    format!("`{}` **{}** ({})", r.path, r.verdict, r.failed.join(", "))
+                }
+            })
+            .collect();
+        md.push_str(&runs.join("; "));
+        md.push_str(if dc.accepted_failing {
+            ". **A failing run was fitted anyway (`sy-fit --accept-failed-check`): the figures \
+             above rest on data that failed its checks.**\n"
+        } else {
+            ".\n"
+        });
+    }
     if !sel.warnings.is_empty() {
         md.push_str("\n**All warnings**\n\n");
         for w in &sel.warnings {
