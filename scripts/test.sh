@@ -13,17 +13,34 @@
 #   2b: real_dynamo_dp against a second stack it starts itself when the venv exists (TOPOLOGY=dp64:
 #       block 64, three efficient workers, a data-parallel-size-2 and a data-parallel-size-4
 #       capable worker; ports 29500+).
+# Phase 3: the real-engine tests (test binaries named real_engine*) against two vLLM-CPU workers serving
+#   SmolLM2-135M (TOPOLOGY=vllm-cpu; ports 27000, 27092, 27100+, 27200+, run dir .dynamo/test-run-engine),
+#   started when the engine venv exists (scripts/dynamo-local.sh install-engine) and always stopped on
+#   the way out; without it the tests report themselves skipped — unless SY_REQUIRE_ENGINE=1, which
+#   makes a missing engine a failure.
 # Each real-Dynamo test that ran against the stack appends its name to $SY_DYNAMO_TEST_LOG; the count is
-# printed at the end ("real-Dynamo tests executed: N"). SY_TEST_ONLY_REAL_DYNAMO=1 runs phase 2 only.
+# printed at the end ("real-Dynamo tests executed: N"). SY_TEST_ONLY_REAL_DYNAMO=1 runs phases 2 and 3
+# only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+# cargo-nextest runs the suite (per-binary filters, one test at a time for the real-Dynamo phase).
+# A fresh machine with only Rust has no nextest: install it once (as .ci/run does for cargo-machete).
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "scripts/test.sh: cargo-nextest is not installed; installing it now (cargo install --locked cargo-nextest, a few minutes, once)"
+  if ! cargo install --locked cargo-nextest; then
+    echo "scripts/test.sh: installing cargo-nextest failed; install it yourself (cargo install --locked cargo-nextest) and run again" >&2
+    exit 1
+  fi
+fi
+
 REAL='binary(~real_dynamo)'
 DP='binary(=real_dynamo_dp)'
+ENGINE='binary(~real_engine)'
 status=0
 
-if [ "${SY_TEST_ONLY_REAL_DYNAMO:-0}" != 1 ]; then   # SY_TEST_ONLY_REAL_DYNAMO=1: phase 2 only
-  cargo nextest run --workspace --no-fail-fast -E "not $REAL" || status=1
+if [ "${SY_TEST_ONLY_REAL_DYNAMO:-0}" != 1 ]; then   # SY_TEST_ONLY_REAL_DYNAMO=1: phases 2 and 3 only
+  cargo nextest run --workspace --no-fail-fast -E "not $REAL and not $ENGINE" || status=1
   cargo test --workspace --doc || status=1
 fi
 
@@ -79,6 +96,29 @@ capable-dp4 capable 1 1024 1024 4"
   fi
   env "${dp_env[@]}" scripts/dynamo-local.sh stop >/dev/null 2>&1 || true
 fi
+# 3: the real engine, on its own ports and run dir, always stopped on the way out (its workers hold
+#    about 9 GB: it never runs beside another stack).
+engine_env=(TOPOLOGY=vllm-cpu RUN_DIR="$PWD/.dynamo/test-run-engine" FRONTEND_PORT=27000 SELECT_PORT=27092
+            WORKER_SYS_PORT_BASE=27100 ZMQ_KV_PORT_BASE=27200)
+if "${ENGINE_VENV:-.dynamo/engine-venv}/bin/python" -c 'import vllm, dynamo.vllm' 2>/dev/null; then
+  env "${engine_env[@]}" scripts/dynamo-local.sh stop >/dev/null 2>&1 || true
+  engine_t0=$SECONDS
+  if env "${engine_env[@]}" scripts/dynamo-local.sh start; then
+    ( eval "$(env "${engine_env[@]}" scripts/dynamo-local.sh env)"
+      cargo nextest run --workspace --no-fail-fast --test-threads 1 -E "$ENGINE" --no-tests fail ) || status=1
+  else
+    echo "scripts/test.sh: starting the real-engine stack failed (logs: .dynamo/test-run-engine/logs)" >&2
+    status=1
+  fi
+  env "${engine_env[@]}" scripts/dynamo-local.sh stop >/dev/null 2>&1 || true
+  echo "scripts/test.sh: the real-engine phase took $((SECONDS - engine_t0)) s"
+elif [ "${SY_REQUIRE_ENGINE:-0}" = 1 ]; then
+  echo "scripts/test.sh: SY_REQUIRE_ENGINE=1 but there is no engine venv; run scripts/dynamo-local.sh install-engine" >&2
+  status=1
+else
+  echo "scripts/test.sh: no engine venv (scripts/dynamo-local.sh install-engine): real-engine tests will skip"
+fi
+
 executed=$(grep -c . "$SY_DYNAMO_TEST_LOG" || true)
 rm -f "$SY_DYNAMO_TEST_LOG"
 echo "real-Dynamo tests executed: $executed (against ${SY_DYNAMO_FRONTEND:-no stack})"

@@ -13,7 +13,7 @@
 //!   runs.
 //!
 //! [`Plan::from_path`] rejects unknown fields and wrong types (serde, naming the line), and
-//! [`Plan::validate`] rejects empty grids, `f` outside `[0, 1)`, zero repeats, bad URLs,
+//! [`Plan::validate`] rejects empty grids, `f` outside `[0, 1]`, zero repeats, bad URLs,
 //! inconsistent numbers, and plans whose cost is unbounded or whose values give two conditions one
 //! id ([`crate::limits`]). Checks that need the target (KV capacity, reachability) live in
 //! [`crate::preflight`].
@@ -178,7 +178,8 @@ impl Default for ProbeSpec {
 pub struct QgridPhase {
     /// Prompt lengths N (tokens).
     pub n: Vec<u64>,
-    /// Cached fractions f in [0, 1).
+    /// Cached fractions f in [0, 1]; 1 = a full repeat of a primed prompt (the router reports
+    /// K = N, the cell a full-prompt hit at run time looks up).
     pub f: Vec<f64>,
     pub repeats: u32,
 }
@@ -292,9 +293,13 @@ impl Plan {
 
     /// Reads, parses and validates a plan file.
     pub fn from_path(path: &Path) -> Result<LoadedPlan, PlanError> {
-        let bytes = std::fs::read(path).map_err(|source| PlanError::Read {
+        // A regular file of bounded size: a FIFO would block the read forever.
+        let bytes = sy_run::read_input(path, 1 << 20).map_err(|e| PlanError::Read {
             path: path.to_path_buf(),
-            source,
+            source: match e {
+                sy_run::RunError::Read { source, .. } => source,
+                other => std::io::Error::other(other.to_string()),
+            },
         })?;
         let text = String::from_utf8(bytes.clone()).map_err(|e| PlanError::Parse {
             path: path.to_path_buf(),
@@ -332,6 +337,19 @@ impl Plan {
             field: field.to_string(),
             message,
         };
+        // The name goes into the run id, messages and file names: printable text only.
+        if let Some(name) = &self.name
+            && name.chars().any(char::is_control)
+        {
+            return Err(bad(
+                "name",
+                format!(
+                    "{:?} holds control characters (a newline, an escape): a name is one line \
+                     of printable text",
+                    sy_run::escape_control(name)
+                ),
+            ));
+        }
         if self.qgrid.is_none() && self.load.is_none() {
             return Err(bad(
                 "qgrid/load",
@@ -557,10 +575,10 @@ fn check_axes(phase: &str, n: &[u64], f: &[f64], repeats: u32) -> Result<(), (St
         }
     }
     for (i, &v) in f.iter().enumerate() {
-        if !v.is_finite() || !(0.0..1.0).contains(&v) {
+        if !v.is_finite() || !(0.0..=1.0).contains(&v) {
             return Err((
                 format!("{phase}.f[{i}]"),
-                format!("cached fraction {v} is outside [0, 1)"),
+                format!("cached fraction {v} is outside [0, 1]"),
             ));
         }
     }
@@ -637,13 +655,15 @@ mod tests {
             err.contains("qgrid.n") && err.contains("empty grid"),
             "{err}"
         );
-        let err = parse("seed=1\n[qgrid]\nn=[8]\nf=[0.0, 1.0]\nrepeats=1\n")
+        let err = parse("seed=1\n[qgrid]\nn=[8]\nf=[0.0, 1.5]\nrepeats=1\n")
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("qgrid.f[1]") && err.contains("[0, 1)"),
+            err.contains("qgrid.f[1]") && err.contains("[0, 1]"),
             "{err}"
         );
+        // f = 1, a full repeat, is a cell of its own.
+        assert!(parse("seed=1\n[qgrid]\nn=[8]\nf=[0.0, 1.0]\nrepeats=1\n").is_ok());
         let err = parse("seed=1\n[qgrid]\nn=[8]\nf=[-0.1]\nrepeats=1\n")
             .unwrap_err()
             .to_string();

@@ -1424,7 +1424,7 @@ async fn pinned(
             model,
             tokens.to_vec(),
             max_tokens,
-            false,
+            true, // exactly max_tokens: never end of sequence first
             &Cancel::new(),
             || {},
         )

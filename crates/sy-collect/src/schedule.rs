@@ -41,8 +41,14 @@ impl Condition {
     }
 }
 
-/// `round(f·N)`, never more than `N - 1` (a probe always has at least one uncached token).
+/// `round(f·N)`, never more than `N - 1` (a probe keeps at least one uncached token), except for
+/// f = 1: the whole prompt, so that the probe repeats the primed prompt. That is the full-prompt hit
+/// a runtime meets (the router reports K = N), and what it costs is the engine's own: vLLM, for
+/// one, recomputes the block holding the last prompt token (docs/methodology.md).
 pub fn primed_tokens(n: u64, f: f64) -> u64 {
+    if f >= 1.0 {
+        return n;
+    }
     let k = (f * n as f64).round();
     let k = if k.is_finite() && k > 0.0 {
         k as u64
@@ -312,5 +318,8 @@ mod tests {
         assert_eq!(primed_tokens(100, 0.255), 26);
         assert_eq!(primed_tokens(3, 0.99), 2);
         assert_eq!(primed_tokens(1, 0.9), 0);
+        // A full repeat primes the whole prompt.
+        assert_eq!(primed_tokens(512, 1.0), 512);
+        assert_eq!(primed_tokens(500, 1.0), 500);
     }
 }

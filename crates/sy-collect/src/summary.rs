@@ -87,6 +87,65 @@ pub struct SummaryRow {
     /// The phase's wall time, and its probes (both models) per second.
     pub phase_seconds: f64,
     pub phase_probes_per_s: Option<f64>,
+    /// K (the selection service's overlap, what the fit indexes by) against the engine's own
+    /// `cached_tokens`, over the successful probes that report both.
+    #[serde(default)]
+    pub k_vs_cached: KVsCached,
+}
+
+/// How K compares with the engine's `cached_tokens` (see [`k_vs_cached`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KVsCached {
+    /// Probes with both K and `cached_tokens`.
+    pub checked: u64,
+    /// `cached_tokens = K`.
+    pub equal: u64,
+    /// K covers the whole prompt (K = N) and the engine reports less: it recomputed the block
+    /// holding the last prompt token, as vLLM does to get that token's logits
+    /// (docs/methodology.md, "K and the engine's cached tokens"). Expected; K stays the index.
+    pub full_hit_recomputed: u64,
+    /// Any other difference: the router's view and the engine's cache disagree (evicted blocks,
+    /// lost KV events, a block-size mismatch). Should be 0.
+    pub mismatch: u64,
+}
+
+/// One probe's K against its engine's cached tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KCached {
+    Equal,
+    FullHitRecomputed,
+    Mismatch,
+}
+
+/// Classifies K (the selection service's overlap) against `cached_tokens` for a prompt of `n`
+/// tokens. An engine that must compute the last prompt token to sample from it caps a prefix hit
+/// at `n − 1` tokens, in whole blocks, so it reports less than K only when K covers the whole
+/// prompt.
+pub fn k_vs_cached(n: u64, k: u64, cached: u64) -> KCached {
+    if cached == k {
+        KCached::Equal
+    } else if k == n && cached < k {
+        KCached::FullHitRecomputed
+    } else {
+        KCached::Mismatch
+    }
+}
+
+fn tally_k_vs_cached(recs: &[&Record]) -> KVsCached {
+    let mut t = KVsCached::default();
+    for r in recs.iter().filter(|r| r.status == Status::Ok) {
+        let (Some(k), Some(cached)) = (r.observed.k, r.cached_tokens) else {
+            continue;
+        };
+        let n = r.observed.n.or(r.prompt_tokens).unwrap_or(r.planned_n);
+        t.checked += 1;
+        match k_vs_cached(n, k, cached) {
+            KCached::Equal => t.equal += 1,
+            KCached::FullHitRecomputed => t.full_hit_recomputed += 1,
+            KCached::Mismatch => t.mismatch += 1,
+        }
+    }
+    t
 }
 
 fn class_name<T: Serialize + std::fmt::Debug>(c: &T) -> String {
@@ -149,6 +208,7 @@ pub fn summarize(records: &[Record], phases: &BTreeMap<String, PhaseTime>) -> Ve
             phase_background_failures: t.background_errors.values().sum(),
             phase_seconds: t.seconds,
             phase_probes_per_s: (t.seconds > 0.0).then(|| probes_all as f64 / t.seconds),
+            k_vs_cached: tally_k_vs_cached(recs),
         });
     }
     rows
@@ -206,6 +266,17 @@ pub fn render(rows: &[SummaryRow]) -> String {
                 .map_or_else(|| "-".into(), |v| format!("{v:.1}"))
         );
     }
+    for r in rows {
+        let t = r.k_vs_cached;
+        if t.full_hit_recomputed + t.mismatch > 0 {
+            let _ = writeln!(
+                s,
+                "{} {}: K vs the engine's cached tokens over {} probes: {} equal, {} full-prompt hits \
+                 with the last block recomputed, {} other differences",
+                r.phase, r.model, t.checked, t.equal, t.full_hit_recomputed, t.mismatch
+            );
+        }
+    }
     s
 }
 
@@ -213,6 +284,49 @@ pub fn render(rows: &[SummaryRow]) -> String {
 mod tests {
     use super::*;
     use sy_records::synth;
+
+    #[test]
+    fn k_against_cached_tokens() {
+        // A partial hit: the engine reuses exactly the router's blocks.
+        assert_eq!(k_vs_cached(512, 256, 256), KCached::Equal);
+        // A block-aligned full repeat: vLLM recomputes the block holding the last token.
+        assert_eq!(k_vs_cached(512, 512, 480), KCached::FullHitRecomputed);
+        // Not aligned: the last partial block was never a hit, so K < N and they agree.
+        assert_eq!(k_vs_cached(500, 480, 480), KCached::Equal);
+        // The engine holds less than the router believes with K < N: a real disagreement.
+        assert_eq!(k_vs_cached(512, 256, 224), KCached::Mismatch);
+        assert_eq!(k_vs_cached(512, 256, 288), KCached::Mismatch);
+    }
+
+    #[test]
+    fn the_summary_tallies_k_against_cached_tokens() {
+        let mut recs = synth::generate(&synth::SynthSpec {
+            conditions: 2,
+            repeats: 1,
+            ..synth::SynthSpec::default()
+        });
+        recs.retain(|r| r.status == Status::Ok);
+        for r in &mut recs {
+            r.observed.n = Some(64);
+            r.observed.k = Some(32);
+            r.cached_tokens = Some(32);
+        }
+        recs[0].observed.k = Some(64);
+        recs[0].cached_tokens = Some(32);
+        let rows = summarize(&recs, &BTreeMap::new());
+        let total = rows.iter().fold(KVsCached::default(), |mut a, r| {
+            a.checked += r.k_vs_cached.checked;
+            a.equal += r.k_vs_cached.equal;
+            a.full_hit_recomputed += r.k_vs_cached.full_hit_recomputed;
+            a.mismatch += r.k_vs_cached.mismatch;
+            a
+        });
+        assert_eq!(total.checked, recs.len() as u64);
+        assert_eq!(total.full_hit_recomputed, 1);
+        assert_eq!(total.equal, recs.len() as u64 - 1);
+        assert_eq!(total.mismatch, 0);
+        assert!(render(&rows).contains("1 full-prompt hits"), "{}", render(&rows));
+    }
 
     #[test]
     fn rows_per_phase_and_model_with_percentiles_and_failures() {

@@ -39,7 +39,17 @@ pub struct ProbeRequest {
     /// The pinned worker's data-parallel rank (`nvext.dp_rank`), the reserved one. Dynamo
     /// refuses a pin to a worker with several ranks without it.
     pub dp_rank: Option<u32>,
-    /// Keep generating to `max_tokens` (background decode load).
+    /// Generate exactly `max_tokens` tokens: `ignore_eos` (no stop at end of sequence) and
+    /// `min_tokens = max_tokens` (the stop tokens are masked until then, so not even the first
+    /// token can be end of sequence, whose text is empty). What every probe, priming and
+    /// background request sends: a real model may otherwise answer end of sequence first, and
+    /// the request then ends without a first token to time. Dynamo 1.6.1 takes both fields at
+    /// the top level of the request (`lib/llm/src/protocols/openai/common_ext.rs`, `CommonExt`)
+    /// and its vLLM worker applies them to vLLM's `SamplingParams` (`dynamo/vllm/handlers.py`,
+    /// the `stop_conditions` loop); vLLM 0.31 masks the end-of-sequence id under `min_tokens`
+    /// whether or not `ignore_eos` is set (`vllm/sampling_params.py`,
+    /// `update_from_generation_config`; `vllm/v1/sample/logits_processor/builtin.py`,
+    /// `MinTokensLogitsProcessor`). `false`: the model may stop early (tests only).
     pub ignore_eos: bool,
 }
 
@@ -190,7 +200,7 @@ impl CompletionClient {
             model: req.model.clone(),
             prompt: Prompt::Tokens(req.tokens.clone()),
             max_tokens: Some(req.max_tokens),
-            min_tokens: None,
+            min_tokens: req.ignore_eos.then_some(req.max_tokens),
             temperature: Some(0.0),
             seed: None,
             stream: Some(true),
@@ -604,6 +614,7 @@ mod tests {
         assert_eq!(v["stream"], true);
         assert_eq!(v["stream_options"]["include_usage"], true);
         assert_eq!(v["ignore_eos"], true);
+        assert_eq!(v["min_tokens"], 2, "exactly max_tokens: no end of sequence first");
         assert_eq!(v["nvext"]["dp_rank"], 1, "the pin names the reserved rank");
         // Exact u64, not rounded through f64.
         let text = String::from_utf8(body).unwrap();
