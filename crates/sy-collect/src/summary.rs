@@ -325,7 +325,11 @@ mod tests {
         assert_eq!(total.full_hit_recomputed, 1);
         assert_eq!(total.equal, recs.len() as u64 - 1);
         assert_eq!(total.mismatch, 0);
-        assert!(render(&rows).contains("1 full-prompt hits"), "{}", render(&rows));
+        assert!(
+            render(&rows).contains("1 full-prompt hits"),
+            "{}",
+            render(&rows)
+        );
     }
 
     #[test]
