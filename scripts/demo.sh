@@ -16,8 +16,8 @@ seed=${SEED:-7}
 use_dataset=0
 [ "${1:-}" = "--dataset" ] && use_dataset=1
 
-echo "== building the tools (release): sy-collect sy-fit sy-margin sy-select sy-sim"
-cargo build --release -q -p sy-collect -p sy-fit -p sy-margin -p sy-select -p sy-sim
+echo "== building the tools (release): sy-collect sy-fit sy-margin sy-select sy-sim sy-eval"
+cargo build --release -q -p sy-collect -p sy-fit -p sy-margin -p sy-select -p sy-sim -p sy-eval
 # cargo puts the binaries under $CARGO_TARGET_DIR when it is set (a shared build dir), else target/.
 target_dir=${CARGO_TARGET_DIR:-target}
 case "$target_dir" in /*) ;; *) target_dir="$PWD/$target_dir" ;; esac
@@ -47,4 +47,4 @@ echo "pipeline took $(python3 -c "print(round($t1 - $t0, 1))") s"
 echo "bundle : $run_dir/bundle.json"
 echo "report : $run_dir/report.md"
 echo "plots  : $run_dir/plots/"
-echo "tools  : $bin (sy-collect sy-fit sy-margin sy-select sy-sim); add it to PATH to run the docs' commands"
+echo "tools  : $bin (sy-collect sy-fit sy-margin sy-select sy-sim sy-eval); add it to PATH to run the docs' commands"

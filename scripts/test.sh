@@ -23,6 +23,16 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+# cargo-nextest runs the suite (per-binary filters, one test at a time for the real-Dynamo phase).
+# A fresh machine with only Rust has no nextest: install it once (as .ci/run does for cargo-machete).
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "scripts/test.sh: cargo-nextest is not installed; installing it now (cargo install --locked cargo-nextest, a few minutes, once)"
+  if ! cargo install --locked cargo-nextest; then
+    echo "scripts/test.sh: installing cargo-nextest failed; install it yourself (cargo install --locked cargo-nextest) and run again" >&2
+    exit 1
+  fi
+fi
+
 REAL='binary(~real_dynamo)'
 DP='binary(=real_dynamo_dp)'
 ENGINE='binary(~real_engine)'

@@ -72,6 +72,50 @@ impl CacheArgs {
     }
 }
 
+/// Takes the lock of every directory a calibration tool (`tool`) is about to write (the run
+/// directory and the directories of its outputs, each once), refusing one another tool is
+/// writing (its PID and command named) or one holding an evaluation ([`sy_run::check_run_kind`]).
+/// Held until the returned locks are dropped; the kernel releases them on any exit.
+pub fn lock_output_dirs(
+    tool: &str,
+    kind: sy_run::RunKind,
+    dirs: &[&Path],
+) -> Result<Vec<sy_run::RunLock>, sy_run::RunError> {
+    let mut locks: Vec<sy_run::RunLock> = Vec::new();
+    let mut seen: Vec<PathBuf> = Vec::new();
+    for dir in dirs {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        sy_run::check_run_kind(dir, kind)?;
+        let key = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        if seen.contains(&key) {
+            continue;
+        }
+        let lock = sy_run::RunLock::acquire(dir, tool)?;
+        if let Some(holder) = lock.stale_holder() {
+            tracing::warn!(
+                "{}: an earlier run ({holder}) ended without releasing this directory (it \
+                 crashed or was killed); its outputs were written whole or not at all",
+                dir.display()
+            );
+        }
+        seen.push(std::fs::canonicalize(dir).unwrap_or(key));
+        locks.push(lock);
+    }
+    Ok(locks)
+}
+
+/// The directory a file output goes into (`.` for a bare file name).
+pub fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
 /// Initialises `tracing` on stderr. `RUST_LOG` overrides the level picked by `-v`/`-q`.
 pub fn init_tracing(common: &CommonArgs) {
     use tracing_subscriber::EnvFilter;

@@ -90,7 +90,9 @@ pub fn run_main(body: impl FnOnce() -> Result<(), ToolError>) -> ExitCode {
     match body() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            // Input-derived text (a plan's name, a path, a field's value) never reaches the
+            // terminal raw: no control sequence, no line that passes for one of the tool's own.
+            eprintln!("error: {}", sy_run::terminal_message(&e.to_string()));
             ExitCode::from(e.exit_status() as u8)
         }
     }

@@ -12,7 +12,9 @@ mod error;
 mod progress;
 
 pub use allocator::{Arenas, keep_freed_memory};
-pub use common::{CacheArgs, CommonArgs, init_tracing, print_completions};
+pub use common::{
+    CacheArgs, CommonArgs, dir_of, init_tracing, lock_output_dirs, print_completions,
+};
 pub use error::{ExitStatus, RunDirError, ToolError, run_main};
 pub use progress::{Phases, progress_bar, spinner};
 pub use sy_run::{

@@ -26,6 +26,20 @@ impl From<crate::plan::PlanError> for CollectError {
 
 impl From<crate::results::ResultsError> for CollectError {
     fn from(e: crate::results::ResultsError) -> Self {
-        CollectError::Runtime(e.to_string())
+        if e.is_bad_input() {
+            CollectError::BadInput(e.to_string())
+        } else {
+            CollectError::Runtime(e.to_string())
+        }
+    }
+}
+
+impl From<sy_run::RunError> for CollectError {
+    fn from(e: sy_run::RunError) -> Self {
+        if e.is_bad_input() {
+            CollectError::BadInput(e.to_string())
+        } else {
+            CollectError::Runtime(e.to_string())
+        }
     }
 }

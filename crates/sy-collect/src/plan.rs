@@ -289,9 +289,13 @@ impl Plan {
 
     /// Reads, parses and validates a plan file.
     pub fn from_path(path: &Path) -> Result<LoadedPlan, PlanError> {
-        let bytes = std::fs::read(path).map_err(|source| PlanError::Read {
+        // A regular file of bounded size: a FIFO would block the read forever.
+        let bytes = sy_run::read_input(path, 1 << 20).map_err(|e| PlanError::Read {
             path: path.to_path_buf(),
-            source,
+            source: match e {
+                sy_run::RunError::Read { source, .. } => source,
+                other => std::io::Error::other(other.to_string()),
+            },
         })?;
         let text = String::from_utf8(bytes.clone()).map_err(|e| PlanError::Parse {
             path: path.to_path_buf(),
@@ -329,6 +333,19 @@ impl Plan {
             field: field.to_string(),
             message,
         };
+        // The name goes into the run id, messages and file names: printable text only.
+        if let Some(name) = &self.name
+            && name.chars().any(char::is_control)
+        {
+            return Err(bad(
+                "name",
+                format!(
+                    "{:?} holds control characters (a newline, an escape): a name is one line \
+                     of printable text",
+                    sy_run::escape_control(name)
+                ),
+            ));
+        }
         if self.qgrid.is_none() && self.load.is_none() {
             return Err(bad(
                 "qgrid/load",

@@ -112,7 +112,7 @@ struct PairState {
 /// qgrid phase, which measures the no-load table Q_m(N, f), the capable probe leaves after the
 /// efficient one has finished: a sibling in flight is a competing request at the shared
 /// frontend (measured: with both sent together the first token of one waits up to ~1 ms while
-/// the frontend forwards the other's; see docs/dynamo.md, "client TTFT against the server's").
+/// the frontend forwards the other's; see docs/dynamo-verification.md, "A sibling in flight").
 /// No load means none, so the qgrid cells are measured one request at a time, each after
 /// `settle_ms` of quiet (see [`UnitRunner::quiet`]), and each candidate is observed and booked
 /// right before its own probe, as the live router does before every request. Observing both
@@ -217,8 +217,8 @@ impl UnitRunner {
     /// Waits `settle_ms` with nothing of the collector's in flight, unless cancelled (then both
     /// sides fail as cancelled `when`). Before every Q-grid probe and after a priming: the wait
     /// lets the priming's KV events reach the router, and it gives every Q-grid probe the same
-    /// idle deployment. Measured on Dynamo 1.6.1 (docs/dynamo.md, "Every Q-grid probe after the
-    /// same quiet time"): a request sent within ~3 ms of the previous one's end starts its first
+    /// idle deployment. Measured on Dynamo 1.6.1 (docs/dynamo-verification.md, "Quiet before a
+    /// probe"): a request sent within ~3 ms of the previous one's end starts its first
     /// token about 0.6 ms sooner than one sent after 10 ms or more of quiet, so a probe that
     /// followed its predecessor at once and one that followed a priming were not comparable.
     async fn quiet(&self, failures: &mut [Option<Failure>; 2], when: &str) -> bool {

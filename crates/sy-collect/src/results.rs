@@ -23,6 +23,20 @@ pub enum ResultsError {
     Jsonl(#[from] jsonl::JsonlError),
     #[error("{path}: {message}")]
     Io { path: PathBuf, message: String },
+    /// The run directory's records are not this run's (bad input).
+    #[error("{path}: {message}")]
+    Foreign { path: PathBuf, message: String },
+}
+
+impl ResultsError {
+    /// Whether the error is the input's fault (exit code 2).
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            ResultsError::Jsonl(e) => e.is_bad_input(),
+            ResultsError::Foreign { .. } => true,
+            ResultsError::Io { message, .. } => message.contains("symbolic link"),
+        }
+    }
 }
 
 /// What a previous session left.
@@ -62,12 +76,33 @@ fn complete_units(records: &[Record]) -> HashSet<(String, u32)> {
 }
 
 /// Reads `records.jsonl` in `dir` and prepares it for appending.
-pub fn prepare_resume(dir: &Path) -> Result<ResumeState, ResultsError> {
+/// Every record must be of run `run_id` (the manifest's): records of another run are refused
+/// before anything is moved or rewritten.
+pub fn prepare_resume(dir: &Path, run_id: Option<&str>) -> Result<ResumeState, ResultsError> {
     let path = dir.join(Artifact::Records.file_name());
-    if !path.exists() {
+    if std::fs::symlink_metadata(&path).is_err() {
         return Ok(ResumeState::default());
     }
+    sy_run::check_output_target(&path).map_err(jsonl::JsonlError::from)?;
     let read = jsonl::read::<Record>(&path)?;
+    if let Some(run_id) = run_id
+        && let Some((line, r)) = read
+            .records
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.run_id != run_id)
+    {
+        return Err(ResultsError::Foreign {
+            path,
+            message: format!(
+                "line {}: field `run_id` is {:?}, not the run being resumed ({run_id:?}, \
+                 manifest.json): records of another run cannot be continued; choose another \
+                 --run-dir",
+                line + 1,
+                sy_run::escape_control(&r.run_id)
+            ),
+        });
+    }
     let done = complete_units(&read.records);
     let (keep, moved): (Vec<Record>, Vec<Record>) = read
         .records
@@ -253,7 +288,7 @@ mod tests {
         bytes.extend_from_slice(b"{\"schema_version\":1,");
         std::fs::write(&path, bytes).unwrap();
 
-        let st = prepare_resume(dir.path()).unwrap();
+        let st = prepare_resume(dir.path(), None).unwrap();
         assert!(st.torn_tail);
         assert_eq!(st.kept, 2);
         assert_eq!(st.moved, 3);
@@ -266,7 +301,7 @@ mod tests {
             .records;
         assert_eq!(attempts.len(), 3);
         // Idempotent.
-        let again = prepare_resume(dir.path()).unwrap();
+        let again = prepare_resume(dir.path(), None).unwrap();
         assert_eq!((again.kept, again.moved), (2, 0));
     }
 }

@@ -259,6 +259,16 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunSummary, Colle
     if let Some(seed) = opts.seed {
         plan.plan.seed = seed;
     }
+    // One writer per run directory, for the whole run (released however the run ends).
+    let lock = sy_run::RunLock::acquire(&opts.run_dir, "sy-collect")?;
+    if let Some(holder) = lock.stale_holder() {
+        tracing::warn!(
+            "{}: an earlier run ({holder}) ended without releasing the run directory (it \
+             crashed or was killed); its last unit may be incomplete, which --resume redoes",
+            opts.run_dir.display()
+        );
+    }
+    sy_run::check_run_kind(&opts.run_dir, sy_run::RunKind::Calibration)?;
     let previous = check_run_dir(&opts.run_dir, &plan, opts.resume)?;
     if let (Some(prev), Some(_)) = (&previous, opts.seed)
         && prev.seed != plan.plan.seed
@@ -270,14 +280,12 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunSummary, Colle
     }
     let seed = previous.as_ref().map_or(plan.plan.seed, |m| m.seed);
     plan.plan.seed = seed;
-    if previous.is_none() {
-        copy_plan(&plan, &opts.run_dir)?;
-    }
 
     let bearer = bearer_of(&plan.plan)?;
     let target = Target::start(opts.target, &plan.plan, &opts.urls).await?;
     let result = run_on_target(&plan, &opts, previous, bearer, &target).await;
     target.shutdown().await;
+    drop(lock);
     result
 }
 
@@ -320,8 +328,14 @@ async fn run_on_target(
     driver.learn_frontend_instances().await;
 
     let schedule = Schedule::from_plan(p);
+    // The plan is kept in the run directory only once the target passed the checks: a run
+    // that fails before its first unit leaves nothing behind.
+    if previous.is_none() {
+        copy_plan(plan, &opts.run_dir)?;
+    }
     let resume = if opts.resume {
-        results::prepare_resume(&opts.run_dir)?
+        let run_id = previous.as_ref().map(|m| m.run_id.as_str());
+        results::prepare_resume(&opts.run_dir, run_id)?
     } else {
         results::ResumeState::default()
     };

@@ -208,7 +208,7 @@ attention_ms_per_token_ctx = 0.008
 /// Every Q-grid probe leaves after `settle_ms` with nothing of the collector's in flight: after
 /// its priming, after the previous unit's probes when nothing is primed, and between the pair's
 /// two candidates. A deployment answers a request that follows another at once sooner than one
-/// that follows a quiet spell (docs/dynamo.md, "Every Q-grid probe after the same quiet time"),
+/// that follows a quiet spell (docs/dynamo-verification.md, "Quiet before a probe"),
 /// so the cells are comparable only when every probe waited the same.
 #[test]
 fn every_qgrid_probe_follows_settle_ms_of_quiet() {

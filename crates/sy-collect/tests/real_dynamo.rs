@@ -938,7 +938,7 @@ fn cell_medians(records: &[serde_json::Value]) -> CellMedians {
 /// complete with /loads at zero; and in every Q-grid cell the sim/real median server TTFT ratio is
 /// within 0.9–1.1 or the medians are at most SERVER_ABS_MS apart, and the client ratio within
 /// CLIENT_RATIO or explained by the frontends' gaps (GAP_ABS_MS, GAP_LEVEL_MS). The per-cell
-/// table is printed; docs/dynamo.md holds a run of it.
+/// table is printed; docs/dynamo-verification.md describes the comparison.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_dynamo_sim_vs_dynamo_same_plan() {
     let Some(stack) = Stack::acquire("real_dynamo_sim_vs_dynamo_same_plan").await else {

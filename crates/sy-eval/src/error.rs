@@ -33,3 +33,15 @@ impl From<crate::sessions::TraceError> for EvalError {
         EvalError::BadInput(e.to_string())
     }
 }
+
+impl From<sy_run::RunError> for EvalError {
+    /// A path that cannot be used (a link, a run directory of another tool or writer) is bad
+    /// input; a failed write is a runtime failure.
+    fn from(e: sy_run::RunError) -> Self {
+        if e.is_bad_input() {
+            EvalError::BadInput(e.to_string())
+        } else {
+            EvalError::Runtime(e.to_string())
+        }
+    }
+}

@@ -27,6 +27,7 @@ pub mod block;
 pub mod cli;
 pub mod compare;
 pub mod error;
+pub mod limits;
 pub mod observer;
 pub mod plan;
 pub mod records;

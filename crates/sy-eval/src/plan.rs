@@ -223,12 +223,21 @@ pub struct LoadedPlan {
 impl LoadedPlan {
     /// Reads, parses and validates a plan file.
     pub fn from_path(path: &Path) -> Result<LoadedPlan, PlanError> {
-        let bytes = std::fs::read(path).map_err(|source| PlanError::Io {
-            path: path.to_path_buf(),
-            source,
+        // A regular file of bounded size (a FIFO would block the read forever), in UTF-8.
+        let bytes = sy_run::read_input(path, crate::limits::MAX_PLAN_BYTES).map_err(|e| {
+            PlanError::Parse {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            }
         })?;
-        let text = String::from_utf8_lossy(&bytes);
-        let plan = EvalPlan::from_toml_str(&text, path)?;
+        let text = std::str::from_utf8(&bytes).map_err(|e| PlanError::Parse {
+            path: path.to_path_buf(),
+            message: format!(
+                "not UTF-8 text (invalid byte at offset {}): a plan is a UTF-8 TOML file",
+                e.valid_up_to()
+            ),
+        })?;
+        let plan = EvalPlan::from_toml_str(text, path)?;
         use sha2::Digest;
         Ok(LoadedPlan {
             plan,
@@ -264,6 +273,18 @@ impl EvalPlan {
             field: field.into(),
             message,
         };
+        if let Some(name) = &self.name
+            && name.chars().any(char::is_control)
+        {
+            return Err(bad(
+                "name",
+                format!(
+                    "{:?} holds control characters (a newline, an escape): a name is one line \
+                     of printable text",
+                    sy_run::escape_control(name)
+                ),
+            ));
+        }
         if self.variants.is_empty() {
             return Err(bad("variants", "at least one variant is needed".into()));
         }
@@ -338,7 +359,8 @@ impl EvalPlan {
                 "the efficient and capable models must differ".into(),
             ));
         }
-        Ok(())
+        crate::limits::check_plan(self, &sy_collect::limits::Machine::current())
+            .map_err(|(field, message)| bad(&field, message))
     }
 
     /// The plan's label (its `name`, else the file stem).

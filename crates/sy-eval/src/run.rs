@@ -28,7 +28,7 @@ use crate::records::BlockResult;
 use crate::sessions::{SessionSpec, generate, read_trace};
 
 /// The manifest file of a run directory.
-pub const MANIFEST_FILE: &str = "eval-manifest.json";
+pub const MANIFEST_FILE: &str = sy_run::EVAL_MANIFEST_FILE;
 /// Where finished blocks go.
 pub const BLOCKS_DIR: &str = "blocks";
 /// The comparison.
@@ -116,10 +116,16 @@ fn sessions_of(plan: &LoadedPlan) -> Result<Vec<SessionSpec>, EvalError> {
     let spec = &plan.plan.sessions;
     match &spec.trace {
         Some(trace) => {
-            let mut s = read_trace(&plan.resolve(trace))?;
+            let path = plan.resolve(trace);
+            let mut s = read_trace(&path)?;
             if spec.count > 0 {
                 s.truncate(spec.count as usize);
             }
+            crate::limits::check_sessions(&s, plan.plan.concurrency).map_err(
+                |(field, message)| {
+                    EvalError::BadInput(format!("trace {}: {field}: {message}", path.display()))
+                },
+            )?;
             Ok(s)
         }
         None => Ok(generate(spec, spec.count, plan.plan.seed)),
@@ -179,7 +185,49 @@ fn check_run_dir(
 }
 
 fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), EvalError> {
-    sy_cli::atomic_write_json(path, value).map_err(|e| EvalError::Runtime(e.to_string()))
+    sy_cli::atomic_write_json(path, value).map_err(EvalError::from)
+}
+
+/// Reads block file `path`, refusing (bad input) a block of another evaluation or of another
+/// place in this one: a block is reused only when it is this run's (`run_id`) and the block
+/// the file name says (round, variant) with this run's session count.
+fn read_block(
+    path: &Path,
+    manifest: &EvalManifest,
+    round: u32,
+    variant: Variant,
+) -> Result<BlockResult, EvalError> {
+    sy_run::check_output_target(path)?;
+    let block: BlockResult = read_json(path)?;
+    let foreign = |field: &str, found: String, expected: String| {
+        EvalError::BadInput(format!(
+            "{}: field `{field}` is {found}, expected {expected}: this block is not one of the \
+             evaluation in this run directory ({MANIFEST_FILE}); remove it to run it again",
+            path.display()
+        ))
+    };
+    if block.run_id != manifest.run_id {
+        return Err(foreign(
+            "run_id",
+            format!("{:?}", sy_run::escape_control(&block.run_id)),
+            format!("{:?}", manifest.run_id),
+        ));
+    }
+    if block.round != round || block.variant != variant {
+        return Err(foreign(
+            "round/variant",
+            format!("r{}-{}", block.round, block.variant),
+            format!("r{round}-{variant}"),
+        ));
+    }
+    if block.sessions.len() > manifest.sessions_per_block {
+        return Err(foreign(
+            "sessions",
+            format!("{} sessions", block.sessions.len()),
+            format!("at most {}", manifest.sessions_per_block),
+        ));
+    }
+    Ok(block)
 }
 
 fn load_bundle(path: &Path) -> Result<Bundle, EvalError> {
@@ -227,12 +275,30 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalE
         ended_at: None,
         complete: false,
     };
-    let mut manifest = check_run_dir(&opts, &fresh)?.unwrap_or(fresh);
+    // One writer per run directory, for the whole run; never a calibration run's directory.
+    sy_run::check_run_kind(&opts.run_dir, sy_run::RunKind::Evaluation)?;
+    let lock = sy_run::RunLock::acquire(&opts.run_dir, "sy-eval")?;
+    if let Some(holder) = lock.stale_holder() {
+        tracing::warn!(
+            "{}: an earlier evaluation ({holder}) ended without releasing the run directory \
+             (it crashed or was killed); its finished blocks are kept",
+            opts.run_dir.display()
+        );
+    }
+    let previous = check_run_dir(&opts, &fresh)?;
+    let fresh_run = previous.is_none();
+    let mut manifest = previous.unwrap_or(fresh);
     manifest.invocation_ids.push(invocation_id.clone());
     manifest.ended_at = None;
     let blocks_dir = opts.run_dir.join(BLOCKS_DIR);
-    std::fs::create_dir_all(&blocks_dir)
-        .map_err(|e| EvalError::Runtime(format!("cannot create {}: {e}", blocks_dir.display())))?;
+    sy_run::ensure_dir(&blocks_dir)?;
+    // Every finished block is this run's, checked before the manifest is touched.
+    for &(round, variant) in &order {
+        let file = blocks_dir.join(BlockResult::file_name(round, variant));
+        if std::fs::symlink_metadata(&file).is_ok() {
+            read_block(&file, &manifest, round, variant)?;
+        }
+    }
     write_json(&opts.run_dir.join(MANIFEST_FILE), &manifest)?;
 
     let cancel = Cancel::new();
@@ -261,8 +327,23 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalE
     let result = run_blocks(&ctx, &mut manifest, &order).await;
     ctrl_c.abort();
     progress.finish_and_clear();
-    let blocks_run = result?;
-    finish(&plan, &opts, manifest, &order, blocks_run)
+    let outcome = result.and_then(|blocks_run| finish(&plan, &opts, manifest, &order, blocks_run));
+    if outcome.is_err() && fresh_run {
+        forget_empty_run(&opts.run_dir);
+    }
+    drop(lock);
+    outcome
+}
+
+/// After a new evaluation failed before its first block was finished: removes the manifest
+/// and the empty blocks directory it made, so that a plain rerun is not refused as a resume.
+fn forget_empty_run(run_dir: &Path) {
+    let blocks = run_dir.join(BLOCKS_DIR);
+    let empty = std::fs::read_dir(&blocks).is_ok_and(|mut entries| entries.next().is_none());
+    if empty {
+        let _ = std::fs::remove_dir(&blocks);
+        let _ = std::fs::remove_file(run_dir.join(MANIFEST_FILE));
+    }
 }
 
 struct RunContext<'a> {
@@ -290,7 +371,8 @@ async fn run_blocks(
             .join(BLOCKS_DIR)
             .join(BlockResult::file_name(round, variant));
         let turns: u64 = ctx.sessions.iter().map(|s| s.turns.len() as u64).sum();
-        if file.exists() {
+        if std::fs::symlink_metadata(&file).is_ok() {
+            read_block(&file, manifest, round, variant)?;
             ctx.progress.inc(turns);
             continue;
         }
@@ -479,7 +561,7 @@ fn finish(
             .run_dir
             .join(BLOCKS_DIR)
             .join(BlockResult::file_name(round, variant));
-        blocks.push(read_json::<BlockResult>(&path)?);
+        blocks.push(read_block(&path, &manifest, round, variant)?);
     }
     let comparison = compare(&plan.plan.variants, &blocks, plan.plan.seed);
     write_json(&opts.run_dir.join(COMPARISON_FILE), &comparison)?;
@@ -500,8 +582,7 @@ fn finish(
         }
     }
     for (name, text) in [(TURNS_FILE, &turns), (SESSIONS_FILE, &sessions)] {
-        sy_cli::atomic_write(&opts.run_dir.join(name), text.as_bytes())
-            .map_err(|e| EvalError::Runtime(e.to_string()))?;
+        sy_cli::atomic_write(&opts.run_dir.join(name), text.as_bytes())?;
     }
     let preamble = format!(
         "Plan `{}` (sha256 {}), bundle `{}` (hash {}, frozen variant `{}`), target `{}`, seed {}. {} rounds × {} variants = {} blocks of {} sessions; block order {:?}.\n\nStarting state of the blocks: {}.",

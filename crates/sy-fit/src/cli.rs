@@ -437,12 +437,18 @@ fn split_and_fit(
 fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), CliError> {
     let started = Instant::now();
     let paths = fit_paths(common, args)?;
+    let cache = args.cache.path(common.run_dir.as_deref());
+    // One writer per directory written (the outputs' and the cache's), for the whole run.
+    let mut dirs = vec![sy_cli::dir_of(&paths.out), sy_cli::dir_of(&paths.splits)];
+    dirs.extend(cache.as_deref().map(sy_cli::dir_of));
+    let _locks = sy_cli::lock_output_dirs("sy-fit", sy_run::RunKind::Calibration, &dirs)?;
+    sy_run::check_output_target(&paths.out)?;
+    sy_run::check_output_target(&paths.splits)?;
     let mut phases = sy_cli::Phases::new(common.show_progress());
     phases.start("loading records");
     let options = LoadOptions {
         skip_invalid: args.skip_invalid,
     };
-    let cache = args.cache.path(common.run_dir.as_deref());
     let loaded = load_records(&paths.inputs, &options, cache.as_deref(), started)?;
 
     // A probe-table cache to make (the records were read, not mapped) is written on a second

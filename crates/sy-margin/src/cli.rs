@@ -64,6 +64,11 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
         skip_invalid: cli.skip_invalid,
         show_progress: cli.common.show_progress(),
     };
+    sy_cli::check_output_path(&opts.out, "--out")?;
+    let mut dirs = vec![sy_cli::dir_of(&opts.out)];
+    dirs.extend(opts.records_cache.as_deref().map(sy_cli::dir_of));
+    let _locks = sy_cli::lock_output_dirs("sy-margin", sy_run::RunKind::Calibration, &dirs)?;
+    sy_run::check_output_target(&opts.out)?;
     let m = crate::run(&opts)?;
     if cli.common.json {
         let summary = serde_json::json!({

@@ -56,6 +56,7 @@ fn load_inputs(opts: &MarginOptions) -> Result<Inputs, MarginError> {
         &inputs::fit_record_inputs(&opts.fit)?,
         &input_files,
     )?;
+    inputs::check_split_of_fit(&opts.fit, &splits, &opts.splits)?;
     input_files.push(inputs::input_file(&opts.fit)?);
     input_files.push(inputs::input_file(&opts.splits)?);
     splits.check_covers(&records, &opts.splits)?;

@@ -425,6 +425,54 @@ record_columns!(
     attempts,
 );
 
+/// The columns of the flat layout that hold text; every other column holds numbers or
+/// booleans.
+pub const TEXT_COLUMNS: &[&str] = &[
+    "run_id",
+    "condition_id",
+    "phase",
+    "probe_id",
+    "role",
+    "model",
+    "background_decode_length",
+    "background_target",
+    "endpoint",
+    "routing_group",
+    "status",
+    "error_class",
+    "error_message",
+];
+
+/// Refuses a Parquet file (a typed format) whose numeric or boolean column is stored as text:
+/// numbers stored as strings are a writer's mistake that a text format (CSV) cannot avoid but a
+/// typed one can, and reading them would hide it.
+pub(crate) fn check_parquet_types(path: &Path, schema: &ArrowSchema) -> Result<(), RecordsError> {
+    for (name, field) in schema.iter() {
+        let name = name.as_str();
+        if !ALL_COLUMNS.contains(&name) || TEXT_COLUMNS.contains(&name) {
+            continue;
+        }
+        let dtype = field.dtype();
+        if matches!(
+            dtype,
+            ArrowDataType::Utf8
+                | ArrowDataType::LargeUtf8
+                | ArrowDataType::Utf8View
+                | ArrowDataType::Binary
+                | ArrowDataType::LargeBinary
+                | ArrowDataType::BinaryView
+        ) {
+            return Err(RecordsError::ColumnType {
+                path: path.to_path_buf(),
+                column: name.to_string(),
+                found: "text (numbers stored as strings)".to_string(),
+                expected: "a numeric or boolean Parquet column".to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Reads one row; remembers the first problem.
 struct RowReader {
     issue: Option<(&'static str, String)>,

@@ -5,7 +5,7 @@
 //! last line (no trailing newline, or not valid JSON) and reports it instead of failing; a bad line
 //! anywhere else is an error naming the file and line, because it means real corruption.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -34,6 +34,21 @@ pub enum JsonlError {
         #[source]
         source: serde_json::Error,
     },
+    /// The file cannot be used (a symbolic link, a FIFO): bad input.
+    #[error(transparent)]
+    Run(#[from] sy_run::RunError),
+}
+
+impl JsonlError {
+    /// Whether the error is the input's fault (a file that cannot be used as it is) rather
+    /// than a failed read or write.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            JsonlError::Run(e) => e.is_bad_input(),
+            JsonlError::Parse { .. } => true,
+            JsonlError::Io { .. } | JsonlError::Serialise { .. } => false,
+        }
+    }
 }
 
 /// What [`read`] found.
@@ -52,6 +67,7 @@ pub fn read<T: DeserializeOwned>(path: &Path) -> Result<ReadOutcome<T>, JsonlErr
         path: path.to_path_buf(),
         source,
     };
+    sy_run::check_input_file(path)?;
     let file = File::open(path).map_err(io)?;
     let mut reader = BufReader::new(file);
     let mut records = Vec::new();
@@ -134,11 +150,9 @@ impl Appender {
             path: path.to_path_buf(),
             source,
         };
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(io)?;
+        // Never through a link, never into a FIFO: a link in the run directory would make the
+        // append (and a resume's cut of a torn tail) change a file outside it.
+        let file = sy_run::open_append(path)?;
         if let Some(len) = truncate_to {
             let current = file.metadata().map_err(io)?.len();
             if current > len {

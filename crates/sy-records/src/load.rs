@@ -234,6 +234,16 @@ pub fn resolve_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RecordsError> {
             out.push(p.clone());
         }
     }
+    // Only regular files: a FIFO would block the reader forever, a device never end.
+    for p in &out {
+        sy_run::check_input_file(p).map_err(|e| RecordsError::Read {
+            path: p.clone(),
+            message: match e {
+                sy_run::RunError::NotRegular { what, .. } => what.to_string(),
+                other => other.to_string(),
+            },
+        })?;
+    }
     Ok(out)
 }
 
@@ -601,9 +611,14 @@ fn read_parquet(
     summary: &mut FileSummary,
 ) -> Result<(), RecordsError> {
     let open = || File::open(path).map_err(|e| read_err(path, e));
-    let total = ParquetReader::new(open()?)
+    let mut reader = ParquetReader::new(open()?);
+    let total = reader
         .num_rows()
         .map_err(|e| read_err(path, format!("not a readable Parquet file: {e}")))?;
+    let schema = reader
+        .schema()
+        .map_err(|e| read_err(path, format!("not a readable Parquet file: {e}")))?;
+    crate::frame::check_parquet_types(path, &schema)?;
     summary.rows = total;
     sink.out.records.reserve(total);
     sink.out.origins.reserve(total);

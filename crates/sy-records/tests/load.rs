@@ -331,3 +331,30 @@ fn large_frames_convert_in_parallel_in_file_order() {
     assert_eq!(skipped_rows, vec![first_bad + 1, second_bad + 1]);
     assert_eq!(loaded.records.len(), records.len() - 4);
 }
+
+/// A typed format with numbers stored as text is refused, naming the file and the column, by
+/// both loaders; a text format (CSV) reads numbers from text as it must.
+#[test]
+fn numbers_stored_as_strings_in_parquet_are_refused() {
+    use polars::prelude::*;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("strings.parquet");
+    let mut df = sy_records::records_to_frame(&small()).unwrap();
+    let as_text = df
+        .column("prompt_tokens")
+        .unwrap()
+        .cast(&DataType::String)
+        .unwrap();
+    df.with_column(as_text).unwrap();
+    let mut file = std::fs::File::create(&path).unwrap();
+    ParquetWriter::new(&mut file).finish(&mut df).unwrap();
+    let e = load_records(std::slice::from_ref(&path), &strict()).unwrap_err();
+    let text = e.to_string();
+    assert!(e.is_bad_input(), "{text}");
+    assert!(
+        text.contains("strings.parquet") && text.contains("prompt_tokens") && text.contains("text"),
+        "{text}"
+    );
+    let e = sy_records::ProbeTable::load(std::slice::from_ref(&path), &strict()).unwrap_err();
+    assert!(e.to_string().contains("prompt_tokens"), "{e}");
+}

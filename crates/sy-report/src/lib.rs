@@ -146,7 +146,8 @@ pub enum Plot {
 /// Draws `plot` into `dir/name.svg` and `dir/name.png` (both written atomically).
 pub fn render(plot: &Plot, dir: &Path, name: &str) -> Result<(), ReportError> {
     font()?;
-    std::fs::create_dir_all(dir).map_err(|e| ReportError::Write {
+    // A real directory (never a link planted in the run directory).
+    sy_run::ensure_dir(dir).map_err(|e| ReportError::Write {
         path: dir.to_path_buf(),
         message: e.to_string(),
     })?;

@@ -37,6 +37,40 @@ pub enum RunError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// Another process holds the run directory's lock ([`crate::RunLock`]).
+    #[error(
+        "{}: another sy tool is writing this run directory: {holder}; wait for it to finish \
+         (or stop it), or choose another --run-dir",
+        dir.display()
+    )]
+    Locked { dir: PathBuf, holder: String },
+    /// An output path (or a directory between the run directory and it) is a symbolic link:
+    /// writing through it would write outside the run directory.
+    #[error(
+        "{}: is a symbolic link; sy writes nothing through a link inside a run directory \
+         (remove the link, or choose another path)",
+        path.display()
+    )]
+    Link { path: PathBuf },
+    /// A path is not the kind of file expected (a FIFO, device or socket for a file; a file
+    /// for a directory).
+    #[error("{}: {what}", path.display())]
+    NotRegular { path: PathBuf, what: &'static str },
+    /// A run directory holds another tool's run ([`crate::check_run_kind`]).
+    #[error(
+        "{}: holds {holds} ({} is there), not {wants}: each writes only its own run \
+         directory; choose another --run-dir",
+        dir.display(), file.display()
+    )]
+    OtherTool {
+        dir: PathBuf,
+        file: PathBuf,
+        holds: &'static str,
+        wants: &'static str,
+    },
+    /// An input file is larger than its reader accepts.
+    #[error("{}: larger than {limit} bytes, the most this file may hold", path.display())]
+    TooLarge { path: PathBuf, limit: u64 },
 }
 
 impl RunError {
@@ -48,6 +82,11 @@ impl RunError {
             RunError::OutputIsDirectory { .. }
                 | RunError::ParentNotDirectory { .. }
                 | RunError::Read { .. }
+                | RunError::Locked { .. }
+                | RunError::Link { .. }
+                | RunError::NotRegular { .. }
+                | RunError::TooLarge { .. }
+                | RunError::OtherTool { .. }
         )
     }
 }
@@ -223,6 +262,7 @@ fn stage_with(
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    crate::guard::check_output_target(path)?;
     std::fs::create_dir_all(&dir).map_err(io_error("cannot create the directory of", path))?;
     let name = path
         .file_name()
@@ -234,11 +274,13 @@ fn stage_with(
     let n = STAGED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
     let result = (|| {
+        // A new file, never one already there (nor a link planted in its name).
+        use std::os::unix::fs::OpenOptionsExt as _;
         let mut file = std::fs::File::options()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&tmp)?;
         write(&mut file)?;
         match durability {
@@ -247,7 +289,9 @@ fn stage_with(
         }
     })();
     if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
+        if e.kind() != std::io::ErrorKind::AlreadyExists {
+            let _ = std::fs::remove_file(&tmp);
+        }
         return Err(io_error("cannot write", path)(e));
     }
     Ok(tmp)

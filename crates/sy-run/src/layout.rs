@@ -18,6 +18,8 @@
 //!   bundle.json        the frozen rule (sy-select; read by sy-selector at run time)
 //!   bundles/           one bundle per variant, same parameters (sy-select)
 //!   report.md, plots/  the report and its figures (sy-select)
+//!   .sy-run.lock       the lock of the tool writing here, with its PID and command
+//!                      ([`crate::RunLock`]; every writing tool)
 //! ```
 //!
 //! Every name above is defined here once; the tools take paths from [`Artifact::file_name`].
@@ -249,6 +251,16 @@ impl ArtifactError {
 /// Reads `path` as JSON and checks that it is `artifact` in the version this build reads:
 /// a document of another kind is named as such, a missing or other `schema_version` refused.
 pub fn read_document(artifact: Artifact, path: &Path) -> Result<(String, Value), ArtifactError> {
+    if let Err(e) = crate::guard::check_input_file(path) {
+        return Err(ArtifactError::Read {
+            path: path.to_path_buf(),
+            artifact,
+            source: std::io::Error::other(match e {
+                crate::RunError::NotRegular { what, .. } => what.to_string(),
+                other => other.to_string(),
+            }),
+        });
+    }
     let text = std::fs::read_to_string(path).map_err(|source| ArtifactError::Read {
         path: path.to_path_buf(),
         artifact,

@@ -9,11 +9,17 @@
 //! the checked read ([`read_artifact`]) that refuses a file of another kind or version.
 
 pub mod atomic;
+pub mod guard;
 pub mod layout;
 
 pub use atomic::{
     Durability, RunError, Staged, atomic_write, atomic_write_all, atomic_write_json,
     check_output_path, file_sha256, json_bytes, json_error_with_field, stage_file, stage_open,
+};
+pub use guard::{
+    EVAL_MANIFEST_FILE, LOCK_FILE_NAME, RunKind, RunLock, check_input_file, check_output_dir,
+    check_output_target, check_run_kind, ensure_dir, escape_control, open_append, read_input,
+    terminal_message,
 };
 pub use layout::{
     Artifact, ArtifactError, FIT_SCHEMA_VERSION, MANIFEST_SCHEMA_VERSION, MARGINS_SCHEMA_VERSION,

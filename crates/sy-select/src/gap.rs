@@ -1,7 +1,7 @@
 //! The client − server TTFT gap (`client_server_gap_ms` = `ttft_ms − server_ttft_ms`) per phase and
 //! model: what the client and the network add to the engine's own time to first token. At no load
 //! on loopback it is about a millisecond; a large gap means the records time the transport, not the
-//! engine (docs/dynamo.md, "Client TTFT against the server's own TTFT").
+//! engine (docs/dynamo-verification.md, "Client TTFT against the frontend's own TTFT").
 
 use std::collections::BTreeMap;
 

@@ -96,6 +96,14 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayResult, ReplayError> {
 /// as an observation with every field absent) is refused, naming the file and the member.
 pub fn read_observations(path: &Path) -> Result<DecisionInput, ObservationsError> {
     let path_buf = || path.to_path_buf();
+    if let Ok(m) = std::fs::metadata(path)
+        && !m.is_file()
+    {
+        return Err(ObservationsError::Read {
+            path: path_buf(),
+            source: std::io::Error::other("not a regular file"),
+        });
+    }
     let text = std::fs::read_to_string(path).map_err(|source| ObservationsError::Read {
         path: path_buf(),
         source,

@@ -355,6 +355,15 @@ impl Bundle {
     /// used on the decision path).
     pub fn from_path(path: impl AsRef<Path>) -> Result<Bundle, BundleError> {
         let path = path.as_ref();
+        // A FIFO, device or directory is no bundle (and a FIFO would block the read forever).
+        if let Ok(m) = std::fs::metadata(path)
+            && !m.is_file()
+        {
+            return Err(BundleError::Io {
+                path: path.display().to_string(),
+                source: std::io::Error::other("not a regular file"),
+            });
+        }
         let json = std::fs::read_to_string(path).map_err(|source| BundleError::Io {
             path: path.display().to_string(),
             source,

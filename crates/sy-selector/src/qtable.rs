@@ -45,6 +45,13 @@ pub enum QTableError {
         prev: f64,
         value: f64,
     },
+    #[error("Q table {axis}[{index}] = {value} is outside {domain}")]
+    OutOfDomain {
+        axis: &'static str,
+        index: usize,
+        value: f64,
+        domain: &'static str,
+    },
     #[error("Q table has {got} values, expected n_axis.len() × f_axis.len() = {expected}")]
     Shape { expected: usize, got: usize },
     #[error("Q table row {row} has {got} values, expected f_axis.len() = {expected}")]
@@ -193,6 +200,19 @@ fn check_axis(axis: &[f64], name: &'static str) -> Result<(), QTableError> {
                 axis: name,
                 index,
                 value,
+            });
+        }
+        // A cached fraction is a share of the prompt, a prompt length a count of tokens.
+        let domain = match name {
+            "f_axis" => (!(0.0..=1.0).contains(&value)).then_some("[0, 1] (a cached fraction)"),
+            _ => (value < 0.0).then_some("[0, ∞) (a prompt length)"),
+        };
+        if let Some(domain) = domain {
+            return Err(QTableError::OutOfDomain {
+                axis: name,
+                index,
+                value,
+                domain,
             });
         }
         if index > 0 && value <= axis[index - 1] {

@@ -402,9 +402,16 @@ impl SimConfig {
     /// Reads and validates a TOML file.
     pub fn from_toml_path(path: impl AsRef<Path>) -> Result<Self, SimError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| SimError::Config {
+        let bytes = sy_run::read_input(path, 1 << 20).map_err(|e| SimError::Config {
             source_name: path.display().to_string(),
-            message: format!("cannot read: {e}"),
+            message: e.to_string(),
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| SimError::Config {
+            source_name: path.display().to_string(),
+            message: format!(
+                "not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
         })?;
         Self::from_toml_str(&text, &path.display().to_string())
     }
@@ -425,6 +432,7 @@ impl SimConfig {
     /// Checks every field; the message names the field and what was expected.
     pub fn validate(&self) -> Result<(), String> {
         check_nonneg("time_scale", self.time_scale)?;
+        self.check_bounds()?;
         if self.models.is_empty() {
             return Err("models: at least one [[models]] entry is required".into());
         }
@@ -490,6 +498,77 @@ impl SimConfig {
         Ok(())
     }
 
+    /// The size bounds of a configuration ([`limits`]): every worker is a task with its own
+    /// state and connections, so a count far beyond any real deployment is refused, with the
+    /// field and the limit, before anything is allocated or started.
+    fn check_bounds(&self) -> Result<(), String> {
+        use limits::*;
+        let at_most = |field: String, value: f64, max: f64| {
+            if value > max {
+                Err(format!(
+                    "{field} is {value}, more than the {max} a simulator configuration allows"
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        at_most("time_scale".into(), self.time_scale, MAX_TIME_SCALE)?;
+        at_most("models".into(), self.models.len() as f64, MAX_MODELS as f64)?;
+        let mut total = 0usize;
+        for (i, m) in self.models.iter().enumerate() {
+            let at = format!("models[{i}]");
+            total = total.saturating_add(m.workers);
+            for (field, value, max) in [
+                ("workers", m.workers as f64, MAX_WORKERS as f64),
+                (
+                    "worker_speeds",
+                    m.worker_speeds.len() as f64,
+                    MAX_WORKERS as f64,
+                ),
+                ("block_size", f64::from(m.block_size), MAX_BLOCK_SIZE as f64),
+                ("kv_blocks", m.kv_blocks as f64, MAX_KV_BLOCKS as f64),
+                (
+                    "max_num_batched_tokens",
+                    m.max_num_batched_tokens as f64,
+                    MAX_BATCHED_TOKENS as f64,
+                ),
+                ("max_num_seqs", m.max_num_seqs as f64, MAX_SEQS as f64),
+                (
+                    "default_max_tokens",
+                    f64::from(m.default_max_tokens),
+                    MAX_BATCHED_TOKENS as f64,
+                ),
+                ("frontend_untimed_ms", m.frontend_untimed_ms, MAX_MS),
+            ] {
+                at_most(format!("{at}.{field}"), value, max)?;
+            }
+        }
+        at_most(
+            "models[*].workers (sum)".into(),
+            total as f64,
+            MAX_TOTAL_WORKERS as f64,
+        )?;
+        for (field, ms) in [
+            ("faults.stall_ms", self.faults.stall_ms),
+            ("faults.selection_delay_ms", self.faults.selection_delay_ms),
+            (
+                "lifecycle.stale_listing_ms",
+                self.lifecycle.stale_listing_ms,
+            ),
+            (
+                "lifecycle.restart_delay_ms",
+                self.lifecycle.restart_delay_ms,
+            ),
+            (
+                "lifecycle.discovery_delay_ms",
+                self.lifecycle.discovery_delay_ms,
+            ),
+        ] {
+            at_most(field.into(), ms, MAX_MS)?;
+        }
+        Ok(())
+    }
+
     /// Wall-clock duration of `sim_ms` simulated milliseconds.
     pub fn wall(&self, sim_ms: f64) -> std::time::Duration {
         wall(self.time_scale, sim_ms)
@@ -541,4 +620,26 @@ mod tests {
             .to_string();
         assert!(err.contains("bogus"), "{err}");
     }
+}
+
+/// The size bounds of a simulator configuration ([`SimConfig::validate`]).
+pub mod limits {
+    /// Wall seconds per simulated second.
+    pub const MAX_TIME_SCALE: f64 = 1_000.0;
+    /// Models of one simulator.
+    pub const MAX_MODELS: usize = 64;
+    /// Workers of one model.
+    pub const MAX_WORKERS: usize = 1_024;
+    /// Workers of every model together.
+    pub const MAX_TOTAL_WORKERS: usize = 4_096;
+    /// Tokens per KV block.
+    pub const MAX_BLOCK_SIZE: u32 = 1 << 16;
+    /// KV blocks per worker.
+    pub const MAX_KV_BLOCKS: u64 = 1 << 32;
+    /// Tokens of one scheduler step (and a default output length).
+    pub const MAX_BATCHED_TOKENS: u64 = 1 << 24;
+    /// Running sequences per worker.
+    pub const MAX_SEQS: usize = 1 << 16;
+    /// Any delay of the configuration, simulated milliseconds (one day).
+    pub const MAX_MS: f64 = 86_400_000.0;
 }

@@ -86,6 +86,29 @@ pub enum InputsError {
         expected: Vec<InputFile>,
         given: Vec<InputFile>,
     },
+    /// An artifact does not name the files it was derived from: nothing ties it to this run.
+    #[error(
+        "{}: field `{field}` is missing or empty: the file does not name the files it was made \
+         from (with their hashes), so it cannot be checked against this run's; redo the step \
+         that writes it",
+        derived.display()
+    )]
+    NoProvenance { derived: PathBuf, field: String },
+    /// `fit.json` was fitted on another split than the split table given.
+    #[error(
+        "{}: field `split.{field}` is {in_fit}, but {} has {in_splits}: the fit was made on \
+         another split (another seed or fractions); pass the splits.json it was fitted with, \
+         or refit",
+        fit.display(),
+        splits.display()
+    )]
+    OtherSplit {
+        fit: PathBuf,
+        splits: PathBuf,
+        field: &'static str,
+        in_fit: String,
+        in_splits: String,
+    },
 }
 
 impl InputsError {

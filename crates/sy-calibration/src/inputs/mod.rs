@@ -79,6 +79,39 @@ pub fn read_splits(path: &Path) -> Result<SplitTable, InputsError> {
     Ok(SplitTable::read(path)?)
 }
 
+/// Refuses a split table other than the one `fit.json` was fitted on: its `split` member's
+/// seed, fractions and per-split condition counts must be the table's (the split is a
+/// function of the records, seed and fractions; the records are checked by hash).
+pub fn check_split_of_fit(
+    fit: &Path,
+    splits: &SplitTable,
+    splits_path: &Path,
+) -> Result<(), InputsError> {
+    let (_, value) = sy_run::read_document(Artifact::Fit, fit)?;
+    let split = value.get("split").cloned().unwrap_or(Value::Null);
+    let to_value = |v: serde_json::Result<Value>| v.unwrap_or(Value::Null);
+    for (field, in_splits) in [
+        ("seed", Value::from(splits.seed)),
+        (
+            "fractions",
+            to_value(serde_json::to_value(splits.fractions)),
+        ),
+        ("conditions", to_value(serde_json::to_value(splits.counts))),
+    ] {
+        let in_fit = split.get(field).cloned().unwrap_or(Value::Null);
+        if in_fit != in_splits {
+            return Err(InputsError::OtherSplit {
+                fit: fit.to_path_buf(),
+                splits: splits_path.to_path_buf(),
+                field,
+                in_fit: sy_run::escape_control(&in_fit.to_string()),
+                in_splits: in_splits.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// An input file with its SHA-256, for provenance.
 pub fn input_file(path: &Path) -> Result<InputFile, InputsError> {
     Ok(InputFile {
@@ -148,7 +181,10 @@ pub fn check_derived_from(
     given: &[InputFile],
 ) -> Result<(), InputsError> {
     if expected.is_empty() {
-        return Ok(());
+        return Err(InputsError::NoProvenance {
+            derived: derived.to_path_buf(),
+            field: field.to_string(),
+        });
     }
     let mut want: Vec<&str> = expected.iter().map(|f| f.sha256.as_str()).collect();
     let mut have: Vec<&str> = given.iter().map(|f| f.sha256.as_str()).collect();

@@ -190,10 +190,34 @@ const ROW_COLUMNS: usize = {
 /// A column of `rows` values of `T` at byte `at` of `file` (advanced past it, aligned).
 fn region<T: Pod>(file: &File, at: &mut usize, rows: usize) -> Result<Column<T>, String> {
     let bytes = rows * size_of::<T>();
+    // The region's blocks are allocated before it is mapped, while a full disk is still an
+    // error: a store into a mapped hole the file system cannot back is a SIGBUS, which kills
+    // the process. Without them the table is built in memory instead (the caller's fallback).
+    reserve(file, *at, bytes)
+        .map_err(|e| format!("cannot reserve {bytes} bytes of the staged cache file: {e}"))?;
     let map = map_mut(file, *at, bytes).map_err(|e| e.to_string())?;
     let column = Column::filed(map, *at).ok_or("a region is misaligned")?;
     *at += bytes + padding(bytes);
     Ok(column)
+}
+
+/// Allocates the blocks of bytes `offset..offset + len` of `file` (`posix_fallocate(3)`, which
+/// writes zeros where the file system has no `fallocate`), so that stores through a mapping of
+/// them cannot fault for want of space.
+#[allow(unsafe_code)]
+fn reserve(file: &File, offset: usize, len: usize) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return Err(std::io::Error::other("too large"));
+    };
+    // SAFETY: `posix_fallocate` only changes the size and allocation of the open file behind the
+    // descriptor, which `file` owns and keeps open for the call; it touches no memory of ours.
+    let code = unsafe { libc::posix_fallocate(file.as_raw_fd(), offset, len) };
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::from_raw_os_error(code))
+    }
 }
 
 /// Maps `len` bytes of `file` from `offset`, writable and shared with the file.

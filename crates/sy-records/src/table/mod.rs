@@ -946,6 +946,7 @@ impl ProbeTable {
             .filter(|c| names.iter().any(|n| n == *c))
             .map(|c| (*c).to_string())
             .collect();
+        crate::frame::check_parquet_types(path, &schema)?;
         self.reserve(total);
         // One thread decodes the next slice while this one converts the last (one slice ahead:
         // at most two slices in memory). A conversion error drops the receiver, which ends it.
