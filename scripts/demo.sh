@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The quick start: build in release mode, then run the whole pipeline on the embedded
-# Dynamo-compatible simulator into runs/demo/ (collect → fit → margin → select → bundle, report, plots).
+# Dynamo-compatible simulator into runs/demo/ (collect → check → fit → margin → select → bundle, report, plots).
 #
 #   scripts/demo.sh                 # fresh collection on the simulator (data/plans/demo.toml)
 #   scripts/demo.sh --dataset       # skip collection: fit the committed dataset data/demo/records.parquet
@@ -35,6 +35,8 @@ else
   records=()
   echo "== sy-collect: data/plans/demo.toml on the embedded simulator"
   "$bin/sy-collect" --plan data/plans/demo.toml --run-dir "$run_dir" --target sim
+  echo "== sy-collect check: the data-quality verdict (sy-fit refuses a run that fails it)"
+  "$bin/sy-collect" check "$run_dir"
 fi
 echo "== sy-fit"
 "$bin/sy-fit" --run-dir "$run_dir" "${records[@]}" --seed "$seed"

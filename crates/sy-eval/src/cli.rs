@@ -45,6 +45,11 @@ pub struct Args {
     /// Continue an interrupted evaluation in --run-dir, skipping finished blocks.
     #[arg(long)]
     pub resume: bool,
+    /// A/A check: run the plan's first variant in both arms (twice the plan's rounds, half of
+    /// them each arm) and compare arm B with arm A; any verdict but `no significant
+    /// difference` is a false one (scripts/aa-study.sh counts them over many runs).
+    #[arg(long)]
+    pub aa: bool,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -90,6 +95,7 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
         resume: args.resume,
         show_progress: args.common.show_progress(),
         seed: args.common.seed,
+        aa: args.aa,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

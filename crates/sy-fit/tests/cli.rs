@@ -216,6 +216,59 @@ fn gen_synthetic_writes_a_loadable_file() {
     assert_eq!(loaded.records.len(), 2 * (30 * 2 + 4 * 5 * 5));
 }
 
+/// A collected run (a run directory with a manifest) that fails the data-quality check is
+/// refused (exit 2, nothing written) unless `--accept-failed-check`; then fit.json and its
+/// warnings say so, and the file still validates against its schema.
+#[test]
+fn a_run_failing_the_data_check_is_refused_unless_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    write_parquet(&records(), &dir.path().join("records.parquet")).unwrap();
+    // The collector's end-of-run facts: booked load left on the selection service.
+    let manifest = serde_json::json!({
+        "schema_version": 1, "units_total": 1, "complete": true,
+        "loads_zero_at_end": false, "outstanding_reservations": ["x"]
+    });
+    std::fs::write(dir.path().join("manifest.json"), manifest.to_string()).unwrap();
+    let out = sy_fit(&["--run-dir", s(dir.path()), "--no-progress"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("fails the data-quality check") && err.contains("loads_zero_at_end"),
+        "{err}"
+    );
+    assert!(!dir.path().join("fit.json").exists(), "nothing written");
+
+    let out = sy_fit(&[
+        "--run-dir",
+        s(dir.path()),
+        "--no-progress",
+        "--accept-failed-check",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("data-quality check:"));
+    let fit_path = dir.path().join("fit.json");
+    assert_valid("fit.schema.json", &fit_path);
+    let fit = sy_fit::FitFile::read(&fit_path).unwrap();
+    let dc = fit.data_check.expect("data_check in fit.json");
+    assert!(dc.accepted_failing);
+    assert_eq!(dc.runs[0].verdict, "fail");
+    assert!(dc.runs[0].failed.contains(&"loads_zero_at_end".to_string()));
+    assert!(
+        fit.warnings
+            .iter()
+            .any(|w| w.contains("--accept-failed-check"))
+    );
+}
+
 /// When the observed K/N of the Q grid cannot make an increasing f axis (here every Q-grid
 /// record reports K = 0), the axis is the planned fractions, and the run says so on stderr and
 /// in fit.json's warnings.

@@ -239,7 +239,7 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
         }));
     }
     if !common.quiet {
-        for line in crate::report::headline_lines(s) {
+        for line in crate::report::headline_lines_with(s, Some(&result.failures)) {
             println!("{line}");
         }
         println!();
