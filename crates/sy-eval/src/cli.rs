@@ -31,11 +31,12 @@ pub struct Args {
     /// deployment.
     #[arg(long, value_enum, default_value = "sim")]
     pub target: TargetKind,
-    /// Frontend URL for --target dynamo (overrides the plan; default http://127.0.0.1:18000).
+    /// Frontend URL for --target dynamo (default: the plan's `[target] frontend_url`, else
+    /// http://127.0.0.1:18000, the local stack's port).
     #[arg(long, value_name = "URL")]
     pub frontend_url: Option<String>,
-    /// Selection-service URL for --target dynamo (overrides the plan; default
-    /// http://127.0.0.1:18092).
+    /// Selection-service URL for --target dynamo (default: the plan's `[target] selection_url`,
+    /// else http://127.0.0.1:18092, the local stack's port).
     #[arg(long, value_name = "URL")]
     pub selection_url: Option<String>,
     /// Simulator configuration (TOML) for --target sim (overrides the plan's `target.sim_config`).
@@ -118,4 +119,10 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
         println!("report: {}", outcome.report.display());
     }
     Ok(())
+}
+
+/// The command line's clap definition, parsed without running anything (the docs tests check
+/// that every documented command parses against it).
+pub fn command() -> clap::Command {
+    <Args as clap::CommandFactory>::command()
 }

@@ -254,6 +254,15 @@ fn variant_row(
     )
 }
 
+/// Stage's mean selected TTFT on the selection split (0 when it was not replayed).
+fn stage_mean(sel: &SelectionFile) -> f64 {
+    sel.replay
+        .variants
+        .iter()
+        .find(|v| v.variant == Variant::Stage)
+        .map_or(0.0, |v| v.all.mean_selected_ttft_ms)
+}
+
 fn variants(r: &mut Report, out: &SelectOutput) {
     let sel = &out.selection;
     let mut t = String::from(
@@ -291,7 +300,7 @@ fn variants(r: &mut Report, out: &SelectOutput) {
         .collect();
     r.figure(
         "variants",
-        "Mean selected TTFT per variant on the selection split with 95 % grouped-bootstrap intervals (error bars) and override rates",
+        "Mean selected TTFT per variant on the selection split with 95 % grouped-bootstrap intervals (error bars; each variant resampled on its own) and override rates; the paired change versus Stage is the next figure",
         Plot::Bars(Bars {
             title: format!(
                 "Mean selected TTFT per variant (n = {} probes, {} conditions)",
@@ -300,6 +309,46 @@ fn variants(r: &mut Report, out: &SelectOutput) {
             x_label: "variant (frozen bundle parameters)".into(),
             y_label: "mean selected TTFT (ms)".into(),
             bars,
+        }),
+    );
+    // The paired change: each variant's mean minus Stage's on the same resampled conditions.
+    // The per-variant intervals above share the conditions' spread, so they overlap even when
+    // the paired change excludes zero.
+    let changes: Vec<Bar> = sel
+        .replay
+        .variants
+        .iter()
+        .filter(|v| v.variant != Variant::Stage)
+        .map(|v| {
+            let c = sel
+                .uncertainty
+                .get(v.variant)
+                .and_then(|u| u.mean_change_vs_stage_ms);
+            let value = c.map_or(v.all.mean_selected_ttft_ms - stage_mean(sel), |c| {
+                c.estimate
+            });
+            Bar {
+                label: v.variant.as_str().to_string(),
+                value,
+                interval: c.map(|i| (i.lo, i.hi)),
+                annotation: format!("{:+.1} ms", value),
+            }
+        })
+        .collect();
+    r.figure(
+        "change_vs_stage",
+        &format!(
+            "Change of the mean selected TTFT versus Stage per variant on the selection split ({} probes, {} conditions), paired: each bootstrap resample draws the same conditions for the variant and for Stage, and the error bar is the 95 % interval of the difference. Below zero is faster than Stage. The intervals of the figure above overlap because they carry the spread between conditions, which the paired difference cancels",
+            sel.replay.pairs, sel.uncertainty.selection_conditions
+        ),
+        Plot::Bars(Bars {
+            title: format!(
+                "Change of mean selected TTFT versus Stage (paired, n = {} probes, {} conditions)",
+                sel.replay.pairs, sel.uncertainty.selection_conditions
+            ),
+            x_label: "variant (frozen bundle parameters)".into(),
+            y_label: "change vs Stage (ms)".into(),
+            bars: changes,
         }),
     );
     let mut t = String::from(
@@ -357,7 +406,7 @@ fn where_it_fails(out: &SelectOutput) -> String {
     let pairs = &out.selection_pairs;
     let v = out.selection.bundle_variant;
     let mut t = format!(
-        "## Where it fails\n\nThe chosen variant (`{v}`) against Stage on parts of the selection split. R and P cannot see the remaining generation work of the background requests, so equal request counts with short versus long background generations are the proposal's known blind spot. *Changed TTFT* counts probes whose selected TTFT differs from Stage's.\n\n| subset | probes | conditions | Stage mean (ms) | change vs Stage (ms) [95 % CI] | changed TTFT | regret vs oracle (ms) |\n|---|---|---|---|---|---|---|\n"
+        "## Where it helps and where it fails\n\nThe chosen variant (`{v}`) against Stage on parts of the selection split: a change whose interval lies below zero is where it helps, one that reaches zero or above is where it does not. The background rows partition the probes, and so do the prompt-length rows. R and P cannot see the remaining generation work of the background requests, so equal request counts with short versus long background generations are the proposal's known blind spot. *Changed TTFT* counts probes whose selected TTFT differs from Stage's.\n\n| subset | probes | conditions | Stage mean (ms) | change vs Stage (ms) [95 % CI] | changed TTFT | regret vs oracle (ms) |\n|---|---|---|---|---|---|---|\n"
     );
     // Each subset as the indices of its pairs.
     let rows_where = |keep: &dyn Fn(&EvalPair) -> bool| -> Vec<usize> {
@@ -465,19 +514,26 @@ fn search(r: &mut Report, out: &SelectOutput) {
     let Some(l) = &sel.landscape else {
         return;
     };
-    let best = sel.search_count_prefill.best.rule;
+    // The chosen threshold rule: `count`'s rules are the `off` column (p disabled).
+    let chosen = sel.thresholds;
     let mark = l
         .rows
         .iter()
-        .position(|row| row.r == best.r)
-        .zip(l.p_columns.iter().position(|p| *p == best.p));
-    let chosen = if sel.threshold_rule.variant == Variant::CountPrefill {
-        "the chosen rule"
+        .position(|row| row.r == chosen.r)
+        .zip(l.p_columns.iter().position(|p| *p == chosen.p));
+    let rule = format!(
+        "the chosen threshold rule (`{}`: r {}, p {})",
+        sel.threshold_rule.variant,
+        fmt_threshold(chosen.r),
+        fmt_threshold(chosen.p)
+    );
+    let outline = if mark.is_some() {
+        format!("{rule} is outlined in red")
     } else {
-        "count_prefill's best rule (not chosen: `count` was)"
+        format!("{rule} is not among the columns drawn, so nothing is outlined")
     };
     let caption = format!(
-        "r/p objective landscape: mean selected TTFT (ms) on the fit split ({} probes); {chosen} is outlined in red. Columns are the observed p candidates in order (a categorical axis, not to scale){}",
+        "r/p objective landscape: mean selected TTFT (ms) on the fit split ({} probes), every rule of the `count_prefill` family; the `off` column (p disabled) holds the `count` rules. {outline}. Columns are the observed p candidates in order (a categorical axis, not to scale){}",
         sel.search_pairs,
         if l.p_columns.len() as u64 <= sel.search_count_prefill.p_candidates {
             ""
@@ -573,6 +629,8 @@ fn margins(r: &mut Report, out: &SelectOutput) {
                 x: d,
                 name: format!("delta_{name} = {} ms (shaded: 95 % CI)", fmt_ms(d)),
                 span: iv.map(|i| (i.lo, i.hi)),
+                // the colour of its own CDF
+                colour: Some(series.len() - 1),
             });
         }
     }
@@ -892,7 +950,7 @@ fn estimator_figures(estimator: Estimator, preds: &[Prediction]) -> [Figure; 2] 
     let scatter = (
         format!("predicted_vs_measured_{e}"),
         format!(
-            "Predicted vs measured TTFT, {e} estimator (selection split); R² on the measured TTFT"
+            "Predicted vs measured TTFT, {e} estimator: every load-phase probe of the selection split, both models (the Q-grid, fit and uncertainty splits are left out); R² on the measured TTFT"
         ),
         Plot::Scatter(Scatter {
             title: format!("T_{e}: predicted vs measured TTFT (selection split)"),
@@ -918,10 +976,11 @@ fn estimator_figures(estimator: Estimator, preds: &[Prediction]) -> [Figure; 2] 
             }
         }
     }
+    let left_out = preds.iter().filter(|p| p.1.is_none()).count();
     let residuals = (
         format!("residuals_by_decode_length_{e}"),
         format!(
-            "Empirical CDF of the residuals (measured − predicted) by background generation length, {e} estimator"
+            "Empirical CDF of the residuals (measured − predicted) by background generation length, {e} estimator, selection split: only the probes of conditions with short or long background generations; the {left_out} predictions (one per model and probe) of other conditions, without decode contention, are left out"
         ),
         Plot::Lines(Lines {
             title: format!("T_{e} residuals: short vs long background generations"),
@@ -937,6 +996,7 @@ fn estimator_figures(estimator: Estimator, preds: &[Prediction]) -> [Figure; 2] 
                 x: 0.0,
                 name: "zero error".into(),
                 span: None,
+                colour: None,
             }],
         }),
     );

@@ -53,6 +53,8 @@ fn prepare_with(dir: &Path, edit: impl Fn(&mut [sy_records::Record])) -> Vec<sy_
         &dir.join("fit.json"),
         &true_estimators(&spec, Model::Efficient).unwrap(),
         &true_estimators(&spec, Model::Capable).unwrap(),
+        &[&dir.join("records.jsonl")],
+        &dir.join("splits.json"),
     )
     .unwrap();
     sy_margin::run(&MarginOptions {
