@@ -11,7 +11,7 @@
 #   - otherwise the real-Dynamo tests report themselves skipped — unless SY_REQUIRE_DYNAMO=1, which makes
 #     a missing stack (or zero executed real-Dynamo tests) a failure.
 #   2b: real_dynamo_dp against a second stack it starts itself when the venv exists (TOPOLOGY=dp64:
-#       block 64, three efficient workers and a data-parallel-size-4 one, a data-parallel-size-2
+#       block 64, three efficient workers, a data-parallel-size-2 and a data-parallel-size-4
 #       capable worker; ports 29500+).
 # Phase 3: the real-engine tests (test binaries named real_engine*) against two vLLM-CPU workers serving
 #   SmolLM2-135M (TOPOLOGY=vllm-cpu; ports 27000, 27092, 27100+, 27200+, run dir .dynamo/test-run-engine),
@@ -44,9 +44,12 @@ if [ "${SY_TEST_ONLY_REAL_DYNAMO:-0}" != 1 ]; then   # SY_TEST_ONLY_REAL_DYNAMO=
   cargo test --workspace --doc || status=1
 fi
 
-started_stack=0
+started_stack=0 started_engine=0
+engine_env=(TOPOLOGY=vllm-cpu RUN_DIR="$PWD/.dynamo/test-run-engine" FRONTEND_PORT=27000 SELECT_PORT=27092
+            WORKER_SYS_PORT_BASE=27100 ZMQ_KV_PORT_BASE=27200)
 stop_stack() {
   if [ "$started_stack" = 1 ]; then scripts/dynamo-local.sh stop >/dev/null || true; fi
+  if [ "$started_engine" = 1 ]; then env "${engine_env[@]}" scripts/dynamo-local.sh stop >/dev/null || true; fi
 }
 trap stop_stack EXIT INT TERM
 
@@ -78,12 +81,12 @@ cargo nextest run --workspace --no-fail-fast --test-threads 1 -E "$REAL and not 
 
 # 2b: the second topology, on its own ports and run dir, always stopped on the way out.
 if "${VENV:-.dynamo/venv}/bin/python" -c 'import dynamo.frontend' 2>/dev/null; then
-  # The dp64 table plus a data-parallel-size-4 efficient worker: preflight checks every rank of both.
+  # The dp64 table plus a data-parallel-size-4 capable worker: preflight checks every rank of both.
   dp_workers="efficient-w0 efficient 4 2048 2048 1
 efficient-w1 efficient 4 2048 2048 1
 efficient-w2 efficient 4 2048 2048 1
-efficient-dp4 efficient 4 2048 2048 4
-capable-dp capable 1 1024 1024 2"
+capable-dp capable 1 1024 1024 2
+capable-dp4 capable 1 1024 1024 4"
   dp_env=(TOPOLOGY=dp64 RUN_DIR="$PWD/.dynamo/test-run-dp64" FRONTEND_PORT=29500 SELECT_PORT=29592
           WORKER_SYS_PORT_BASE=29600 ZMQ_KV_PORT_BASE=29700 WORKERS="$dp_workers")
   env "${dp_env[@]}" scripts/dynamo-local.sh stop >/dev/null 2>&1 || true
@@ -98,11 +101,9 @@ capable-dp capable 1 1024 1024 2"
 fi
 # 3: the real engine, on its own ports and run dir, always stopped on the way out (its workers hold
 #    about 9 GB: it never runs beside another stack).
-engine_env=(TOPOLOGY=vllm-cpu RUN_DIR="$PWD/.dynamo/test-run-engine" FRONTEND_PORT=27000 SELECT_PORT=27092
-            WORKER_SYS_PORT_BASE=27100 ZMQ_KV_PORT_BASE=27200)
 if "${ENGINE_VENV:-.dynamo/engine-venv}/bin/python" -c 'import vllm, dynamo.vllm' 2>/dev/null; then
   env "${engine_env[@]}" scripts/dynamo-local.sh stop >/dev/null 2>&1 || true
-  engine_t0=$SECONDS
+  engine_t0=$SECONDS started_engine=1
   if env "${engine_env[@]}" scripts/dynamo-local.sh start; then
     ( eval "$(env "${engine_env[@]}" scripts/dynamo-local.sh env)"
       cargo nextest run --workspace --no-fail-fast --test-threads 1 -E "$ENGINE" --no-tests fail ) || status=1

@@ -1430,6 +1430,10 @@ async fn pinned(
         )
         .await;
     driver.release(&booking).await;
+    let mut out = out;
+    if tag == "pf-prime" && out.generated_without_text() {
+        out.error = None; // a priming needs the prefill, not a visible token
+    }
     match out.error {
         Some(e) => Err(format!("{e} — {}", named_cause(e.status, &e.message))),
         None => Ok((out.ttft_ms, out.server_ttft_ms)),

@@ -30,12 +30,30 @@ fn check(dir: &Path, extra: &[&str]) -> Output {
         .unwrap()
 }
 
-/// A clean simulator collection of data/plans/ci.toml.
+/// data/plans/ci.toml with six repeats per load condition (enough records per condition for
+/// the saturation test).
+fn plan(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join("data/plans/ci.toml"))
+        .unwrap()
+        .replace(
+            "[load]\nn = [256]\nf = [0.0]\nrepeats = 2",
+            "[load]\nn = [256]\nf = [0.0]\nrepeats = 6",
+        );
+    assert!(
+        text.contains("repeats = 6"),
+        "data/plans/ci.toml changed shape"
+    );
+    let p = dir.join("plan.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A clean simulator collection of that plan.
 fn collect(dir: &Path) -> PathBuf {
     let run = dir.join("clean");
     let out = Command::new(env!("CARGO_BIN_EXE_sy-collect"))
         .args(["--plan"])
-        .arg(repo().join("data/plans/ci.toml"))
+        .arg(plan(dir))
         .arg("--run-dir")
         .arg(&run)
         .args(["--target", "sim", "--no-progress", "--sim-config"])
@@ -176,7 +194,7 @@ fn check_passes_a_clean_run_and_names_what_is_wrong_in_a_bad_one() {
         },
         |_| {},
     );
-    let out = check(&bad, &["--json", "--bound", "saturation_min_records=4"]);
+    let out = check(&bad, &["--json"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let v = json(&out);
     assert!(failed(&v).contains(&"over_saturation".to_string()), "{v}");

@@ -115,8 +115,8 @@ async fn real_dynamo_dp64_fidelity() {
     assert_check_passes(&run_dir);
 }
 
-/// `sy-collect check` judges the clean real run fit: every check passes (none skipped that the
-/// stack can feed), and check.json is written.
+/// `sy-collect check` judges the clean real run fit: every check it can judge passes, and
+/// check.json is written.
 fn assert_check_passes(run_dir: &std::path::Path) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_sy-collect"))
         .arg("check")
@@ -133,7 +133,13 @@ fn assert_check_passes(run_dir: &std::path::Path) {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["verdict"], "pass", "{text}");
     for c in v["checks"].as_array().unwrap() {
-        assert_eq!(c["outcome"], "pass", "{c}");
+        // The plan's 3 to 5 records per condition are too few to judge saturation on (6 at least).
+        let want = if c["name"] == "over_saturation" {
+            "skipped"
+        } else {
+            "pass"
+        };
+        assert_eq!(c["outcome"], want, "{c}");
     }
     assert!(run_dir.join("check.json").is_file());
 }
