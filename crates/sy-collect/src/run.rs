@@ -304,6 +304,17 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunSummary, Colle
         );
     }
     sy_run::check_run_kind(&opts.run_dir, sy_run::RunKind::Calibration)?;
+    // Every file the run writes, checked before the first request: a link planted in the run
+    // directory is refused now, not at the end of a long collection.
+    for artifact in [
+        Artifact::Plan,
+        Artifact::Records,
+        Artifact::Attempts,
+        Artifact::RecordsParquet,
+        Artifact::Manifest,
+    ] {
+        sy_run::check_output_target(&artifact.path(&opts.run_dir))?;
+    }
     let previous = check_run_dir(&opts.run_dir, &plan, opts.resume)?;
     if let (Some(prev), Some(_)) = (&previous, opts.seed)
         && prev.seed != plan.plan.seed

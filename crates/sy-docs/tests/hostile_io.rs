@@ -525,6 +525,64 @@ fn links_planted_in_the_run_directory_are_not_written_through() {
     assert_eq!(before, snapshot(&outside), "the outside file was changed");
     let _ = run;
 
+    // A linked records.parquet in a new collection: refused before the first request.
+    let (work, _, outside) = fresh();
+    std::fs::write(
+        work.path().join("plan.toml"),
+        "seed = 3\n[qgrid]\nn = [64]\nf = [0.0]\nrepeats = 2\n",
+    )
+    .unwrap();
+    let fresh_dir = work.path().join("n");
+    std::fs::create_dir_all(&fresh_dir).unwrap();
+    std::os::unix::fs::symlink(outside.join("p"), fresh_dir.join("records.parquet")).unwrap();
+    let r = run_tool(
+        "sy-collect",
+        &[
+            "--plan",
+            "plan.toml",
+            "--run-dir",
+            "n",
+            "--target",
+            "sim",
+            "--no-progress",
+            "--no-preflight",
+        ],
+        work.path(),
+    );
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("records.parquet"), "{}", r.stderr);
+    assert!(!fresh_dir.join("records.jsonl").exists(), "a unit ran");
+    assert!(!outside.join("p").exists());
+
+    // A linked report.md of an evaluation.
+    let (work, _, outside) = fresh();
+    let plan = eval_plan(work.path(), "", "");
+    let eval = work.path().join("ev");
+    std::fs::create_dir_all(&eval).unwrap();
+    std::fs::write(outside.join("report.md"), "theirs\n").unwrap();
+    std::os::unix::fs::symlink(outside.join("report.md"), eval.join("report.md")).unwrap();
+    let bundle = eval_bundle();
+    let r = run_tool(
+        "sy-eval",
+        &[
+            "--plan",
+            &plan,
+            "--bundle",
+            &bundle,
+            "--run-dir",
+            "ev",
+            "--no-progress",
+        ],
+        work.path(),
+    );
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("report.md"), "{}", r.stderr);
+    assert!(!eval.join("blocks").exists(), "a block ran");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("report.md")).unwrap(),
+        "theirs\n"
+    );
+
     // A linked blocks/ directory of an evaluation.
     let (work, _, outside) = fresh();
     let plan = eval_plan(work.path(), "", "");
