@@ -566,6 +566,46 @@ fn pending(d: &Discovery, plan_models: &[String]) -> Vec<String> {
     out
 }
 
+/// With `--wait`, what registration still waits for: every described worker up and listed, and
+/// every listed instance of a plan model either registered or with KV-event endpoints given (a
+/// dead instance stays listed for a few seconds; a worker missing from the description never
+/// comes right by waiting, and is reported after the wait).
+async fn pending_registration(
+    http: &reqwest::Client,
+    d: &Discovery,
+    plan_models: &[String],
+    opts: &PreflightOptions,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut known: BTreeSet<u64> = opts.kv_events.keys().copied().collect();
+    if let Some(desc) = &opts.describe {
+        let (ids, problems) = crate::deployment::resolve(http, desc).await;
+        out.extend(problems);
+        for (id, (i, _)) in &ids {
+            if !d.instances.contains_key(id) {
+                out.push(format!(
+                    "worker {id} ({}) not yet listed by the frontend",
+                    desc.description.workers[*i].system_url
+                ));
+            }
+        }
+        known.extend(ids.keys());
+    }
+    for (id, ns) in &d.instances {
+        let Some(m) = instance_model(d, *id, ns).filter(|m| plan_models.contains(m)) else {
+            continue;
+        };
+        if !known.contains(id) && !d.registered.iter().any(|w| w.worker_id == *id) {
+            out.push(format!(
+                "worker {id} ({m}): listed, not registered, and no KV-event endpoint known for it \
+                 (a stopped worker the frontend still lists, or one missing from --kv-events / \
+                 --describe)"
+            ));
+        }
+    }
+    out
+}
+
 /// Discovers the deployment, waiting as asked: with `--wait`, until nothing is pending and the
 /// instances and their ranks are the same on two polls in a row (what it waits for is printed
 /// to stderr as it changes); without, only for the rank gauges of listed instances (bounded).
@@ -599,6 +639,9 @@ async fn settle(
             Err(e) => return Err(e),
         };
         let mut p = pending(&d, plan_models);
+        if !only_ranks {
+            p.extend(pending_registration(http, &d, plan_models, opts).await);
+        }
         if only_ranks {
             // Without --wait only the missing ranks of a listed instance that preflight may
             // have to register are worth a short wait.

@@ -45,6 +45,22 @@ async fn real_dynamo_dp_preflight_every_rank() {
     dp_preflight::every_rank(&stack).await;
 }
 
+/// `preflight --wait` against a data-parallel worker that is still starting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_dynamo_dp_preflight_waits_for_a_starting_worker() {
+    if !topology_is_dp64() {
+        eprintln!(
+            "real_dynamo_dp_preflight_waits_for_a_starting_worker: SKIPPED: not TOPOLOGY=dp64"
+        );
+        return;
+    }
+    let Some(stack) = Stack::acquire("real_dynamo_dp_preflight_waits_for_a_starting_worker").await
+    else {
+        return;
+    };
+    dp_preflight::waits_for_a_starting_worker(&stack).await;
+}
+
 /// Q-grid cells over the block-64 grid plus a small load phase with prefill and decode contention.
 pub(crate) const DP_PLAN: &str = r#"
 name = "real-dynamo-dp64"

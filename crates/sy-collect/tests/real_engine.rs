@@ -134,7 +134,10 @@ async fn real_engine_preflight_registers_from_the_engine() {
     assert_eq!(workers.len(), 2, "{workers:?}");
     for w in &workers {
         assert_eq!(w.block_size, BLOCK);
-        assert_eq!(w.max_num_batched_tokens, 512, "the engine's chunked-prefill budget");
+        assert_eq!(
+            w.max_num_batched_tokens, 512,
+            "the engine's chunked-prefill budget"
+        );
         assert_eq!(
             w.total_kv_blocks,
             logged_kv_blocks(&engine, &w.name),
@@ -142,7 +145,11 @@ async fn real_engine_preflight_registers_from_the_engine() {
             w.name
         );
         let reg = engine.registered(w.worker_id).await.expect("registered");
-        assert_eq!(reg["total_kv_blocks"].as_u64(), Some(w.total_kv_blocks), "{reg}");
+        assert_eq!(
+            reg["total_kv_blocks"].as_u64(),
+            Some(w.total_kv_blocks),
+            "{reg}"
+        );
         assert_eq!(reg["max_num_batched_tokens"].as_u64(), Some(512), "{reg}");
     }
 
@@ -169,7 +176,11 @@ async fn real_engine_preflight_registers_from_the_engine() {
     // Deleted from the selection service: preflight registers it again.
     let w = engine.worker("capable-w0");
     let status = engine
-        .sel(reqwest::Method::DELETE, &format!("/workers/{}", w.worker_id), None)
+        .sel(
+            reqwest::Method::DELETE,
+            &format!("/workers/{}", w.worker_id),
+            None,
+        )
         .await
         .0;
     assert!(status < 300, "DELETE /workers: {status}");
@@ -187,7 +198,11 @@ async fn real_engine_preflight_registers_from_the_engine() {
     }
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let now = now.expect("preflight registered the worker");
-    assert_eq!(now["total_kv_blocks"].as_u64(), Some(w.total_kv_blocks), "{now}");
+    assert_eq!(
+        now["total_kv_blocks"].as_u64(),
+        Some(w.total_kv_blocks),
+        "{now}"
+    );
     assert_eq!(now["max_num_batched_tokens"].as_u64(), Some(512), "{now}");
     assert_eq!(now["block_size"].as_u64(), Some(BLOCK), "{now}");
     assert_eq!(now["lifecycle"], "schedulable", "{now}");
@@ -218,10 +233,22 @@ async fn real_engine_k_against_cached_tokens() {
         let prompt = fresh_tokens(256);
         let first = engine.pinned(model, w.worker_id, &prompt, 3).await;
         assert_eq!(first.status, 200, "{first:?}");
-        assert_eq!(first.cached_tokens.unwrap_or(0), 0, "a fresh prompt: {first:?}");
-        assert_eq!(first.completion_tokens, Some(3), "exactly max_tokens: {first:?}");
+        assert_eq!(
+            first.cached_tokens.unwrap_or(0),
+            0,
+            "a fresh prompt: {first:?}"
+        );
+        assert_eq!(
+            first.completion_tokens,
+            Some(3),
+            "exactly max_tokens: {first:?}"
+        );
         let k = engine.wait_overlap(model, w.worker_id, &prompt, 256).await;
-        assert_eq!(k, 256, "{}: the router sees every block of the primed prompt", w.name);
+        assert_eq!(
+            k, 256,
+            "{}: the router sees every block of the primed prompt",
+            w.name
+        );
 
         // A partial hit: half the prompt, then fresh tokens.
         let mut half = prompt[..128].to_vec();
@@ -229,7 +256,11 @@ async fn real_engine_k_against_cached_tokens() {
         let k_half = engine.overlap(model, w.worker_id, &half).await;
         let got = engine.pinned(model, w.worker_id, &half, 2).await;
         assert_eq!(k_half, 128);
-        assert_eq!(got.cached_tokens, Some(128), "partial hit: cached = K ({got:?})");
+        assert_eq!(
+            got.cached_tokens,
+            Some(128),
+            "partial hit: cached = K ({got:?})"
+        );
         assert_eq!(
             sy_collect::summary::k_vs_cached(256, k_half, 128),
             sy_collect::summary::KCached::Equal
@@ -277,7 +308,10 @@ async fn real_engine_small_plan() {
     assert_eq!(manifest["loads_zero_at_end"], true, "no reservation leaked");
     assert!(!records.is_empty());
     let failed: Vec<_> = records.iter().filter(|r| !is_ok(r)).collect();
-    assert!(failed.is_empty(), "every probe succeeds on the engine: {failed:?}");
+    assert!(
+        failed.is_empty(),
+        "every probe succeeds on the engine: {failed:?}"
+    );
 
     // K against cached tokens, per probe and in the manifest's summary: equal, except on the
     // full repeats (f = 1), where K = N and vLLM recomputes the last block.
@@ -287,7 +321,11 @@ async fn real_engine_small_plan() {
         let cached = r["cached_tokens"].as_u64().unwrap();
         if r["planned_f"].as_f64() == Some(1.0) {
             full += 1;
-            assert_eq!(Some(k), r["planned_n"].as_u64(), "a full repeat: K = N: {r}");
+            assert_eq!(
+                Some(k),
+                r["planned_n"].as_u64(),
+                "a full repeat: K = N: {r}"
+            );
             assert_eq!(cached, k - BLOCK, "the last block recomputed: {r}");
         } else {
             assert_eq!(cached, k, "K = the engine's cached tokens: {r}");
@@ -320,7 +358,10 @@ async fn real_engine_small_plan() {
         gaps.iter().all(|g| *g > -1.0),
         "the client cannot see the first token before the server sent it: {gaps:?}"
     );
-    assert!(median_gap < 5.0, "median client − server gap {median_gap} ms");
+    assert!(
+        median_gap < 5.0,
+        "median client − server gap {median_gap} ms"
+    );
 
     // The engine's TTFT: longer prompts cost more, a cached half less.
     let ttft = |model: &str, n: u64, f: f64| -> f64 {
@@ -336,10 +377,22 @@ async fn real_engine_small_plan() {
             .unwrap_or_else(|| panic!("no qgrid record {model} N={n} f={f}"))
     };
     for model in ["efficient", "capable"] {
-        let (short, long, half) = (ttft(model, 128, 0.0), ttft(model, 512, 0.0), ttft(model, 512, 0.5));
-        eprintln!("{model}: server TTFT N=128 {short:.0} ms, N=512 {long:.0} ms, N=512 half cached {half:.0} ms");
-        assert!(long > short, "{model}: N=512 ({long} ms) vs N=128 ({short} ms)");
-        assert!(half < long, "{model}: half cached ({half} ms) vs uncached ({long} ms)");
+        let (short, long, half) = (
+            ttft(model, 128, 0.0),
+            ttft(model, 512, 0.0),
+            ttft(model, 512, 0.5),
+        );
+        eprintln!(
+            "{model}: server TTFT N=128 {short:.0} ms, N=512 {long:.0} ms, N=512 half cached {half:.0} ms"
+        );
+        assert!(
+            long > short,
+            "{model}: N=512 ({long} ms) vs N=128 ({short} ms)"
+        );
+        assert!(
+            half < long,
+            "{model}: half cached ({half} ms) vs uncached ({long} ms)"
+        );
     }
 }
 
@@ -383,18 +436,31 @@ async fn real_engine_worker_restart_mid_run() {
         })
         .map(|pid| pid.to_string())
         .collect();
-    assert!(left.is_empty(), "processes of the old worker's group left: {left:?}");
+    assert!(
+        left.is_empty(),
+        "processes of the old worker's group left: {left:?}"
+    );
 
     let (out, records, manifest) = engine::finish(child, &run_dir, Duration::from_secs(900));
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(manifest["complete"], true, "{manifest}");
-    assert_eq!(manifest["units_done"], manifest["units_total"], "the plan finishes");
+    assert_eq!(
+        manifest["units_done"], manifest["units_total"],
+        "the plan finishes"
+    );
     assert_eq!(manifest["loads_zero_at_end"], true, "no reservation leaked");
     assert_eq!(manifest["outstanding_reservations"], json!([]));
     let attempts = engine::read_jsonl(&run_dir.join("attempts.jsonl"));
-    let failures: Vec<&Value> = records.iter().chain(attempts.iter()).filter(|r| !is_ok(r)).collect();
+    let failures: Vec<&Value> = records
+        .iter()
+        .chain(attempts.iter())
+        .filter(|r| !is_ok(r))
+        .collect();
     for r in &failures {
-        assert!(r["error_class"].is_string(), "a failure without a class: {r}");
+        assert!(
+            r["error_class"].is_string(),
+            "a failure without a class: {r}"
+        );
     }
     eprintln!(
         "{} of {} records ok, {} failed attempts or records",
@@ -409,10 +475,19 @@ async fn real_engine_worker_restart_mid_run() {
 
     // The new instance: registered with the engine's capacity, schedulable, and it serves.
     let reg = engine.registered(new.worker_id).await.expect("registered");
-    assert_eq!(reg["total_kv_blocks"].as_u64(), Some(old.total_kv_blocks), "{reg}");
+    assert_eq!(
+        reg["total_kv_blocks"].as_u64(),
+        Some(old.total_kv_blocks),
+        "{reg}"
+    );
     assert_eq!(reg["max_num_batched_tokens"].as_u64(), Some(512), "{reg}");
-    assert!(engine.registered(old.worker_id).await.is_none(), "the old id is deleted");
-    let served = engine.pinned("capable", new.worker_id, &fresh_tokens(64), 2).await;
+    assert!(
+        engine.registered(old.worker_id).await.is_none(),
+        "the old id is deleted"
+    );
+    let served = engine
+        .pinned("capable", new.worker_id, &fresh_tokens(64), 2)
+        .await;
     assert_eq!(served.status, 200, "{served:?}");
     assert_eq!(served.completion_tokens, Some(2), "{served:?}");
 }

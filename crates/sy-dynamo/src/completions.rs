@@ -614,7 +614,10 @@ mod tests {
         assert_eq!(v["stream"], true);
         assert_eq!(v["stream_options"]["include_usage"], true);
         assert_eq!(v["ignore_eos"], true);
-        assert_eq!(v["min_tokens"], 2, "exactly max_tokens: no end of sequence first");
+        assert_eq!(
+            v["min_tokens"], 2,
+            "exactly max_tokens: no end of sequence first"
+        );
         assert_eq!(v["nvext"]["dp_rank"], 1, "the pin names the reserved rank");
         // Exact u64, not rounded through f64.
         let text = String::from_utf8(body).unwrap();

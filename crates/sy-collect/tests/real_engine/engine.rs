@@ -100,7 +100,10 @@ impl Engine {
                 .expect("open SY_DYNAMO_TEST_LOG");
             writeln!(f, "{test}").expect("append SY_DYNAMO_TEST_LOG");
         }
-        eprintln!("{test}: running against the real engine at {}", engine.frontend);
+        eprintln!(
+            "{test}: running against the real engine at {}",
+            engine.frontend
+        );
         Some(engine)
     }
 
@@ -148,7 +151,12 @@ impl Engine {
         out
     }
 
-    pub async fn call(&self, method: reqwest::Method, url: &str, body: Option<&Value>) -> (u16, Value) {
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        body: Option<&Value>,
+    ) -> (u16, Value) {
         let mut req = self.http.request(method, url);
         if let Some(b) = body {
             req = req.json(b);
@@ -156,11 +164,20 @@ impl Engine {
         let resp = req.send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
         let status = resp.status().as_u16();
         let bytes = resp.bytes().await.unwrap_or_else(|e| panic!("{url}: {e}"));
-        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
     }
 
-    pub async fn sel(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> (u16, Value) {
-        self.call(method, &format!("{}{path}", self.select), body).await
+    pub async fn sel(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> (u16, Value) {
+        self.call(method, &format!("{}{path}", self.select), body)
+            .await
     }
 
     /// The selection service's record of a worker (GET /workers).
@@ -206,7 +223,13 @@ impl Engine {
 
     /// One streamed completion pinned to `worker` (no reservation): (HTTP status, the usage's
     /// prompt and cached tokens, completion tokens, the server's TTFT, the text).
-    pub async fn pinned(&self, model: &str, worker: u64, tokens: &[u64], max_tokens: u32) -> Pinned {
+    pub async fn pinned(
+        &self,
+        model: &str,
+        worker: u64,
+        tokens: &[u64],
+        max_tokens: u32,
+    ) -> Pinned {
         let body = json!({
             "model": model, "prompt": tokens, "max_tokens": max_tokens, "min_tokens": max_tokens,
             "ignore_eos": true, "temperature": 0.0, "stream": true,
@@ -227,8 +250,12 @@ impl Engine {
             ..Pinned::default()
         };
         for line in text.lines() {
-            let Some(data) = line.strip_prefix("data: ") else { continue };
-            let Ok(v) = serde_json::from_str::<Value>(data) else { continue };
+            let Some(data) = line.strip_prefix("data: ") else {
+                continue;
+            };
+            let Ok(v) = serde_json::from_str::<Value>(data) else {
+                continue;
+            };
             if let Some(t) = v["choices"][0]["text"].as_str() {
                 out.text.push_str(t);
             }
@@ -318,7 +345,17 @@ pub fn spawn_collect(engine: &Engine, plan: &Path, run_dir: &Path) -> Child {
     let run = run_dir.to_str().unwrap();
     sy_collect(
         engine,
-        &["--plan", plan, "--run-dir", run, "--no-progress", "--target", "dynamo", "--seed", &seed],
+        &[
+            "--plan",
+            plan,
+            "--run-dir",
+            run,
+            "--no-progress",
+            "--target",
+            "dynamo",
+            "--seed",
+            &seed,
+        ],
     )
     .stdout(Stdio::piped())
     .stderr(Stdio::piped())
@@ -361,7 +398,10 @@ pub fn wait_records(child: &mut Child, run_dir: &Path, n: usize) {
         if let Some(status) = child.try_wait().expect("try_wait") {
             panic!("sy-collect exited ({status}) before writing {n} records");
         }
-        assert!(Instant::now() < deadline, "sy-collect wrote no {n} records in 300 s");
+        assert!(
+            Instant::now() < deadline,
+            "sy-collect wrote no {n} records in 300 s"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
