@@ -391,27 +391,7 @@ async fn run_on_target(
     // these is a bad request, one pinned to an instance it lists only later is a discovery race.
     driver.learn_frontend_instances().await;
 
-    // Unrecorded warm-up of every (worker, rank): compilation and graph capture hit first
-    // requests (see `crate::warmup`).
-    let per_rank = opts
-        .warmup
-        .unwrap_or_else(|| crate::warmup::requests_per_rank(p, opts.target == TargetKind::Dynamo));
-    let warmup = if per_rank > 0 && !cancel.is_cancelled() {
-        let w = crate::warmup::warm_up(&driver, p, &invocation_id, per_rank).await;
-        tracing::info!(
-            "warm-up: {} requests on {} (worker, rank) pairs, {} failed, {:.1} s",
-            w.requests,
-            w.ranks,
-            w.failed,
-            w.seconds
-        );
-        for f in &w.failures {
-            tracing::warn!("warm-up request failed: {f}");
-        }
-        Some(w)
-    } else {
-        None
-    };
+    let warmup = warm_up(opts, p, &driver, &invocation_id, &cancel).await;
 
     let schedule = Schedule::from_plan(p);
     let resume = prepare_run_dir(plan, opts, previous.as_ref())?;
@@ -489,6 +469,35 @@ async fn run_on_target(
         manifest,
         interrupted,
     })
+}
+
+/// Unrecorded warm-up of every (worker, rank): compilation and graph capture hit first requests
+/// (see `crate::warmup`). `None` when off.
+async fn warm_up(
+    opts: &RunOptions,
+    p: &Plan,
+    driver: &Arc<Driver>,
+    invocation_id: &str,
+    cancel: &Cancel,
+) -> Option<crate::warmup::WarmupSummary> {
+    let per_rank = opts
+        .warmup
+        .unwrap_or_else(|| crate::warmup::requests_per_rank(p, opts.target == TargetKind::Dynamo));
+    if per_rank == 0 || cancel.is_cancelled() {
+        return None;
+    }
+    let w = crate::warmup::warm_up(driver, p, invocation_id, per_rank).await;
+    tracing::info!(
+        "warm-up: {} requests on {} (worker, rank) pairs, {} failed, {:.1} s",
+        w.requests,
+        w.ranks,
+        w.failed,
+        w.seconds
+    );
+    for f in &w.failures {
+        tracing::warn!("warm-up request failed: {f}");
+    }
+    Some(w)
 }
 
 /// The preflight: everything the target must satisfy before the first unit.
