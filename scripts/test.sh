@@ -11,7 +11,8 @@
 #   - otherwise the real-Dynamo tests report themselves skipped — unless SY_REQUIRE_DYNAMO=1, which makes
 #     a missing stack (or zero executed real-Dynamo tests) a failure.
 #   2b: real_dynamo_dp against a second stack it starts itself when the venv exists (TOPOLOGY=dp64:
-#       block 64, three efficient workers, a data-parallel-size-2 capable worker; ports 29500+).
+#       block 64, three efficient workers, a data-parallel-size-2 and a data-parallel-size-4
+#       capable worker; ports 29500+).
 # Phase 3: the real-engine tests (test binaries named real_engine*) against two vLLM-CPU workers serving
 #   SmolLM2-135M (TOPOLOGY=vllm-cpu; ports 27000, 27092, 27100+, 27200+, run dir .dynamo/test-run-engine),
 #   started when the engine venv exists (scripts/dynamo-local.sh install-engine) and always stopped on
@@ -80,8 +81,14 @@ cargo nextest run --workspace --no-fail-fast --test-threads 1 -E "$REAL and not 
 
 # 2b: the second topology, on its own ports and run dir, always stopped on the way out.
 if "${VENV:-.dynamo/venv}/bin/python" -c 'import dynamo.frontend' 2>/dev/null; then
+  # The dp64 table plus a data-parallel-size-4 capable worker: preflight checks every rank of both.
+  dp_workers="efficient-w0 efficient 4 2048 2048 1
+efficient-w1 efficient 4 2048 2048 1
+efficient-w2 efficient 4 2048 2048 1
+capable-dp capable 1 1024 1024 2
+capable-dp4 capable 1 1024 1024 4"
   dp_env=(TOPOLOGY=dp64 RUN_DIR="$PWD/.dynamo/test-run-dp64" FRONTEND_PORT=29500 SELECT_PORT=29592
-          WORKER_SYS_PORT_BASE=29600 ZMQ_KV_PORT_BASE=29700)
+          WORKER_SYS_PORT_BASE=29600 ZMQ_KV_PORT_BASE=29700 WORKERS="$dp_workers")
   env "${dp_env[@]}" scripts/dynamo-local.sh stop >/dev/null 2>&1 || true
   if env "${dp_env[@]}" scripts/dynamo-local.sh start >/dev/null; then
     ( eval "$(env "${dp_env[@]}" scripts/dynamo-local.sh env)"

@@ -31,10 +31,12 @@ pub struct Args {
     /// dynamo).
     #[arg(long, global = true, value_enum)]
     pub target: Option<TargetKind>,
-    /// Frontend URL (overrides the plan; default http://127.0.0.1:18000).
+    /// Frontend URL (default: the plan's `[target] frontend_url`, else http://127.0.0.1:18000, the
+    /// local stack's port; a GPU deployment's is usually :8000, as in data/plans/example.toml).
     #[arg(long, global = true, value_name = "URL")]
     pub frontend_url: Option<String>,
-    /// Selection-service URL (overrides the plan; default http://127.0.0.1:18092).
+    /// Selection-service URL (default: the plan's `[target] selection_url`, else
+    /// http://127.0.0.1:18092, the local stack's port; data/plans/example.toml uses :8092).
     #[arg(long, global = true, value_name = "URL")]
     pub selection_url: Option<String>,
     /// Simulator configuration (TOML) for --target sim (default: two models, two workers each).
@@ -43,10 +45,16 @@ pub struct Args {
     /// Do not register workers the frontend lists but the selection service does not know.
     #[arg(long, global = true)]
     pub no_register: bool,
-    /// KV-event endpoint of a worker the preflight registers (WORKER_ID=tcp://HOST:PORT;
-    /// repeatable): the frontend does not report it.
-    #[arg(long, global = true, value_name = "ID=ENDPOINT", value_parser = parse_kv_events)]
-    pub kv_events: Vec<(u64, String)>,
+    /// KV-event endpoints of a worker the preflight registers, one per data-parallel rank
+    /// (WORKER_ID=tcp://HOST:PORT, WORKER_ID=tcp://HOST:FIRST-LAST for a port per rank, or a
+    /// comma-separated list; repeatable): the frontend does not report them.
+    #[arg(long, global = true, value_name = "ID=ENDPOINTS", value_parser = parse_kv_events)]
+    pub kv_events: Vec<(u64, Vec<String>)>,
+    /// The deployment description (TOML: each worker's system URL and KV-event ports, GPU,
+    /// driver, launch commands; docs/gpu.md): registers workers without hand-copied ids and
+    /// goes into the run manifest.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub describe: Option<PathBuf>,
     /// Continue an interrupted run in --run-dir, skipping complete (condition, repeat) units.
     #[arg(long)]
     pub resume: bool,
@@ -58,6 +66,10 @@ pub struct Args {
     /// Skip the preflight (discovery, registration, KV-event and TTFT checks) before a run.
     #[arg(long)]
     pub no_preflight: bool,
+    /// Skip the unrecorded warm-up of every worker rank before the first unit (on by default
+    /// with --target dynamo; see the plan's `[target] warmup_requests`).
+    #[arg(long)]
+    pub no_warmup: bool,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -72,10 +84,26 @@ pub enum Command {
         /// Discovery and registration only: send no priming or probe request.
         #[arg(long)]
         no_probes: bool,
+        /// Wait up to DURATION (90s, 10m, 1h) until both models and every worker instance with
+        /// its data-parallel ranks are listed and stable, printing what it waits for.
+        #[arg(long, value_name = "DURATION", value_parser = crate::deployment::parse_duration)]
+        wait: Option<std::time::Duration>,
+    },
+    /// Judge a collected run before anything is fitted: client − server TTFT gap, cached tokens
+    /// against K, Q monotonic, failures, loads at the end, advisory disagreement, contention
+    /// seen, cache contamination, over-saturation. Prints the verdict, writes RUN_DIR/check.json.
+    /// Exit 0 pass, 1 fail, 2 bad input.
+    Check {
+        /// The run directory (records and manifest).
+        #[arg(value_name = "RUN_DIR")]
+        dir: PathBuf,
+        /// Override a bound (NAME=VALUE, repeatable; names and defaults in docs/check.md).
+        #[arg(long, value_name = "NAME=VALUE", value_parser = crate::check::parse_bound)]
+        bound: Vec<(String, f64)>,
     },
 }
 
-fn parse_kv_events(s: &str) -> Result<(u64, String), String> {
+fn parse_kv_events(s: &str) -> Result<(u64, Vec<String>), String> {
     let (id, ep) = s
         .split_once('=')
         .ok_or_else(|| format!("{s}: expected WORKER_ID=tcp://HOST:PORT"))?;
@@ -83,10 +111,8 @@ fn parse_kv_events(s: &str) -> Result<(u64, String), String> {
         .trim()
         .parse()
         .map_err(|_| format!("{s}: worker id {id:?} is not an unsigned integer"))?;
-    if !ep.starts_with("tcp://") {
-        return Err(format!("{s}: expected a tcp:// endpoint"));
-    }
-    Ok((id, ep.to_string()))
+    let eps = crate::deployment::parse_endpoints(ep).map_err(|e| format!("{s}: {e}"))?;
+    Ok((id, eps))
 }
 
 impl Args {
@@ -99,12 +125,30 @@ impl Args {
         self.target.is_some() || self.frontend_url.is_some() || self.selection_url.is_some()
     }
 
-    fn preflight_options(&self, probes: bool) -> PreflightOptions {
-        PreflightOptions {
-            register: !self.no_register,
-            kv_events: self.kv_events.iter().cloned().collect(),
-            probes,
+    fn preflight_options(
+        &self,
+        probes: bool,
+        wait: Option<std::time::Duration>,
+    ) -> Result<PreflightOptions, ToolError> {
+        let mut kv = std::collections::BTreeMap::new();
+        for (id, eps) in &self.kv_events {
+            if kv.insert(*id, eps.clone()).is_some() {
+                return Err(ToolError::BadInput(format!(
+                    "--kv-events: worker {id} is given twice (list all its ranks in one argument)"
+                )));
+            }
         }
+        let describe = match &self.describe {
+            Some(p) => Some(crate::deployment::load(p).map_err(ToolError::BadInput)?),
+            None => None,
+        };
+        Ok(PreflightOptions {
+            register: !self.no_register,
+            kv_events: kv,
+            describe,
+            wait,
+            probes,
+        })
     }
 
     fn url_overrides(&self) -> Result<UrlOverrides, ToolError> {
@@ -155,12 +199,18 @@ fn print_dry_run(args: &Args, plan: &LoadedPlan, d: &DryRun) -> Result<(), ToolE
         "  {} foreground requests (probes and primes), {} background slots",
         d.foreground_requests, d.background_slots
     );
+    // Without GPUs per rank (--describe) the multiplier is data-parallel ranks only.
+    let label = if d.gpus_per_rank_known {
+        "GPU time"
+    } else {
+        "rank time"
+    };
     for (phase, e) in &d.phases {
         let gpu = e
             .gpu_seconds
             .map_or_else(|| "unknown".to_string(), |g| format!("{:.2} h", g / 3600.0));
         println!(
-            "  {phase:<6} {:>5} units  estimated {:>8.0} s  GPU time {gpu}",
+            "  {phase:<6} {:>5} units  estimated {:>8.0} s  {label} {gpu}",
             e.units, e.seconds
         );
     }
@@ -178,10 +228,15 @@ fn main_dry_run(args: &Args, plan: &LoadedPlan) -> Result<(), ToolError> {
         return print_dry_run(args, plan, &dry_run(&plan.plan, None));
     }
     let urls = args.url_overrides()?;
+    let describe = match &args.describe {
+        Some(p) => Some(crate::deployment::load(p).map_err(ToolError::BadInput)?),
+        None => None,
+    };
     let (pre, d) = runtime()?.block_on(crate::run::pilot_dry_run(
         &plan.plan,
         args.target_kind(),
         &urls,
+        describe.as_ref(),
     ))?;
     match d {
         Some(d) => print_dry_run(args, plan, &d),
@@ -198,9 +253,14 @@ fn main_dry_run(args: &Args, plan: &LoadedPlan) -> Result<(), ToolError> {
 }
 
 /// `sy-collect preflight`: prints the table (or JSON) and exits with its status.
-fn main_preflight(args: &Args, plan: &LoadedPlan, probes: bool) -> Result<(), ToolError> {
+fn main_preflight(
+    args: &Args,
+    plan: &LoadedPlan,
+    probes: bool,
+    wait: Option<std::time::Duration>,
+) -> Result<(), ToolError> {
     let urls = args.url_overrides()?;
-    let opts = args.preflight_options(probes);
+    let opts = args.preflight_options(probes, wait)?;
     let report = runtime()?.block_on(crate::run::preflight_only(
         &plan.plan,
         args.target_kind(),
@@ -236,6 +296,25 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
         return Ok(());
     }
     sy_cli::init_tracing(&args.common);
+    if let Some(Command::Check { dir, bound }) = &args.command {
+        let opts = crate::check::options_with(bound)?;
+        let report = crate::check::check_run_dir(dir, &opts)?;
+        if args.common.json {
+            print_json(&report)?;
+        } else if !args.common.quiet {
+            print!("{}", report.render_text());
+        }
+        return if report.passed() {
+            Ok(())
+        } else {
+            Err(ToolError::Runtime(format!(
+                "{}: the run fails the data-quality check ({}); see {}",
+                dir.display(),
+                report.failed().join(", "),
+                dir.join(sy_records::check::CHECK_FILE).display()
+            )))
+        };
+    }
     let Some(plan_path) = args.plan.clone() else {
         return Err(ToolError::BadInput("--plan FILE is required".into()));
     };
@@ -243,8 +322,8 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
     if let Some(seed) = args.common.seed {
         plan.plan.seed = seed;
     }
-    if let Some(Command::Preflight { no_probes }) = &args.command {
-        return main_preflight(&args, &plan, !no_probes);
+    if let Some(Command::Preflight { no_probes, wait }) = &args.command {
+        return main_preflight(&args, &plan, !no_probes, *wait);
     }
     if args.dry_run {
         return main_dry_run(&args, &plan);
@@ -262,7 +341,16 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
         resume: args.resume,
         show_progress: args.common.show_progress(),
         seed: args.common.seed,
-        preflight: (!args.no_preflight).then(|| args.preflight_options(true)),
+        preflight: if args.no_preflight {
+            None
+        } else {
+            Some(args.preflight_options(true, None)?)
+        },
+        warmup: args.no_warmup.then_some(0),
+        describe: match &args.describe {
+            Some(p) => Some(crate::deployment::load(p).map_err(ToolError::BadInput)?),
+            None => None,
+        },
     };
     let summary = runtime()?.block_on(run(plan, opts))?;
     let m = &summary.manifest;
@@ -297,4 +385,10 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
         )));
     }
     Ok(())
+}
+
+/// The command line's clap definition, parsed without running anything (the docs tests check
+/// that every documented command parses against it).
+pub fn command() -> clap::Command {
+    <Args as clap::CommandFactory>::command()
 }

@@ -57,8 +57,12 @@ pub struct Pilot {
     pub prime_seconds: f64,
     /// Fixed cost per unit, per group (`qgrid`, or the load background shape).
     pub group_seconds: BTreeMap<String, f64>,
-    /// GPU workers (data-parallel ranks) serving the two models.
+    /// The multiplier of `gpu_seconds`: data-parallel ranks serving the two models, times
+    /// their GPUs per rank when `gpus_per_rank_known`.
     pub gpu_workers: u64,
+    /// Whether every worker's GPUs per rank (its tensor-parallel size) came from the
+    /// `--describe` file; without it `gpu_seconds` is rank time, not GPU time.
+    pub gpus_per_rank_known: bool,
 }
 
 /// The plan's size and an estimate of its duration (`--dry-run`).
@@ -78,6 +82,8 @@ pub struct DryRun {
     pub basis: String,
     pub pilot: Option<Pilot>,
     pub assumptions: String,
+    /// Whether `gpu_seconds` is GPU time (GPUs per rank known from `--describe`) or rank time.
+    pub gpus_per_rank_known: bool,
 }
 
 /// A unit's cost in seconds from built-in speeds (no pilot); also what the progress bar's ETA
@@ -161,13 +167,25 @@ pub fn dry_run(plan: &Plan, pilot: Option<Pilot>) -> DryRun {
         Some(p) => format!(
             "measured by a pilot of {} units ({:.1} s) on the target: {:.1} µs per uncached \
              prompt token per unit, {:.0} ms extra per primed unit, fixed cost per background \
-             shape; GPU time = duration × {} GPU workers (data-parallel ranks) of the two models; \
-             no retries",
+             shape; {}; no retries",
             p.units_run,
             p.seconds,
             p.seconds_per_token * 1e6,
             p.prime_seconds * 1e3,
-            p.gpu_workers
+            if p.gpus_per_rank_known {
+                format!(
+                    "GPU time = duration × {} GPUs (each worker's data-parallel ranks × its GPUs \
+                     per rank, from --describe)",
+                    p.gpu_workers
+                )
+            } else {
+                format!(
+                    "rank time = duration × {} data-parallel ranks of the two models: it ignores \
+                     tensor parallelism, so multiply by the GPUs per rank (or give each worker's \
+                     gpus_per_rank in a --describe file) for GPU time",
+                    p.gpu_workers
+                )
+            }
         ),
         None => format!(
             "built-in speeds, not this deployment's: {EST_MS_PER_REQUEST} ms per request plus \
@@ -190,6 +208,7 @@ pub fn dry_run(plan: &Plan, pilot: Option<Pilot>) -> DryRun {
         } else {
             "built-in speeds".into()
         },
+        gpus_per_rank_known: pilot.as_ref().is_some_and(|p| p.gpus_per_rank_known),
         pilot,
         assumptions,
     }
@@ -318,6 +337,7 @@ pub fn fit_pilot(
         prime_seconds: prime,
         group_seconds,
         gpu_workers,
+        gpus_per_rank_known: false,
     }
 }
 

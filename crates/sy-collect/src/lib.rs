@@ -26,7 +26,9 @@
 
 pub mod accounting;
 pub mod background;
+pub mod check;
 pub mod cli;
+pub mod deployment;
 pub mod error;
 pub mod estimate;
 pub mod limits;
@@ -41,6 +43,7 @@ pub mod run;
 pub mod schedule;
 pub mod summary;
 pub mod target;
+pub mod warmup;
 
 pub use error::CollectError;
 pub use estimate::{DryRun, dry_run};

@@ -51,6 +51,29 @@ pub struct Manifest {
     /// could not be written (then `complete` is false). Readers pick the source by it.
     #[serde(default)]
     pub records_files: Option<RecordFiles>,
+    /// What produced the data beyond what the deployment reports (GPU, driver, engines, launch
+    /// commands): the `--describe` file of the latest invocation. Absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<DeploymentInfo>,
+}
+
+/// The operator's description of the deployment (`--describe`), as recorded in the manifest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeploymentInfo {
+    /// The description file (as given).
+    pub file: String,
+    pub provenance: crate::deployment::Provenance,
+    pub workers: Vec<crate::deployment::WorkerDescription>,
+}
+
+impl DeploymentInfo {
+    pub fn from_description(d: &crate::deployment::LoadedDescription) -> Self {
+        Self {
+            file: d.path.display().to_string(),
+            provenance: d.description.deployment.clone(),
+            workers: d.description.workers.clone(),
+        }
+    }
 }
 
 /// The hashes tying records.parquet to the records.jsonl it was written from.
@@ -100,6 +123,9 @@ pub struct Session {
     /// deployment).
     #[serde(default)]
     pub target_versions: BTreeMap<String, String>,
+    /// This invocation's unrecorded warm-up (`None`: none ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<crate::warmup::WarmupSummary>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

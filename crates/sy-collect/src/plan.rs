@@ -93,6 +93,9 @@ pub struct TargetSpec {
     pub retries: u32,
     /// First backoff; doubles on each retry.
     pub retry_backoff_ms: u64,
+    /// Unrecorded warm-up requests per (worker, rank) before the first unit (`None`: the
+    /// target's default, see `crate::warmup`).
+    pub warmup_requests: Option<u32>,
 }
 
 impl Default for TargetSpec {
@@ -107,6 +110,7 @@ impl Default for TargetSpec {
             selection_timeout_ms: 5_000,
             retries: 2,
             retry_backoff_ms: 200,
+            warmup_requests: None,
         }
     }
 }
@@ -388,6 +392,12 @@ impl Plan {
             return Err(bad(
                 "target.first_token_timeout_ms",
                 "must not exceed target.request_timeout_ms".into(),
+            ));
+        }
+        if self.target.warmup_requests.is_some_and(|n| n > 64) {
+            return Err(bad(
+                "target.warmup_requests",
+                "at most 64 warm-up requests per rank".into(),
             ));
         }
         if self.target.retries > 10 {

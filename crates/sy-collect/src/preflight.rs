@@ -39,9 +39,10 @@ use crate::prompt::PromptFactory;
 /// `max_num_batched_tokens`: P would read as ≈ 0 whatever the load.
 pub const CAPACITY_SENTINEL: u64 = 10_000_000;
 
-/// A client TTFT more than this above the server's own TTFT (median over the probes) is
-/// reported: the collector would record transport delay as engine time.
-pub const TTFT_GAP_WARN_MS: f64 = 15.0;
+/// A client TTFT more than this above the server's own TTFT (median over the probes) fails the
+/// preflight: the collector would record transport delay as engine time. On loopback the two
+/// agree within a few milliseconds; a delayed-ACK stall costs about 40 ms (docs/dynamo.md).
+pub const TTFT_GAP_MAX_MS: f64 = 20.0;
 
 /// How long a primed prefix may take to appear in the selection service's overlap.
 const KV_EVENT_WAIT: Duration = Duration::from_secs(4);
@@ -96,6 +97,19 @@ pub enum KvEvents {
     NotChecked { reason: String },
 }
 
+/// The checks of one data-parallel rank of a worker.
+#[derive(Debug, Clone, Serialize)]
+pub struct RankCheck {
+    pub dp_rank: u32,
+    /// The registered KV-event endpoint of this rank.
+    pub kv_events_endpoint: Option<String>,
+    pub kv_events: KvEvents,
+    pub client_ttft_ms: Option<f64>,
+    pub server_ttft_ms: Option<f64>,
+    /// Why the pinned probe (or priming request) on this rank failed, with its named cause.
+    pub probe_error: Option<String>,
+}
+
 /// One worker as the deployment reports it.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkerRow {
@@ -117,9 +131,17 @@ pub struct WorkerRow {
     /// Registered `max_num_batched_tokens` (P's denominator).
     pub prefill_capacity: Option<u64>,
     pub kv_events_endpoints: Vec<String>,
+    /// The registered KV-event endpoint of each rank.
+    pub kv_events_by_rank: BTreeMap<u32, String>,
+    /// The worst rank's KV-event check (every rank's is in `ranks`).
     pub kv_events: KvEvents,
+    /// The first rank's probe.
     pub client_ttft_ms: Option<f64>,
     pub server_ttft_ms: Option<f64>,
+    /// The data-parallel ranks the frontend's router knows for this instance (its gauges).
+    pub frontend_ranks: Vec<u32>,
+    /// Per rank: KV events primed and observed there, and one pinned probe.
+    pub ranks: Vec<RankCheck>,
 }
 
 /// Everything the preflight found.
@@ -143,9 +165,13 @@ pub struct PreflightReport {
 pub struct PreflightOptions {
     /// Register workers the frontend lists but the selection service does not know.
     pub register: bool,
-    /// KV-event endpoints for workers registered here (worker id → `tcp://host:port`); the
-    /// frontend does not report them.
-    pub kv_events: BTreeMap<u64, String>,
+    /// KV-event endpoints for workers registered here (worker id → one `tcp://host:port` per
+    /// data-parallel rank, rank order); the frontend does not report them.
+    pub kv_events: BTreeMap<u64, Vec<String>>,
+    /// The deployment description (`--describe`): KV-event endpoints by system URL, provenance.
+    pub describe: Option<crate::deployment::LoadedDescription>,
+    /// `--wait`: poll until both models and every instance with its ranks are listed and stable.
+    pub wait: Option<Duration>,
     /// Send the priming and TTFT probes (off: discovery and registration only).
     pub probes: bool,
 }
@@ -237,19 +263,7 @@ impl PreflightReport {
                 Some(c) if c >= CAPACITY_SENTINEL => format!("{c}!"),
                 Some(c) => c.to_string(),
             };
-            let kv = match &w.kv_events {
-                KvEvents::Flowing {
-                    seen_tokens,
-                    after_ms,
-                    ..
-                } => format!("ok {seen_tokens} tok {after_ms:.0} ms"),
-                KvEvents::NotFlowing {
-                    primed_tokens,
-                    seen_tokens,
-                    ..
-                } => format!("NO {seen_tokens}/{primed_tokens} tok"),
-                KvEvents::NotChecked { .. } => "not checked".into(),
-            };
+            let kv = kv_text(&w.kv_events);
             let ttft = match (w.client_ttft_ms, w.server_ttft_ms) {
                 (Some(c), Some(sv)) => format!("{c:.1}/{sv:.1}"),
                 (Some(c), None) => format!("{c:.1}/-"),
@@ -279,6 +293,25 @@ impl PreflightReport {
                 kv,
                 ttft
             );
+            // A data-parallel worker: one line per rank (what was primed and probed there).
+            if w.ranks.len() > 1 {
+                for r in &w.ranks {
+                    let _ = writeln!(
+                        s,
+                        "{:<10} {:>20}   rank {:<3} kv {:<22} {:<22} {:>14}",
+                        "",
+                        "",
+                        r.dp_rank,
+                        r.kv_events_endpoint.as_deref().unwrap_or("-"),
+                        kv_text(&r.kv_events),
+                        match (r.client_ttft_ms, r.server_ttft_ms, &r.probe_error) {
+                            (_, _, Some(_)) => "FAILED".to_string(),
+                            (Some(c), Some(sv), _) => format!("{c:.1}/{sv:.1}"),
+                            _ => "-".into(),
+                        }
+                    );
+                }
+            }
         }
         if self.problems.is_empty() {
             let _ = writeln!(s, "\npreflight ok ({:.1} s)", self.duration_ms / 1e3);
@@ -307,6 +340,22 @@ impl PreflightReport {
     }
 }
 
+fn kv_text(k: &KvEvents) -> String {
+    match k {
+        KvEvents::Flowing {
+            seen_tokens,
+            after_ms,
+            ..
+        } => format!("ok {seen_tokens} tok {after_ms:.0} ms"),
+        KvEvents::NotFlowing {
+            primed_tokens,
+            seen_tokens,
+            ..
+        } => format!("NO {seen_tokens}/{primed_tokens} tok"),
+        KvEvents::NotChecked { .. } => "not checked".into(),
+    }
+}
+
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or_else(|| "-".to_string(), |v| v.to_string())
 }
@@ -332,9 +381,20 @@ pub fn parse_metrics(text: &str) -> (BTreeMap<String, ModelGauges>, BTreeMap<u64
         let as_u64 = value
             .filter(|v| v.is_finite() && *v > 0.0)
             .map(|v| v as u64);
-        if name == mn::WORKER_ACTIVE_PREFILL_TOKENS {
+        if name == mn::WORKER_ACTIVE_PREFILL_TOKENS || name == mn::WORKER_ACTIVE_DECODE_BLOCKS {
             if let (Some(w), Some(r)) = (label("worker_id"), label("dp_rank"))
                 && let (Some(w), Ok(r)) = (parse_worker_label(w), r.parse())
+            {
+                ranks.entry(w).or_default().insert(r);
+            }
+            continue;
+        }
+        if name == mn::ROUTER_WORKER_REGISTERED {
+            // `router_worker_id` is the instance id in decimal; this series' `worker_id` label
+            // is the frontend's own id, not the worker's.
+            if let (Some(w), Some(r)) = (label("router_worker_id"), label("dp_rank"))
+                && let (Ok(w), Ok(r)) = (w.parse(), r.parse())
+                && value.is_some_and(|v| v > 0.0)
             {
                 ranks.entry(w).or_default().insert(r);
             }
@@ -463,6 +523,117 @@ async fn discover(
     })
 }
 
+/// How often `settle` polls the frontend.
+const POLL: Duration = Duration::from_millis(500);
+
+/// Without `--wait`: how long to wait for the rank gauges of instances the frontend already
+/// lists (a worker that has just registered its endpoint is routable a moment later).
+const RANK_WAIT: Duration = Duration::from_secs(10);
+
+/// What the deployment still lacks before it can be checked: each plan model listed by
+/// `/v1/models`, at least one `generate` instance per plan model, data-parallel ranks for every
+/// instance of a plan model, and the model's capacity gauges. Empty when ready.
+fn pending(d: &Discovery, plan_models: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in plan_models {
+        if !d.models.contains(m) {
+            out.push(format!("model `{m}` not yet listed by /v1/models"));
+            continue;
+        }
+        let ids: Vec<u64> = d
+            .instances
+            .iter()
+            .filter(|(id, ns)| instance_model(d, **id, ns).as_deref() == Some(m.as_str()))
+            .map(|(id, _)| *id)
+            .collect();
+        if ids.is_empty() {
+            out.push(format!("model `{m}`: no worker instance in /health yet"));
+        }
+        for id in ids {
+            if !d.ranks.contains_key(&id) {
+                out.push(format!(
+                    "worker {id} ({m}): no data-parallel rank in /metrics yet"
+                ));
+            }
+        }
+        let g = d.gauges.get(m);
+        if g.and_then(|g| g.total_kv_blocks).is_none() || g.and_then(|g| g.block_size).is_none() {
+            out.push(format!(
+                "model `{m}`: total_kv_blocks / kv_cache_block_size not in /metrics yet"
+            ));
+        }
+    }
+    out
+}
+
+/// Discovers the deployment, waiting as asked: with `--wait`, until nothing is pending and the
+/// instances and their ranks are the same on two polls in a row (what it waits for is printed
+/// to stderr as it changes); without, only for the rank gauges of listed instances (bounded).
+/// Returns the discovery and what is still pending.
+async fn settle(
+    http: &reqwest::Client,
+    bearer: Option<&str>,
+    frontend_url: &str,
+    selection: &SelectionClient,
+    plan_models: &[String],
+    opts: &PreflightOptions,
+) -> Result<(Discovery, Vec<String>), CollectError> {
+    let t0 = Instant::now();
+    let only_ranks = opts.wait.is_none();
+    let limit = opts.wait.unwrap_or(RANK_WAIT);
+    let mut last_shape = None;
+    let mut last_said = Vec::new();
+    loop {
+        let d = match discover(http, bearer, frontend_url, selection).await {
+            Ok(d) => d,
+            // Not up yet: keep waiting when asked to.
+            Err(e) if opts.wait.is_some() && t0.elapsed() < limit => {
+                let said = vec![e.to_string()];
+                if said != last_said {
+                    eprintln!("preflight: waiting: {}", said[0]);
+                    last_said = said;
+                }
+                tokio::time::sleep(POLL).await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let mut p = pending(&d, plan_models);
+        if only_ranks {
+            // Without --wait only the missing ranks of a listed instance that preflight may
+            // have to register are worth a short wait.
+            p.retain(|m| {
+                m.contains("no data-parallel rank")
+                    && !d
+                        .registered
+                        .iter()
+                        .any(|w| m.starts_with(&format!("worker {} ", w.worker_id)))
+            });
+        }
+        let shape = (d.instances.clone(), d.ranks.clone(), d.models.clone());
+        let stable = last_shape.as_ref() == Some(&shape);
+        last_shape = Some(shape);
+        if (p.is_empty() && (stable || only_ranks)) || t0.elapsed() >= limit {
+            let mut all = pending(&d, plan_models);
+            if only_ranks && !d.models.is_empty() {
+                // A model missing while others are served is the plan's problem (reported as
+                // such), unless --wait was asked for.
+                all.retain(|m| !m.contains("not yet listed by /v1/models"));
+            }
+            return Ok((d, all));
+        }
+        if opts.wait.is_some() && p != last_said {
+            if p.is_empty() {
+                eprintln!("preflight: waiting: the deployment to stay unchanged for one poll");
+            } else {
+                eprintln!("preflight: waiting for: {}", p.join("; "));
+            }
+            last_said = p;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
 /// The model a frontend instance serves: its namespace when that is a model name (one
 /// namespace per model, as in docs/gpu.md and scripts/dynamo-local.sh), else the registered one.
 fn instance_model(d: &Discovery, id: u64, namespace: &str) -> Option<String> {
@@ -483,12 +654,14 @@ fn row_from_record(w: &WorkerRecord, listed: bool, ranks: Option<&BTreeSet<u32>>
             .map(|r| r.iter().copied().collect())
             .unwrap_or_default(),
     };
-    let mut kv: Vec<String> = w
-        .kv_events_endpoints
-        .iter()
-        .flat_map(|m| m.values().cloned())
-        .collect();
-    kv.extend(w.kv_events_endpoint.clone());
+    let by_rank = registered_endpoints(w);
+    let mut kv: Vec<String> = by_rank.values().cloned().collect();
+    if by_rank.is_empty() {
+        kv.extend(w.kv_events_endpoint.clone());
+    }
+    let frontend_ranks: Vec<u32> = ranks
+        .map(|r| r.iter().copied().collect())
+        .unwrap_or_default();
     WorkerRow {
         model: w.model_name.clone(),
         worker_id: w.worker_id,
@@ -504,12 +677,32 @@ fn row_from_record(w: &WorkerRecord, listed: bool, ranks: Option<&BTreeSet<u32>>
         total_kv_blocks: w.total_kv_blocks,
         prefill_capacity: w.max_num_batched_tokens,
         kv_events_endpoints: kv,
+        kv_events_by_rank: by_rank,
         kv_events: KvEvents::NotChecked {
             reason: "probes off".into(),
         },
         client_ttft_ms: None,
         server_ttft_ms: None,
+        frontend_ranks,
+        ranks: Vec::new(),
     }
+}
+
+/// A registered worker's KV-event endpoints by rank (`kv_events_endpoints` is keyed by the rank
+/// as a string; a single `kv_events_endpoint` is the start rank's).
+fn registered_endpoints(w: &WorkerRecord) -> BTreeMap<u32, String> {
+    let mut m: BTreeMap<u32, String> = w
+        .kv_events_endpoints
+        .iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.parse().ok()?, v.clone())))
+        .collect();
+    if m.is_empty()
+        && let Some(e) = &w.kv_events_endpoint
+    {
+        m.insert(w.data_parallel_start_rank.unwrap_or(0), e.clone());
+    }
+    m
 }
 
 /// Registers a worker the frontend lists, from the frontend's own figures for its model.
@@ -535,34 +728,88 @@ async fn register(
     serde_json::from_str(&text).map_err(|e| format!("unexpected answer: {e}"))
 }
 
+/// The registration of an instance from the frontend's figures: its ranks (the router's gauges;
+/// never guessed), the model's capacities, and the KV-event endpoints given for it, one per
+/// rank. `Err`: why it cannot be registered (names the worker and what to pass).
 fn registration_for(
     id: u64,
     model: &str,
     d: &Discovery,
-    opts: &PreflightOptions,
-) -> WorkerRegistration {
+    endpoints: Option<&Vec<String>>,
+) -> Result<WorkerRegistration, String> {
     let g = d.gauges.get(model).cloned().unwrap_or_default();
     let ranks: Vec<u32> = d
         .ranks
         .get(&id)
         .map(|r| r.iter().copied().collect())
-        .unwrap_or_else(|| vec![0]);
-    let start = ranks.first().copied().unwrap_or(0);
-    WorkerRegistration {
+        .unwrap_or_default();
+    if ranks.is_empty() {
+        return Err(format!(
+            "worker {id} ({model}) is not registered and the frontend reports no data-parallel \
+             rank for it yet ({} has no series for it): it is still starting; re-run with \
+             --wait DURATION",
+            mn::ROUTER_WORKER_REGISTERED
+        ));
+    }
+    let start = ranks[0];
+    let contiguous = ranks
+        .iter()
+        .enumerate()
+        .all(|(i, r)| *r == start + i as u32);
+    if !contiguous {
+        return Err(format!(
+            "worker {id} ({model}): the frontend reports ranks {ranks:?}, not a contiguous range"
+        ));
+    }
+    let Some(eps) = endpoints else {
+        return Err(format!(
+            "worker {id} ({model}) is not registered with the selection service and the frontend \
+             does not report its KV-event endpoint: pass {}",
+            kv_events_arg(id, &ranks)
+        ));
+    };
+    if eps.len() != ranks.len() {
+        return Err(format!(
+            "worker {id} ({model}) has {} data-parallel rank(s) {ranks:?} but {} KV-event \
+             endpoint(s) were given ({}): give one per rank, e.g. {}",
+            ranks.len(),
+            eps.len(),
+            eps.join(","),
+            kv_events_arg(id, &ranks)
+        ));
+    }
+    Ok(WorkerRegistration {
         worker_id: id,
         model_name: Some(model.to_string()),
         routing_group: Some("default".into()),
         endpoint: Some(format!("dyn://{model}.backend.generate/{id}")),
-        kv_events_endpoints: opts
-            .kv_events
-            .get(&id)
-            .map(|e| BTreeMap::from([(start.to_string(), e.clone())])),
+        kv_events_endpoints: Some(
+            ranks
+                .iter()
+                .zip(eps)
+                .map(|(r, e)| (r.to_string(), e.clone()))
+                .collect(),
+        ),
         block_size: g.block_size,
         data_parallel_start_rank: Some(start),
         data_parallel_size: Some(ranks.len().max(1) as u32),
         max_num_batched_tokens: g.max_num_batched_tokens,
         total_kv_blocks: g.total_kv_blocks,
         ..WorkerRegistration::default()
+    })
+}
+
+/// The `--kv-events` argument a worker needs, its id and rank count filled in: one port per
+/// rank (vLLM and SGLang publish rank r on the configured port + r; see docs/gpu.md).
+pub fn kv_events_arg(id: u64, ranks: &[u32]) -> String {
+    if ranks.len() > 1 {
+        format!(
+            "--kv-events {id}=tcp://WORKER_HOST:KV_PORT-KV_PORT+{} ({} ranks: one port each)",
+            ranks.len() - 1,
+            ranks.len()
+        )
+    } else {
+        format!("--kv-events {id}=tcp://WORKER_HOST:KV_PORT")
     }
 }
 
@@ -580,8 +827,9 @@ pub async fn preflight(
 ) -> Result<PreflightReport, CollectError> {
     let t0 = Instant::now();
     let selection = &driver.selection;
-    let d = discover(http, bearer, frontend_url, selection).await?;
     let plan_models = vec![plan.models.efficient.clone(), plan.models.capable.clone()];
+    let (d, still_waiting) =
+        settle(http, bearer, frontend_url, selection, &plan_models, opts).await?;
     let mut report = PreflightReport {
         frontend_url: frontend_url.to_string(),
         selection_url: selection.base_url().to_string(),
@@ -605,12 +853,18 @@ pub async fn preflight(
     ] {
         if !d.models.contains(model) {
             report.problem(
-                Severity::Plan,
+                // Nothing served at all is a deployment still loading, not a plan mistake.
+                if d.models.is_empty() {
+                    Severity::Deployment
+                } else {
+                    Severity::Plan
+                },
                 format!(
                     "plan field `{field}`: model `{model}` is not served by the frontend at \
-                     {frontend_url} (it serves: {})",
+                     {frontend_url} (it serves: {}; if its workers are still loading, wait for \
+                     them: sy-collect preflight --wait 10m)",
                     if d.models.is_empty() {
-                        "nothing".to_string()
+                        "nothing yet".to_string()
                     } else {
                         d.models.join(", ")
                     }
@@ -618,7 +872,48 @@ pub async fn preflight(
             );
         }
     }
-    collect_rows(&mut report, &d, http, bearer, opts).await;
+    if !still_waiting.is_empty() {
+        report.problem(
+            Severity::Deployment,
+            match opts.wait {
+                Some(w) => format!(
+                    "the deployment was still not ready after --wait {} s: {}",
+                    w.as_secs(),
+                    still_waiting.join("; ")
+                ),
+                None => format!(
+                    "the deployment looks still loading: {} (wait for it: sy-collect preflight \
+                     --wait 10m)",
+                    still_waiting.join("; ")
+                ),
+            },
+        );
+    }
+    let mut kv = opts.kv_events.clone();
+    if let Some(desc) = &opts.describe {
+        let (by_id, problems) = crate::deployment::resolve(http, desc).await;
+        for m in problems {
+            report.problem(Severity::Deployment, m);
+        }
+        for (id, (i, eps)) in by_id {
+            let w = &desc.description.workers[i];
+            if let (Some(want), Some(ns)) = (&w.model, d.instances.get(&id))
+                && want != ns
+            {
+                report.problem(
+                    Severity::Deployment,
+                    format!(
+                        "{}: workers[{i}] ({}) says model `{want}` but the frontend lists \
+                         instance {id} under `{ns}`",
+                        desc.path.display(),
+                        w.system_url
+                    ),
+                );
+            }
+            kv.entry(id).or_insert(eps);
+        }
+    }
+    collect_rows(&mut report, &d, http, bearer, opts.register, &kv).await;
     check_rows(&mut report, plan);
     if opts.probes {
         probe_workers(&mut report, driver, plan).await;
@@ -641,13 +936,14 @@ pub async fn preflight(
 }
 
 /// One row per worker of a plan model: the registered ones and the frontend's instances,
-/// registering the latter when asked.
+/// registering the latter when asked (`kv` gives their KV-event endpoints, rank order).
 async fn collect_rows(
     report: &mut PreflightReport,
     d: &Discovery,
     http: &reqwest::Client,
     bearer: Option<&str>,
-    opts: &PreflightOptions,
+    register_missing: bool,
+    kv: &BTreeMap<u64, Vec<String>>,
 ) {
     let plan_models = report.plan_models.clone();
     for w in d
@@ -660,6 +956,7 @@ async fn collect_rows(
             .workers
             .push(row_from_record(w, listed, d.ranks.get(&w.worker_id)));
     }
+    let mut needed = Vec::new();
     for (&id, ns) in &d.instances {
         if d.registered.iter().any(|w| w.worker_id == id) {
             continue;
@@ -667,19 +964,22 @@ async fn collect_rows(
         let Some(model) = instance_model(d, id, ns).filter(|m| plan_models.contains(m)) else {
             continue;
         };
-        let reg = registration_for(id, &model, d, opts);
-        // Dynamo 1.6.1 leaves a worker registered without a KV-event endpoint `incomplete`
-        // (never scheduled): registering it would only add a useless entry.
-        let rec = if opts.register && reg.kv_events_endpoints.is_none() {
-            report.problem(
-                Severity::Deployment,
-                format!(
-                    "worker {id} ({model}) is not registered with the selection service and the                      frontend does not report its KV-event endpoint: pass --kv-events                      {id}=tcp://HOST:PORT to register it"
-                ),
-            );
-            None
-        } else if opts.register {
-            match register(http, bearer, &report.selection_url, &reg).await {
+        let reg = registration_for(id, &model, d, kv.get(&id));
+        let rec = match (&reg, register_missing) {
+            (Err(why), _) => {
+                if kv.get(&id).is_none() {
+                    let ranks: Vec<u32> = d
+                        .ranks
+                        .get(&id)
+                        .map(|r| r.iter().copied().collect())
+                        .unwrap_or_default();
+                    needed.push(kv_events_arg(id, &ranks));
+                }
+                report.problem(Severity::Deployment, why.clone());
+                None
+            }
+            (Ok(_), false) => None,
+            (Ok(reg), true) => match register(http, bearer, &report.selection_url, reg).await {
                 Ok(rec) => Some(rec),
                 Err(e) => {
                     report.problem(
@@ -688,21 +988,44 @@ async fn collect_rows(
                     );
                     None
                 }
-            }
-        } else {
-            None
+            },
         };
-        let mut row = match &rec {
-            Some(r) => row_from_record(r, true, d.ranks.get(&id)),
-            None => {
-                let mut r = row_from_record(&record_of(&reg), true, d.ranks.get(&id));
+        let mut row = match (&rec, &reg) {
+            (Some(r), _) => row_from_record(r, true, d.ranks.get(&id)),
+            (None, Ok(reg)) => {
+                let mut r = row_from_record(&record_of(reg), true, d.ranks.get(&id));
                 r.registered = false;
+                r
+            }
+            (None, Err(_)) => {
+                let stub = WorkerRegistration {
+                    worker_id: id,
+                    model_name: Some(model.clone()),
+                    ..WorkerRegistration::default()
+                };
+                let mut r = row_from_record(&record_of(&stub), true, d.ranks.get(&id));
+                r.registered = false;
+                r.dp_ranks = r.frontend_ranks.clone();
                 r
             }
         };
         row.registered_now = rec.is_some();
         row.model = model;
         report.workers.push(row);
+    }
+    if needed.len() > 1 {
+        report.problem(
+            Severity::Deployment,
+            format!(
+                "to register every unregistered worker, add: {} (or list the workers in a \
+                 --describe file: docs/gpu.md)",
+                needed
+                    .iter()
+                    .map(|a| a.split(" (").next().unwrap_or(a))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        );
     }
     report
         .workers
@@ -742,16 +1065,19 @@ fn check_rows(report: &mut PreflightReport, plan: &Plan) {
         if report.models_served.contains(&model) && !mine.iter().any(|w| w.listed_by_frontend) {
             problems.push((
                 Severity::Deployment,
-                format!("model `{model}`: the frontend lists no worker instance for it"),
+                format!(
+                    "model `{model}`: the frontend serves it but lists no worker instance for it \
+                     yet: its workers are still loading or registering (wait for them: \
+                     sy-collect preflight --wait 10m)"
+                ),
             ));
         }
         for w in &mine {
             let who = format!("worker {} ({model})", w.worker_id);
+            // Registration already explained (no endpoint, wrong count, no ranks yet).
             let already = report.problems.iter().any(|p| {
-                p.message.starts_with(&format!(
-                    "worker {} ({model}) is not registered",
-                    w.worker_id
-                ))
+                p.message
+                    .starts_with(&format!("worker {} ({model})", w.worker_id))
             });
             if !w.registered && !already {
                 problems.push((
@@ -772,6 +1098,37 @@ fn check_rows(report: &mut PreflightReport, plan: &Plan) {
                         "{who} is registered but the frontend does not list it (a stale id: \
                          DELETE {}/workers/{})",
                         report.selection_url, w.worker_id
+                    ),
+                ));
+            }
+            if !w.frontend_ranks.is_empty() && w.frontend_ranks != w.dp_ranks {
+                problems.push((
+                    Severity::Deployment,
+                    format!(
+                        "{who} is registered with data-parallel ranks {:?} but the frontend \
+                         routes ranks {:?}: the selection service would not observe the others \
+                         (DELETE {}/workers/{} and re-run preflight with {})",
+                        w.dp_ranks,
+                        w.frontend_ranks,
+                        report.selection_url,
+                        w.worker_id,
+                        kv_events_arg(w.worker_id, &w.frontend_ranks)
+                    ),
+                ));
+            }
+            let missing: Vec<u32> = w
+                .dp_ranks
+                .iter()
+                .copied()
+                .filter(|r| !w.kv_events_by_rank.contains_key(r))
+                .collect();
+            if !missing.is_empty() && !w.kv_events_endpoints.is_empty() {
+                problems.push((
+                    Severity::Deployment,
+                    format!(
+                        "{who}: rank(s) {missing:?} have no registered KV-event endpoint (it has \
+                         {:?}): K would read 0 there",
+                        w.kv_events_endpoints
                     ),
                 ));
             }
@@ -846,14 +1203,13 @@ fn check_rows(report: &mut PreflightReport, plan: &Plan) {
     }
 }
 
-/// Primes a prefix on each checkable worker, waits for its KV events to show in the selection
-/// service's overlap, then sends the whole prompt and compares client and server TTFT.
+/// On every rank of each checkable worker: primes a prefix pinned to that (worker, rank), waits
+/// for its KV events to show in the selection service's overlap **of that rank**, then sends
+/// the whole prompt pinned there and compares client and server TTFT. A failed request is a
+/// problem naming the worker, the rank and the likely cause.
 async fn probe_workers(report: &mut PreflightReport, driver: &Arc<Driver>, plan: &Plan) {
     let prompts = PromptFactory::new(plan.seed, &crate::prompt::new_invocation_id(), &plan.prompt);
     let mut gaps = Vec::new();
-    // Request failures are warnings: the collector records failures as data and retries
-    // transient ones; what fails the preflight is a check that ran and failed.
-    let mut warnings = Vec::new();
     let mut problems = Vec::new();
     for (i, w) in report.workers.iter_mut().enumerate() {
         if !(w.registered && w.listed_by_frontend && w.lifecycle.as_deref() == Some("schedulable"))
@@ -864,76 +1220,165 @@ async fn probe_workers(report: &mut PreflightReport, driver: &Arc<Driver>, plan:
             continue;
         }
         let bs = u64::from(w.block_size.unwrap_or(16).max(1));
-        let tokens = prompts.tokens(&format!("preflight/{i}"), PROBE_BLOCKS * bs);
         let primed = (PRIME_BLOCKS * bs) as usize;
-        let who = format!("worker {} ({})", w.worker_id, w.model);
-        let primed_req = pinned(
-            driver,
-            &w.model,
-            w.worker_id,
-            &tokens[..primed],
-            1,
-            "pf-prime",
-        )
-        .await;
-        if let Err(e) = primed_req {
-            w.kv_events = KvEvents::NotChecked {
-                reason: format!("priming failed: {e}"),
+        let ranks = if w.dp_ranks.is_empty() {
+            vec![0]
+        } else {
+            w.dp_ranks.clone()
+        };
+        for rank in ranks {
+            let who = format!("worker {} ({}) rank {rank}", w.worker_id, w.model);
+            let tokens = prompts.tokens(&format!("preflight/{i}/{rank}"), PROBE_BLOCKS * bs);
+            let mut check = RankCheck {
+                dp_rank: rank,
+                kv_events_endpoint: w.kv_events_by_rank.get(&rank).cloned(),
+                kv_events: KvEvents::NotChecked {
+                    reason: "not run".into(),
+                },
+                client_ttft_ms: None,
+                server_ttft_ms: None,
+                probe_error: None,
             };
-            warnings.push(format!(
-                "{who}: a priming request failed ({e}): KV events not checked"
-            ));
-            continue;
-        }
-        w.kv_events = wait_overlap(driver, &w.model, w.worker_id, &tokens, primed as u64).await;
-        if let KvEvents::NotFlowing { seen_tokens, .. } = &w.kv_events {
-            problems.push(format!(
-                "{who}: KV events are not reaching the selection service: {primed} tokens primed \
-                 on it, the selection service sees {seen_tokens} after {} s (check the worker's \
-                 KV-event publisher and the registered kv_events_endpoints {:?}); K would read 0",
-                KV_EVENT_WAIT.as_secs(),
-                w.kv_events_endpoints
-            ));
-        }
-        match pinned(driver, &w.model, w.worker_id, &tokens, 2, "pf-probe").await {
-            Ok((c, s)) => {
-                w.client_ttft_ms = c;
-                w.server_ttft_ms = s;
-                if let (Some(c), Some(s)) = (c, s) {
-                    gaps.push(c - s);
+            let prime = pinned(
+                driver,
+                &w.model,
+                w.worker_id,
+                rank,
+                &tokens[..primed],
+                1,
+                "pf-prime",
+            )
+            .await;
+            if let Err(e) = prime {
+                let msg = format!("{who}: a pinned priming request failed: {e}");
+                check.kv_events = KvEvents::NotChecked {
+                    reason: msg.clone(),
+                };
+                check.probe_error = Some(msg.clone());
+                problems.push(msg);
+                w.ranks.push(check);
+                continue;
+            }
+            check.kv_events =
+                wait_overlap(driver, &w.model, w.worker_id, rank, &tokens, primed as u64).await;
+            if let KvEvents::NotFlowing { seen_tokens, .. } = &check.kv_events {
+                problems.push(format!(
+                    "{who}: KV events are not reaching the selection service: {primed} tokens \
+                     primed on that rank, the selection service sees {seen_tokens} there after \
+                     {} s (check the worker's KV-event publisher for rank {rank} and its \
+                     registered endpoint {}); K would read 0",
+                    KV_EVENT_WAIT.as_secs(),
+                    check.kv_events_endpoint.as_deref().unwrap_or("(none)")
+                ));
+            }
+            match pinned(driver, &w.model, w.worker_id, rank, &tokens, 2, "pf-probe").await {
+                Ok((c, sv)) => {
+                    check.client_ttft_ms = c;
+                    check.server_ttft_ms = sv;
+                    if let (Some(c), Some(sv)) = (c, sv) {
+                        gaps.push(c - sv);
+                    }
+                }
+                Err(e) => {
+                    let msg = format!("{who}: the pinned probe failed: {e}");
+                    check.probe_error = Some(msg.clone());
+                    problems.push(msg);
                 }
             }
-            Err(e) => warnings.push(format!("{who}: a probe request failed: {e}")),
+            w.ranks.push(check);
+        }
+        w.kv_events = worst_kv(&w.ranks);
+        if let Some(first) = w.ranks.first() {
+            w.client_ttft_ms = first.client_ttft_ms;
+            w.server_ttft_ms = first.server_ttft_ms;
         }
     }
     for m in problems {
         report.problem(Severity::Deployment, m);
     }
-    for m in warnings {
-        report.problem(Severity::Warning, m);
-    }
     gaps.sort_by(f64::total_cmp);
     if let Some(&median) = gaps.get(gaps.len() / 2)
-        && median > TTFT_GAP_WARN_MS
+        && median > TTFT_GAP_MAX_MS
     {
         report.problem(
-            Severity::Warning,
+            Severity::Deployment,
             format!(
                 "client TTFT exceeds the server's own TTFT by {median:.1} ms (median over {} \
-                 probes): transport delay (e.g. delayed ACKs on a reused connection) would be \
-                 recorded as engine time",
+                 probes; the bound is {TTFT_GAP_MAX_MS} ms): the collector would record \
+                 transport delay as engine time. Likely cause: delayed ACKs on a reused \
+                 connection, a proxy or load balancer between sy-collect and the frontend, or a \
+                 client machine too loaded to read the stream promptly; run sy-collect on the \
+                 frontend's node against its loopback address",
                 gaps.len()
             ),
         );
     }
 }
 
-/// One request through the accounting path, reserved on and pinned to `worker`: client and
-/// server TTFT, or the failure.
+/// A row's KV-event verdict over its ranks: the first not flowing, else the first not
+/// checked, else the slowest flowing one.
+fn worst_kv(ranks: &[RankCheck]) -> KvEvents {
+    if let Some(r) = ranks
+        .iter()
+        .find(|r| matches!(r.kv_events, KvEvents::NotFlowing { .. }))
+    {
+        return r.kv_events.clone();
+    }
+    if let Some(r) = ranks
+        .iter()
+        .find(|r| matches!(r.kv_events, KvEvents::NotChecked { .. }))
+    {
+        return r.kv_events.clone();
+    }
+    ranks
+        .iter()
+        .max_by(|a, b| after(&a.kv_events).total_cmp(&after(&b.kv_events)))
+        .map_or(
+            KvEvents::NotChecked {
+                reason: "no rank".into(),
+            },
+            |r| r.kv_events.clone(),
+        )
+}
+
+fn after(k: &KvEvents) -> f64 {
+    match k {
+        KvEvents::Flowing { after_ms, .. } => *after_ms,
+        _ => 0.0,
+    }
+}
+
+/// The likely cause of a failed pinned request, for the operator.
+pub fn named_cause(status: Option<u16>, message: &str) -> &'static str {
+    let m = message.to_ascii_lowercase();
+    if m.contains("not eligible") || m.contains("dp_rank") {
+        "the frontend will not route to this (worker, rank): the pinned worker is not eligible \
+         (the rank is not registered with the frontend's router, or the worker is still loading)"
+    } else if m.contains("model not found") || status == Some(404) {
+        "the frontend does not serve the model (yet)"
+    } else if status == Some(409) {
+        "the selection id is already in use on the selection service"
+    } else if status.is_some_and(|s| s >= 500) {
+        "the frontend or the worker failed the request (an engine error or a crashed worker: \
+         see the worker's log)"
+    } else if status.is_some_and(|s| s >= 400) {
+        "the request was refused (a bad request for this deployment: see the message)"
+    } else if m.contains("timed out") || m.contains("timeout") {
+        "no first token within the timeout (the worker is overloaded, still compiling, or hung)"
+    } else if m.contains("connect") || m.contains("refused") {
+        "the service could not be reached"
+    } else {
+        "see the message"
+    }
+}
+
+/// One request through the accounting path, reserved on and pinned to (`worker`, `rank`):
+/// client and server TTFT, or the failure with its named cause.
 async fn pinned(
     driver: &Arc<Driver>,
     model: &str,
     worker: u64,
+    rank: u32,
     tokens: &[u32],
     max_tokens: u32,
     tag: &str,
@@ -941,7 +1386,7 @@ async fn pinned(
     let id = driver.new_selection_id(tag);
     let answer = match driver
         .selection
-        .select_and_reserve(model, tokens, &id, Some(max_tokens), Some(&[worker]))
+        .reserve_on_rank(model, tokens, &id, Some(max_tokens), worker, rank)
         .await
     {
         Ok(a) => a,
@@ -950,9 +1395,21 @@ async fn pinned(
             if e.status != Some(409) {
                 let _ = driver.selection.release(&id).await;
             }
-            return Err(e.to_string());
+            return Err(format!(
+                "the selection service refused the reservation: {} — {}",
+                e.message,
+                named_cause(e.status, &e.message)
+            ));
         }
     };
+    if (answer.worker_id, answer.dp_rank) != (worker, rank) {
+        let _ = driver.selection.release(&id).await;
+        return Err(format!(
+            "the selection service booked worker {} rank {} instead — it does not know rank \
+             {rank} of this worker (re-register it with one KV-event endpoint per rank)",
+            answer.worker_id, answer.dp_rank
+        ));
+    }
     driver
         .stats
         .in_flight
@@ -978,17 +1435,18 @@ async fn pinned(
         out.error = None; // a priming needs the prefill, not a visible token
     }
     match out.error {
-        Some(e) => Err(e.to_string()),
+        Some(e) => Err(format!("{e} — {}", named_cause(e.status, &e.message))),
         None => Ok((out.ttft_ms, out.server_ttft_ms)),
     }
 }
 
-/// Polls the selection service's overlap of `tokens` on `worker` until the primed prefix (whole
-/// blocks) shows, or the wait runs out.
+/// Polls the selection service's overlap of `tokens` on (`worker`, `rank`) until the primed
+/// prefix (whole blocks) shows there, or the wait runs out.
 async fn wait_overlap(
     driver: &Arc<Driver>,
     model: &str,
     worker: u64,
+    rank: u32,
     tokens: &[u32],
     primed: u64,
 ) -> KvEvents {
@@ -997,11 +1455,17 @@ async fn wait_overlap(
     loop {
         if let Ok(a) = driver
             .selection
-            .select_among(model, tokens, false, Some(&[worker]))
+            .select_on_rank(model, tokens, worker, rank)
             .await
             && a.worker_id == worker
         {
-            seen = a.overlap.gpu;
+            // Per-rank overlap when the service reports it (a data-parallel worker), else the
+            // picked rank's device overlap.
+            seen = match a.overlap.dp.get(&rank.to_string()) {
+                Some(&v) => v,
+                None if a.dp_rank == rank => a.overlap.gpu,
+                None => 0,
+            };
             if seen >= primed {
                 return KvEvents::Flowing {
                     primed_tokens: primed,

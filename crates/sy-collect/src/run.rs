@@ -35,6 +35,11 @@ pub struct RunOptions {
     pub seed: Option<u64>,
     /// The preflight to run before the first unit (`None`: `--no-preflight`).
     pub preflight: Option<PreflightOptions>,
+    /// Warm-up requests per (worker, rank) (`None`: the plan's or the target's default;
+    /// `Some(0)`: `--no-warmup`). See `crate::warmup`.
+    pub warmup: Option<u32>,
+    /// The deployment description (`--describe`): provenance for the manifest.
+    pub describe: Option<crate::deployment::LoadedDescription>,
 }
 
 /// What a finished (or interrupted) run reports.
@@ -101,6 +106,7 @@ pub async fn pilot_dry_run(
     p: &Plan,
     kind: TargetKind,
     urls: &UrlOverrides,
+    describe: Option<&crate::deployment::LoadedDescription>,
 ) -> Result<(PreflightReport, Option<crate::estimate::DryRun>), CollectError> {
     let bearer = bearer_of(p)?;
     let target = Target::start(kind, p, urls).await?;
@@ -124,12 +130,41 @@ pub async fn pilot_dry_run(
         if pre.exit_code() != 0 {
             return Ok((pre, None));
         }
+        // Data-parallel ranks per worker, times its GPUs per rank when the description
+        // gives them for every worker.
+        let per_rank: BTreeMap<u64, u32> = match describe {
+            Some(d) => {
+                let (ids, _) = crate::deployment::resolve(&c.http, d).await;
+                ids.into_iter()
+                    .map(|(id, (i, _))| (id, d.description.workers[i].gpus_per_rank.unwrap_or(1)))
+                    .collect()
+            }
+            None => BTreeMap::new(),
+        };
+        let known = !pre.workers.is_empty()
+            && pre.workers.iter().all(|w| {
+                describe.is_some_and(|d| {
+                    per_rank.contains_key(&w.worker_id)
+                        && d.description
+                            .workers
+                            .iter()
+                            .all(|x| x.gpus_per_rank.is_some())
+                })
+            });
         let gpus = pre
             .workers
             .iter()
-            .map(|w| w.dp_ranks.len().max(1) as u64)
+            .map(|w| {
+                w.dp_ranks.len().max(1) as u64
+                    * u64::from(if known {
+                        per_rank.get(&w.worker_id).copied().unwrap_or(1)
+                    } else {
+                        1
+                    })
+            })
             .sum();
-        let pilot = crate::estimate::pilot(p, driver.clone(), gpus).await;
+        let mut pilot = crate::estimate::pilot(p, driver.clone(), gpus).await;
+        pilot.gpus_per_rank_known = known;
         driver.selection.release_all().await;
         Ok((pre, Some(crate::estimate::dry_run(p, Some(pilot)))))
     }
@@ -327,6 +362,28 @@ async fn run_on_target(
     // these is a bad request, one pinned to an instance it lists only later is a discovery race.
     driver.learn_frontend_instances().await;
 
+    // Unrecorded warm-up of every (worker, rank): compilation and graph capture hit first
+    // requests (see `crate::warmup`).
+    let per_rank = opts
+        .warmup
+        .unwrap_or_else(|| crate::warmup::requests_per_rank(p, opts.target == TargetKind::Dynamo));
+    let warmup = if per_rank > 0 && !cancel.is_cancelled() {
+        let w = crate::warmup::warm_up(&driver, p, &invocation_id, per_rank).await;
+        tracing::info!(
+            "warm-up: {} requests on {} (worker, rank) pairs, {} failed, {:.1} s",
+            w.requests,
+            w.ranks,
+            w.failed,
+            w.seconds
+        );
+        for f in &w.failures {
+            tracing::warn!("warm-up request failed: {f}");
+        }
+        Some(w)
+    } else {
+        None
+    };
+
     let schedule = Schedule::from_plan(p);
     // The plan is kept in the run directory only once the target passed the checks: a run
     // that fails before its first unit leaves nothing behind.
@@ -356,8 +413,12 @@ async fn run_on_target(
             records_moved: resume.moved as u64,
             torn_tail_ignored: resume.torn_tail,
             target_versions: versions.versions.clone(),
+            warmup,
         },
     );
+    if let Some(d) = &opts.describe {
+        manifest.deployment = Some(crate::manifest::DeploymentInfo::from_description(d));
+    }
     write_manifest(&opts.run_dir, &manifest)?;
 
     let mut sink = RecordSink::open(&opts.run_dir, resume.valid_len)?;
@@ -479,6 +540,7 @@ fn new_manifest(
         phases: BTreeMap::new(),
         summary: Vec::new(),
         records_files: None,
+        deployment: None,
     }
 }
 

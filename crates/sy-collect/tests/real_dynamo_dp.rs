@@ -20,6 +20,10 @@ mod collect;
 #[path = "real_dynamo/reference_client.rs"]
 mod reference_client;
 
+/// `sy-collect preflight` on every rank of the data-parallel workers.
+#[path = "real_dynamo/dp_preflight.rs"]
+mod dp_preflight;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -27,8 +31,22 @@ use reference_client::Pin;
 use serde_json::{Value, json};
 use stack::Stack;
 
+/// Preflight registers, primes and probes every (worker, rank) of the data-parallel workers and
+/// names each misconfiguration with the worker and the rank.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_dynamo_dp_preflight_every_rank() {
+    if !topology_is_dp64() {
+        eprintln!("real_dynamo_dp_preflight_every_rank: SKIPPED: the stack is not TOPOLOGY=dp64");
+        return;
+    }
+    let Some(stack) = Stack::acquire("real_dynamo_dp_preflight_every_rank").await else {
+        return;
+    };
+    dp_preflight::every_rank(&stack).await;
+}
+
 /// Q-grid cells over the block-64 grid plus a small load phase with prefill and decode contention.
-const DP_PLAN: &str = r#"
+pub(crate) const DP_PLAN: &str = r#"
 name = "real-dynamo-dp64"
 seed = 5
 
@@ -94,6 +112,36 @@ async fn real_dynamo_dp64_fidelity() {
     assert_observation_is_of_the_reserved_worker(&run.records);
     let reference = reference_gaps(&stack).await;
     assert_client_matches_server(&run.records, &reference);
+    assert_check_passes(&run_dir);
+}
+
+/// `sy-collect check` judges the clean real run fit: every check it can judge passes, and
+/// check.json is written.
+fn assert_check_passes(run_dir: &std::path::Path) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sy-collect"))
+        .arg("check")
+        .arg(run_dir)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"], "pass", "{text}");
+    for c in v["checks"].as_array().unwrap() {
+        // The plan's 3 to 5 records per condition are too few to judge saturation on (6 at least).
+        let want = if c["name"] == "over_saturation" {
+            "skipped"
+        } else {
+            "pass"
+        };
+        assert_eq!(c["outcome"], want, "{c}");
+    }
+    assert!(run_dir.join("check.json").is_file());
 }
 
 /// A clean run: every probe ok at its first attempt (no HTTP 500 for an incomplete pin, no retry).
@@ -242,7 +290,7 @@ async fn reference_gaps(stack: &Stack) -> Gaps {
     let efficient: Vec<u64> = stack
         .workers()
         .iter()
-        .filter(|w| w.name.starts_with("efficient"))
+        .filter(|w| w.name.starts_with("efficient-w"))
         .map(|w| w.worker_id)
         .collect();
     let capable = stack.worker("capable-dp").worker_id;

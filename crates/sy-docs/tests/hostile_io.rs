@@ -1102,6 +1102,45 @@ fn lesser_items() {
     );
     std::fs::write(&p, text).unwrap();
 
+    // A run directory under a file is bad input, not a failure of the system.
+    std::fs::write(w.join("afile"), "x").unwrap();
+    let plan_e = eval_plan(w, "", "");
+    expect(
+        w,
+        "sy-eval",
+        &[
+            "--plan",
+            &plan_e,
+            "--bundle",
+            &bundle,
+            "--run-dir",
+            "afile/x",
+            "--no-progress",
+        ],
+        2,
+        &["afile/x", "a part of the path is a file"],
+    );
+    std::fs::write(
+        w.join("c.toml"),
+        "seed = 1\n[qgrid]\nn = [64]\nf = [0.0]\nrepeats = 1\n",
+    )
+    .unwrap();
+    expect(
+        w,
+        "sy-collect",
+        &[
+            "--plan",
+            "c.toml",
+            "--run-dir",
+            "afile/x",
+            "--target",
+            "sim",
+            "--no-progress",
+        ],
+        2,
+        &["afile/x", "a part of the path is a file"],
+    );
+
     // A plan name with a newline cannot forge a line of output: refused, and escaped where
     // it is named.
     let plan = w.join("forge.toml");

@@ -191,6 +191,55 @@ impl SelectionClient {
         answer
     }
 
+    /// `POST /select_and_reserve` pinned to one worker and data-parallel rank (`pinned_worker`):
+    /// books exactly that rank under `selection_id`.
+    pub async fn reserve_on_rank(
+        &self,
+        model: &str,
+        tokens: &[u32],
+        selection_id: &str,
+        expected_output_tokens: Option<u32>,
+        worker: u64,
+        dp_rank: u32,
+    ) -> Result<SelectResponse, CallError> {
+        let mut body = Self::select_body(model, tokens);
+        body.selection_id = Some(selection_id.to_string());
+        body.allowed_worker_ids = Some(vec![worker]);
+        body.pinned_worker = Some(sy_wire::PinnedWorker {
+            worker_id: worker,
+            dp_rank,
+        });
+        body.expected_output_tokens = expected_output_tokens;
+        self.ledger.insert(selection_id);
+        let answer = self
+            .post("select_and_reserve", "/select_and_reserve", &body)
+            .await;
+        if let Err(e) = &answer
+            && e.status.is_some_and(|s| s != 409 && s < 500)
+        {
+            self.ledger.remove(selection_id);
+        }
+        answer
+    }
+
+    /// Query-only `POST /select` pinned to one worker and rank: its overlap (`overlap.dp` per
+    /// rank) without booking.
+    pub async fn select_on_rank(
+        &self,
+        model: &str,
+        tokens: &[u32],
+        worker: u64,
+        dp_rank: u32,
+    ) -> Result<SelectResponse, CallError> {
+        let mut body = Self::select_body(model, tokens);
+        body.allowed_worker_ids = Some(vec![worker]);
+        body.pinned_worker = Some(sy_wire::PinnedWorker {
+            worker_id: worker,
+            dp_rank,
+        });
+        self.post("select", "/select", &body).await
+    }
+
     /// `POST /reservations/{id}/prefill_complete`.
     pub async fn prefill_complete(&self, selection_id: &str) -> Result<(), CallError> {
         let path = format!("/reservations/{selection_id}/prefill_complete");

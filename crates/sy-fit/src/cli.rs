@@ -61,6 +61,10 @@ pub struct FitArgs {
     /// Skip (count and report) invalid records instead of failing on the first one.
     #[arg(long)]
     pub skip_invalid: bool,
+    /// Fit a collected run even when it fails the data-quality check (`sy-collect check`);
+    /// fit.json's `data_check` and a warning then say so.
+    #[arg(long)]
+    pub accept_failed_check: bool,
     #[command(flatten)]
     pub cache: CacheArgs,
 }
@@ -170,6 +174,9 @@ pub enum CliError {
     },
     #[error("cannot print the summary: {0}")]
     Summary(#[source] serde_json::Error),
+    /// A collected run fails the data-quality check (and `--accept-failed-check` is not given).
+    #[error("{0}")]
+    DataCheck(String),
 }
 
 impl CliError {
@@ -183,6 +190,7 @@ impl CliError {
             | CliError::NothingToDo
             | CliError::NoRecords
             | CliError::SplitsIsOut(_)
+            | CliError::DataCheck(_)
             | CliError::Fit { .. } => true,
         }
     }
@@ -276,6 +284,57 @@ fn fit_paths(common: &CommonArgs, args: &FitArgs) -> Result<FitPaths, CliError> 
         out,
         splits,
     })
+}
+
+/// The data-quality verdict of every input that is a collected run directory (it has a
+/// `manifest.json`), judged now with the bounds of its `check.json` when `sy-collect check` wrote
+/// one (else the defaults). A failing run stops the fit unless `accept`.
+fn data_check(
+    inputs: &[PathBuf],
+    accept: bool,
+) -> Result<Option<sy_calibration::fitting::DataCheck>, CliError> {
+    use sy_records::check::{CHECK_FILE, CheckOptions, CheckReport, judge_paths};
+    let mut runs = Vec::new();
+    for dir in inputs
+        .iter()
+        .filter(|p| p.is_dir() && Artifact::Manifest.path(p).exists())
+    {
+        let opts = std::fs::read_to_string(dir.join(CHECK_FILE))
+            .ok()
+            .and_then(|t| serde_json::from_str::<CheckReport>(&t).ok())
+            .map_or_else(CheckOptions::default, |c| c.options);
+        let report = judge_paths(std::slice::from_ref(dir), &opts)?;
+        tracing::info!(
+            "{}: data-quality check {}",
+            dir.display(),
+            if report.passed() { "passed" } else { "FAILED" }
+        );
+        runs.push(sy_calibration::fitting::DataCheckRun {
+            path: dir.display().to_string(),
+            verdict: if report.passed() { "pass" } else { "fail" }.to_string(),
+            failed: report.failed().iter().map(|s| s.to_string()).collect(),
+        });
+    }
+    if runs.is_empty() {
+        return Ok(None);
+    }
+    let failing: Vec<String> = runs
+        .iter()
+        .filter(|r| r.verdict != "pass")
+        .map(|r| format!("{} ({})", r.path, r.failed.join(", ")))
+        .collect();
+    if !failing.is_empty() && !accept {
+        return Err(CliError::DataCheck(format!(
+            "the run fails the data-quality check: {}; see `sy-collect check RUN_DIR` for the \
+             cells and records concerned, fix the collection, or fit anyway with \
+             --accept-failed-check (fit.json then says so)",
+            failing.join("; ")
+        )));
+    }
+    Ok(Some(sy_calibration::fitting::DataCheck {
+        runs,
+        accepted_failing: !failing.is_empty(),
+    }))
 }
 
 /// Loads the records and logs what was read, skipped and ignored.
@@ -397,6 +456,7 @@ fn fit_file(
         records: counts,
         models: result.models,
         warnings,
+        data_check: None,
     })
 }
 
@@ -449,6 +509,7 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), CliError> {
     let options = LoadOptions {
         skip_invalid: args.skip_invalid,
     };
+    let data_check = data_check(&paths.inputs, args.accept_failed_check)?;
     let loaded = load_records(&paths.inputs, &options, cache.as_deref(), started)?;
 
     // A probe-table cache to make (the records were read, not mapped) is written on a second
@@ -458,7 +519,21 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), CliError> {
         let computed = split_and_fit(common, args, &paths, &loaded, &mut phases, started);
         (computed, staging.join().ok().flatten())
     });
-    let (splits, reused, file) = computed?;
+    let (splits, reused, mut file) = computed?;
+    if let Some(dc) = data_check {
+        if dc.accepted_failing {
+            file.warnings.push(format!(
+                "fitted despite a failing data-quality check (--accept-failed-check): {}",
+                dc.runs
+                    .iter()
+                    .filter(|r| r.verdict != "pass")
+                    .map(|r| format!("{} failed {}", r.path, r.failed.join(", ")))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
+        }
+        file.data_check = Some(dc);
+    }
 
     phases.start("writing");
     // Both files or neither.
@@ -570,9 +645,32 @@ fn print_summary(
             );
         }
     }
+    if let Some(dc) = &file.data_check {
+        for r in &dc.runs {
+            println!(
+                "data-quality check: {} {}{}",
+                r.path,
+                r.verdict.to_uppercase(),
+                if r.failed.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({}; accepted with --accept-failed-check)",
+                        r.failed.join(", ")
+                    )
+                }
+            );
+        }
+    }
     if !file.warnings.is_empty() {
         println!("{} warning(s) (see fit.json)", file.warnings.len());
     }
     println!("wrote {} in {seconds:.2} s", out.display());
     Ok(())
+}
+
+/// The command line's clap definition, parsed without running anything (the docs tests check
+/// that every documented command parses against it).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }

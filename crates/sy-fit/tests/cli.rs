@@ -215,3 +215,102 @@ fn gen_synthetic_writes_a_loadable_file() {
         sy_records::load_records(&[dir.path().to_path_buf()], &Default::default()).unwrap();
     assert_eq!(loaded.records.len(), 2 * (30 * 2 + 4 * 5 * 5));
 }
+
+/// A collected run (a run directory with a manifest) that fails the data-quality check is
+/// refused (exit 2, nothing written) unless `--accept-failed-check`; then fit.json and its
+/// warnings say so, and the file still validates against its schema.
+#[test]
+fn a_run_failing_the_data_check_is_refused_unless_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    write_parquet(&records(), &dir.path().join("records.parquet")).unwrap();
+    // The collector's end-of-run facts: booked load left on the selection service.
+    let manifest = serde_json::json!({
+        "schema_version": 1, "units_total": 1, "complete": true,
+        "loads_zero_at_end": false, "outstanding_reservations": ["x"]
+    });
+    std::fs::write(dir.path().join("manifest.json"), manifest.to_string()).unwrap();
+    let out = sy_fit(&["--run-dir", s(dir.path()), "--no-progress"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("fails the data-quality check") && err.contains("loads_zero_at_end"),
+        "{err}"
+    );
+    assert!(!dir.path().join("fit.json").exists(), "nothing written");
+
+    let out = sy_fit(&[
+        "--run-dir",
+        s(dir.path()),
+        "--no-progress",
+        "--accept-failed-check",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("data-quality check:"));
+    let fit_path = dir.path().join("fit.json");
+    assert_valid("fit.schema.json", &fit_path);
+    let fit = sy_fit::FitFile::read(&fit_path).unwrap();
+    let dc = fit.data_check.expect("data_check in fit.json");
+    assert!(dc.accepted_failing);
+    assert_eq!(dc.runs[0].verdict, "fail");
+    assert!(dc.runs[0].failed.contains(&"loads_zero_at_end".to_string()));
+    assert!(
+        fit.warnings
+            .iter()
+            .any(|w| w.contains("--accept-failed-check"))
+    );
+}
+
+/// When the observed K/N of the Q grid cannot make an increasing f axis (here every Q-grid
+/// record reports K = 0), the axis is the planned fractions, and the run says so on stderr and
+/// in fit.json's warnings.
+#[test]
+fn planned_f_axis_fallback_warns_in_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rs = records();
+    for r in rs
+        .iter_mut()
+        .filter(|r| r.phase == sy_records::Phase::Qgrid)
+    {
+        r.observed.k = Some(0);
+    }
+    write_parquet(&rs, &dir.path().join("records.parquet")).unwrap();
+    let out = sy_fit(&["--run-dir", s(dir.path()), "--no-progress"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("WARN") && err.contains("f axis is the planned cached fractions"),
+        "{err}"
+    );
+    let fit = sy_fit::FitFile::read(&dir.path().join("fit.json")).unwrap();
+    let w: Vec<&String> = fit
+        .warnings
+        .iter()
+        .filter(|w| w.contains("planned cached fractions"))
+        .collect();
+    assert_eq!(w.len(), 2, "one per model: {:#?}", fit.warnings);
+    assert!(w[0].contains("does not increase strictly"), "{}", w[0]);
+
+    // The same records with their observed K: no such warning.
+    write_parquet(&records(), &dir.path().join("records.parquet")).unwrap();
+    let out = sy_fit(&["--run-dir", s(dir.path()), "--no-progress"]);
+    assert!(out.status.success());
+    let fit = sy_fit::FitFile::read(&dir.path().join("fit.json")).unwrap();
+    assert!(
+        !fit.warnings.iter().any(|w| w.contains("planned cached")),
+        "{:#?}",
+        fit.warnings
+    );
+}

@@ -19,11 +19,13 @@
 //! - [`Record::observation`]: the runtime selector's [`sy_selector::Observation`] of a record.
 //! - [`SplitTable`]: the grouped fit / uncertainty / selection split of conditions
 //!   (`splits.json`), by a seeded hash of `(run_id, condition_id)`.
+//! - [`check`]: the data-quality verdict of a run (`sy-collect check`, refused by `sy-fit`).
 //! - [`synth`]: records generated from a known truth, for tests and the benchmarks.
 //!
 //! Conditions are always keyed by `(run_id, condition_id)`, so records of several runs (one run
 //! directory per GPU node) can be merged without their condition ids colliding.
 
+pub mod check;
 mod error;
 mod frame;
 pub mod jsonl;

@@ -523,6 +523,10 @@ pub mod metric_names {
     pub const WORKER_ACTIVE_PREFILL_TOKENS: &str = "dynamo_frontend_worker_active_prefill_tokens";
     /// Per worker (labels `worker_id`, `dp_rank`): active decode blocks.
     pub const WORKER_ACTIVE_DECODE_BLOCKS: &str = "dynamo_frontend_worker_active_decode_blocks";
+    /// Per worker and rank (labels `router_worker_id`, decimal, and `dp_rank`): 1 for every
+    /// (worker, rank) the frontend's KV router has registered. Present from the moment a worker
+    /// is routable, before any traffic (the `worker_active_*` gauges appear only with traffic).
+    pub const ROUTER_WORKER_REGISTERED: &str = "dynamo_component_router_worker_registered";
     /// Per model (label `model`): KV blocks per worker.
     pub const MODEL_TOTAL_KV_BLOCKS: &str = "dynamo_frontend_model_total_kv_blocks";
     /// Per model: block size in tokens.

@@ -147,8 +147,20 @@ pub struct SelectRequest {
     pub expected_output_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_worker_ids: Option<Vec<WorkerId>>,
+    /// Pins the pick to one worker **and** data-parallel rank (`pinned_worker`, a
+    /// `WorkerWithDpRank`, in Dynamo 1.6.1's selection-service `WorkerRequest`): the only way to
+    /// book, and so to prime, one given rank of a data-parallel worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_worker: Option<PinnedWorker>,
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+/// `pinned_worker` of a select request: one worker and one of its data-parallel ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinnedWorker {
+    pub worker_id: WorkerId,
+    pub dp_rank: DpRank,
 }
 
 /// `overlap` in a select answer: matched **tokens** per tier. Tiers are cumulative: never add them.

@@ -4,7 +4,8 @@
 //! table, standardiser, blind and cache load corrections), so later tools deserialise it directly;
 //! everything else is diagnostics and provenance. The file is deterministic: no timestamps and no
 //! input hashes, so the same fit-split and Q-grid data always give the same bytes (rows of the
-//! other splits never change it). `schemas/fit.schema.json` describes it.
+//! other splits never change it, except through `data_check`, the verdict on all the records of
+//! a collected run). `schemas/fit.schema.json` describes it.
 
 use std::path::Path;
 
@@ -63,6 +64,28 @@ pub struct RecordCounts {
     pub skipped_invalid: usize,
 }
 
+/// The data-quality verdict (`sy_records::check`) of one collected run directory fitted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataCheckRun {
+    /// The run directory (as given).
+    pub path: String,
+    /// `pass` or `fail`.
+    pub verdict: String,
+    /// The checks it failed.
+    pub failed: Vec<String>,
+}
+
+/// The data-quality verdict of the fitted records: one entry per collected run directory (a
+/// directory with a `manifest.json`); record files alone are not judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataCheck {
+    pub runs: Vec<DataCheckRun>,
+    /// Whether a failing run was fitted anyway (`sy-fit --accept-failed-check`).
+    pub accepted_failing: bool,
+}
+
 /// The whole `fit.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -80,6 +103,9 @@ pub struct FitFile {
     pub records: RecordCounts,
     pub models: ModelFits,
     pub warnings: Vec<String>,
+    /// The data-quality verdict of the collected runs fitted (absent: none was a run directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_check: Option<DataCheck>,
 }
 
 impl FitFile {

@@ -27,5 +27,5 @@ pub mod stats;
 
 pub use condition_sums::{ConditionSumsTable, KnownRow, KnownRows};
 pub use fit::{FitConfig, FitError, FitResult, ModelFit, ModelFits, fit};
-pub use fitfile::{FIT_SCHEMA_VERSION, FitFile};
+pub use fitfile::{DataCheck, DataCheckRun, FIT_SCHEMA_VERSION, FitFile};
 pub use ridge::{FittedRidge, Ridge, RidgeError, SuffStats};

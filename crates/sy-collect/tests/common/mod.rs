@@ -51,6 +51,8 @@ pub fn dynamo_options(sim: &sy_sim::SimHandle, run_dir: &Path) -> sy_collect::Ru
             probes: true,
             ..Default::default()
         }),
+        warmup: None,
+        describe: None,
     }
 }
 

@@ -277,7 +277,13 @@ impl Stack {
             };
             // The frontend lists exactly the running workers: a killed one stays listed for about
             // 9 s, and sy-collect's preflight refuses a listed worker the selection service lacks.
-            if ids.len() == 4 && ids == registered && ids == listed {
+            // Every row of the launcher's table running (4 in the default topology, 5 in the
+            // data-parallel one of scripts/test.sh).
+            let rows = std::fs::read_to_string(self.run_dir.join("workers.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<Vec<Value>>(&t).ok())
+                .map_or(0, |t| t.len());
+            if !ids.is_empty() && ids.len() == rows && ids == registered && ids == listed {
                 return;
             }
             last = format!("workers.json {ids:?}, selection {registered:?}, frontend {listed:?}");
