@@ -426,6 +426,59 @@ fn a_crashed_holder_is_recognised_and_does_not_block() {
     );
 }
 
+#[test]
+fn a_writer_killed_with_sigkill_leaves_no_stale_lock() {
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(
+        work.path().join("plan.toml"),
+        "seed = 3\n[qgrid]\nn = [64, 128]\nf = [0.0, 0.5]\nrepeats = 500\n",
+    )
+    .unwrap();
+    let mut child = Command::new(bin("sy-collect"))
+        .args([
+            "--plan",
+            "plan.toml",
+            "--run-dir",
+            "run",
+            "--target",
+            "sim",
+            "--no-progress",
+            "--no-preflight",
+            "-q",
+        ])
+        .current_dir(work.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let run = work.path().join("run");
+    let started = Instant::now();
+    // Killed mid-run, once it has recorded something.
+    while std::fs::metadata(run.join("records.jsonl")).map_or(true, |m| m.len() == 0) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no record written"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "finished before it could be killed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = child.id();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The kernel released the lock; the file still names the killed holder.
+    let text = std::fs::read_to_string(run.join(sy_run::LOCK_FILE_NAME)).unwrap();
+    assert!(text.contains(&format!("pid {pid}")), "{text}");
+    let lock = sy_run::RunLock::acquire(&run, "sy-test").unwrap();
+    let stale = lock.stale_holder().unwrap_or_default().to_string();
+    assert!(
+        stale.contains(&format!("PID {pid}")) && stale.contains("sy-collect"),
+        "{stale}"
+    );
+}
+
 // 2. Nothing written outside the run directory.
 
 #[test]
