@@ -193,7 +193,7 @@ BIN="$TARGET_DIR/debug"
 # sy_line LINE: one of the page's sy command lines, translated and run from $RUN_DIR.
 sy_line() {
   local line=$1
-  line=$(sub "data/plans/example.toml" "$PLAN" "$line")
+  line=${line//data\/plans\/example.toml/$PLAN}
   line=${line//runs\//$RUN_DIR/runs/}
   case "$line" in
     "sy-collect preflight "*) line="$line --frontend-url $FE --selection-url $SEL" ;;

@@ -44,9 +44,12 @@ if [ "${SY_TEST_ONLY_REAL_DYNAMO:-0}" != 1 ]; then   # SY_TEST_ONLY_REAL_DYNAMO=
   cargo test --workspace --doc || status=1
 fi
 
-started_stack=0
+started_stack=0 started_engine=0
+engine_env=(TOPOLOGY=vllm-cpu RUN_DIR="$PWD/.dynamo/test-run-engine" FRONTEND_PORT=27000 SELECT_PORT=27092
+            WORKER_SYS_PORT_BASE=27100 ZMQ_KV_PORT_BASE=27200)
 stop_stack() {
   if [ "$started_stack" = 1 ]; then scripts/dynamo-local.sh stop >/dev/null || true; fi
+  if [ "$started_engine" = 1 ]; then env "${engine_env[@]}" scripts/dynamo-local.sh stop >/dev/null || true; fi
 }
 trap stop_stack EXIT INT TERM
 
@@ -98,11 +101,9 @@ capable-dp4 capable 1 1024 1024 4"
 fi
 # 3: the real engine, on its own ports and run dir, always stopped on the way out (its workers hold
 #    about 9 GB: it never runs beside another stack).
-engine_env=(TOPOLOGY=vllm-cpu RUN_DIR="$PWD/.dynamo/test-run-engine" FRONTEND_PORT=27000 SELECT_PORT=27092
-            WORKER_SYS_PORT_BASE=27100 ZMQ_KV_PORT_BASE=27200)
 if "${ENGINE_VENV:-.dynamo/engine-venv}/bin/python" -c 'import vllm, dynamo.vllm' 2>/dev/null; then
   env "${engine_env[@]}" scripts/dynamo-local.sh stop >/dev/null 2>&1 || true
-  engine_t0=$SECONDS
+  engine_t0=$SECONDS started_engine=1
   if env "${engine_env[@]}" scripts/dynamo-local.sh start; then
     ( eval "$(env "${engine_env[@]}" scripts/dynamo-local.sh env)"
       cargo nextest run --workspace --no-fail-fast --test-threads 1 -E "$ENGINE" --no-tests fail ) || status=1

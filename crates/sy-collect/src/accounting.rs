@@ -446,9 +446,14 @@ impl Driver {
         let booking = self.reserve(model, &tokens, max_tokens, tag).await;
         let stream = match &booking {
             Ok(b) => {
-                let s = self
+                let mut s = self
                     .send(b, model, tokens, max_tokens, ignore_eos, cancel, on_first)
                     .await;
+                // Only untimed requests come through here (primings, background): a completed
+                // answer whose tokens had no text still did its prefill.
+                if s.generated_without_text() {
+                    s.error = None;
+                }
                 self.release(b).await;
                 if s.error.as_ref().is_some_and(|e| worker_fault(e.kind)) {
                     self.suspect(b.answer.worker_id);

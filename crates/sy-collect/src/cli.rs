@@ -31,10 +31,12 @@ pub struct Args {
     /// dynamo).
     #[arg(long, global = true, value_enum)]
     pub target: Option<TargetKind>,
-    /// Frontend URL (overrides the plan; default http://127.0.0.1:18000).
+    /// Frontend URL (default: the plan's `[target] frontend_url`, else http://127.0.0.1:18000, the
+    /// local stack's port; a GPU deployment's is usually :8000, as in data/plans/example.toml).
     #[arg(long, global = true, value_name = "URL")]
     pub frontend_url: Option<String>,
-    /// Selection-service URL (overrides the plan; default http://127.0.0.1:18092).
+    /// Selection-service URL (default: the plan's `[target] selection_url`, else
+    /// http://127.0.0.1:18092, the local stack's port; data/plans/example.toml uses :8092).
     #[arg(long, global = true, value_name = "URL")]
     pub selection_url: Option<String>,
     /// Simulator configuration (TOML) for --target sim (default: two models, two workers each).
@@ -383,4 +385,10 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
         )));
     }
     Ok(())
+}
+
+/// The command line's clap definition, parsed without running anything (the docs tests check
+/// that every documented command parses against it).
+pub fn command() -> clap::Command {
+    <Args as clap::CommandFactory>::command()
 }

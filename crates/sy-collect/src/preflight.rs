@@ -1522,6 +1522,10 @@ async fn pinned(
         )
         .await;
     driver.release(&booking).await;
+    let mut out = out;
+    if tag == "pf-prime" && out.generated_without_text() {
+        out.error = None; // a priming needs the prefill, not a visible token
+    }
     match out.error {
         Some(e) => Err(PinFailure::from_call("", &e)),
         None => Ok((out.ttft_ms, out.server_ttft_ms)),

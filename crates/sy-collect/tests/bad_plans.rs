@@ -56,10 +56,10 @@ fn empty_grid_is_rejected() {
 #[test]
 fn fraction_outside_unit_interval_is_rejected() {
     assert_rejected(
-        "seed = 1\n[load]\nn = [64]\nf = [0.5, 1.0]\nrepeats = 1\n",
+        "seed = 1\n[load]\nn = [64]\nf = [0.5, 1.01]\nrepeats = 1\n",
         &[],
         2,
-        &["load.f[1]", "[0, 1)"],
+        &["load.f[1]", "[0, 1]"],
     );
 }
 
@@ -141,7 +141,13 @@ fn dry_run_counts_requests_without_a_target() {
 
 #[test]
 fn shipped_plans_validate() {
-    for name in ["example.toml", "ci.toml", "demo.toml"] {
+    for name in [
+        "example.toml",
+        "ci.toml",
+        "demo.toml",
+        "vllm-cpu.toml",
+        "vllm-cpu-rehearsal.toml",
+    ] {
         let path = workspace_root().join("data/plans").join(name);
         let out = bin()
             .arg("--plan")
@@ -158,7 +164,13 @@ fn shipped_plans_match_the_plan_schema() {
     let text = std::fs::read_to_string(workspace_root().join("schemas/plan.schema.json")).unwrap();
     let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
     let v = jsonschema::validator_for(&schema).unwrap();
-    for name in ["example.toml", "ci.toml", "demo.toml"] {
+    for name in [
+        "example.toml",
+        "ci.toml",
+        "demo.toml",
+        "vllm-cpu.toml",
+        "vllm-cpu-rehearsal.toml",
+    ] {
         let path = workspace_root().join("data/plans").join(name);
         let doc: toml::Value = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let json = serde_json::to_value(doc).unwrap();
@@ -167,6 +179,6 @@ fn shipped_plans_match_the_plan_schema() {
     }
     // And the schema rejects what the parser rejects.
     let bad: toml::Value =
-        toml::from_str("seed = 1\ncolour = 2\n[qgrid]\nn=[1]\nf=[1.0]\nrepeats=1\n").unwrap();
+        toml::from_str("seed = 1\ncolour = 2\n[qgrid]\nn=[1]\nf=[1.5]\nrepeats=1\n").unwrap();
     assert!(!v.is_valid(&serde_json::to_value(bad).unwrap()));
 }

@@ -317,7 +317,7 @@ async fn real_engine_small_plan() {
     // full repeats (f = 1), where K = N and vLLM recomputes the last block.
     let mut full = 0;
     for r in &records {
-        let k = r["observed"]["k"].as_u64().unwrap();
+        let k = r["k"].as_u64().unwrap();
         let cached = r["cached_tokens"].as_u64().unwrap();
         if r["planned_f"].as_f64() == Some(1.0) {
             full += 1;

@@ -82,6 +82,18 @@ impl StreamOutcome {
         self.error.is_none()
     }
 
+    /// The stream completed and the engine generated tokens (`usage.completion_tokens`), but none
+    /// of them had text: a real model can answer a token that decodes to nothing (an unfinished
+    /// UTF-8 sequence, a special token), and with `max_tokens` 1 that is the whole answer. Not a
+    /// timed first token (so a failure for a probe), but the prefill happened: enough for a
+    /// priming or a background request.
+    pub fn generated_without_text(&self) -> bool {
+        self.error
+            .as_ref()
+            .is_some_and(|e| e.kind == ErrorClass::NoContent)
+            && self.output_tokens.unwrap_or(0) > 0
+    }
+
     /// Client TTFT minus the server's own TTFT, when both are known: what the client and the
     /// network add to the server's view.
     pub fn client_server_gap_ms(&self) -> Option<f64> {
@@ -597,6 +609,29 @@ fn truncate(s: &str, max: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_completed_answer_without_text_is_told_apart() {
+        let no_text = StreamOutcome {
+            output_tokens: Some(1),
+            error: Some(CallError::new(ErrorClass::NoContent, "no text")),
+            ..StreamOutcome::default()
+        };
+        assert!(no_text.generated_without_text());
+        let nothing = StreamOutcome {
+            output_tokens: None,
+            ..no_text.clone()
+        };
+        assert!(
+            !nothing.generated_without_text(),
+            "no token generated at all"
+        );
+        let dropped = StreamOutcome {
+            error: Some(CallError::new(ErrorClass::StreamDropped, "dropped")),
+            ..no_text.clone()
+        };
+        assert!(!dropped.generated_without_text());
+    }
 
     #[test]
     fn body_pins_worker_and_asks_for_usage() {

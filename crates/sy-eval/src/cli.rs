@@ -31,11 +31,12 @@ pub struct Args {
     /// deployment.
     #[arg(long, value_enum, default_value = "sim")]
     pub target: TargetKind,
-    /// Frontend URL for --target dynamo (overrides the plan; default http://127.0.0.1:18000).
+    /// Frontend URL for --target dynamo (default: the plan's `[target] frontend_url`, else
+    /// http://127.0.0.1:18000, the local stack's port).
     #[arg(long, value_name = "URL")]
     pub frontend_url: Option<String>,
-    /// Selection-service URL for --target dynamo (overrides the plan; default
-    /// http://127.0.0.1:18092).
+    /// Selection-service URL for --target dynamo (default: the plan's `[target] selection_url`,
+    /// else http://127.0.0.1:18092, the local stack's port).
     #[arg(long, value_name = "URL")]
     pub selection_url: Option<String>,
     /// Simulator configuration (TOML) for --target sim (overrides the plan's `target.sim_config`).
@@ -44,6 +45,11 @@ pub struct Args {
     /// Continue an interrupted evaluation in --run-dir, skipping finished blocks.
     #[arg(long)]
     pub resume: bool,
+    /// A/A check: run the plan's first variant in both arms (twice the plan's rounds, half of
+    /// them each arm) and compare arm B with arm A; any verdict but `no significant
+    /// difference` is a false one (scripts/aa-study.sh counts them over many runs).
+    #[arg(long)]
+    pub aa: bool,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -89,6 +95,7 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
         resume: args.resume,
         show_progress: args.common.show_progress(),
         seed: args.common.seed,
+        aa: args.aa,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -112,4 +119,10 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
         println!("report: {}", outcome.report.display());
     }
     Ok(())
+}
+
+/// The command line's clap definition, parsed without running anything (the docs tests check
+/// that every documented command parses against it).
+pub fn command() -> clap::Command {
+    <Args as clap::CommandFactory>::command()
 }

@@ -34,6 +34,14 @@ pub const MIN_MATERIAL_EFFECT: f64 = 0.01;
 /// be the deployment's variation credited to a rule that did nothing (docs/eval.md).
 pub const SAME_DECISIONS: &str = "same decisions";
 
+/// The verdict when the variant lost more sessions to failures than the baseline and its
+/// session time would otherwise not be a `loss`. Session times are compared over the sessions
+/// both arms completed (complete cases): a failed session has no completion time, and a
+/// variant that makes the slow sessions fail would look faster. Failures are therefore counted
+/// separately (per arm, with a Wilson interval of the success rate), and more of them is never
+/// a `gain`.
+pub const MORE_FAILURES: &str = "more failures";
+
 /// One variant's results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VariantSummary {
@@ -42,6 +50,11 @@ pub struct VariantSummary {
     pub sessions: usize,
     /// Sessions with a failed turn (excluded from the session-time statistics).
     pub sessions_failed: usize,
+    /// Sessions without a failed turn / sessions, with its Wilson 95 % interval.
+    #[serde(default)]
+    pub session_success_rate: Option<f64>,
+    #[serde(default)]
+    pub session_success_ci95: Option<(f64, f64)>,
     pub turns: usize,
     pub turns_failed: usize,
     pub session_completion_ms: Option<Summary>,
@@ -90,6 +103,9 @@ pub struct Difference {
     /// Of those, the turns where the variant chose another model than the baseline.
     #[serde(default)]
     pub changed_turns: usize,
+    /// Sessions with a failed turn in the variant's and in the baseline's blocks.
+    #[serde(default)]
+    pub failed_sessions: (usize, usize),
     /// `same decisions` (every paired turn chose the baseline's model: whatever the times say,
     /// the rule changed nothing, see [`SAME_DECISIONS`]); otherwise `gain` / `loss` (the 95%
     /// interval of the session-time difference excludes zero and the mean changed by at least
@@ -107,6 +123,10 @@ pub struct Comparison {
     pub differences: Vec<Difference>,
     /// Anything that weakens the figures (few tail samples, client lag, leaked reservations).
     pub warnings: Vec<String>,
+    /// An A/A comparison (`sy-eval --aa`): both rows are the same variant, arm A then arm B;
+    /// any verdict but `no significant difference` is a false one.
+    #[serde(default)]
+    pub aa: bool,
 }
 
 /// Values per round, per session (the two levels of the bootstrap).
@@ -180,11 +200,16 @@ pub fn summarise_variant(variant: Variant, blocks: &[&BlockResult], seed: u64) -
     };
     let overhead: Vec<f64> = turns.iter().map(|t| t.routing_overhead_ms).collect();
     let observe: Vec<f64> = turns.iter().filter_map(|t| t.observe_ms).collect();
+    let sessions_ok = sessions.iter().filter(|s| s.ok).count();
     VariantSummary {
         variant,
         blocks: blocks.len(),
         sessions: sessions.len(),
-        sessions_failed: sessions.iter().filter(|s| !s.ok).count(),
+        sessions_failed: sessions.len() - sessions_ok,
+        session_success_rate: (!sessions.is_empty())
+            .then(|| sessions_ok as f64 / sessions.len() as f64),
+        session_success_ci95: (!sessions.is_empty())
+            .then(|| sy_stats::binomial::wilson(sessions_ok as u64, sessions.len() as u64, 0.95)),
         turns: turns.len(),
         turns_failed: turns.len() - ok_turns.len(),
         session_completion_ms: summarise(&ok_sessions, seed),
@@ -266,6 +291,18 @@ pub fn difference(
     base_blocks: &[&BlockResult],
     seed: u64,
 ) -> Difference {
+    difference_of(variant, baseline, (var_blocks, base_blocks), seed, false)
+}
+
+/// [`difference`]; `aa`: an A/A comparison, whose verdict is the interval's alone (the
+/// `same decisions` rule would hide the false verdicts an A/A check exists to count).
+fn difference_of(
+    variant: Variant,
+    baseline: Variant,
+    (var_blocks, base_blocks): (&[&BlockResult], &[&BlockResult]),
+    seed: u64,
+    aa: bool,
+) -> Difference {
     let a = session_outcomes(base_blocks);
     let b = session_outcomes(var_blocks);
     let mut time_pairs: BTreeMap<u32, Vec<(f64, f64)>> = BTreeMap::new();
@@ -296,11 +333,20 @@ pub fn difference(
     };
     let material = relative.is_some_and(|r| r.abs() >= MIN_MATERIAL_EFFECT);
     let (paired_turns, changed_turns) = changed_turns(var_blocks, base_blocks, &b, &a);
+    let failed = |blocks: &[&BlockResult]| {
+        blocks
+            .iter()
+            .flat_map(|b| &b.sessions)
+            .filter(|s| !s.ok)
+            .count()
+    };
+    let failed_sessions = (failed(var_blocks), failed(base_blocks));
     let verdict = match session_time_ms.and_then(|e| e.ci95) {
-        _ if paired_turns > 0 && changed_turns == 0 => SAME_DECISIONS,
+        _ if !aa && paired_turns > 0 && changed_turns == 0 => SAME_DECISIONS,
+        Some(ci) if ci.low > 0.0 && material => "loss",
+        _ if failed_sessions.0 > failed_sessions.1 => MORE_FAILURES,
         Some(ci) if ci.excludes_zero() && !material => "no material difference",
         Some(ci) if ci.high < 0.0 => "gain",
-        Some(ci) if ci.low > 0.0 => "loss",
         _ => "no significant difference",
     };
     Difference {
@@ -312,6 +358,7 @@ pub fn difference(
         session_mean_ttft_ms: paired_mean_difference(&ttft_pairs, seed.wrapping_add(1)),
         paired_turns,
         changed_turns,
+        failed_sessions,
         verdict: verdict.into(),
     }
 }
@@ -338,6 +385,66 @@ pub fn compare(variants: &[Variant], blocks: &[BlockResult], seed: u64) -> Compa
         warnings,
         variants: summaries,
         differences,
+        aa: false,
+    }
+}
+
+/// Which arm of an A/A run a round belongs to: rounds are taken in pairs (2k, 2k + 1), one of
+/// each pair is arm A and the other arm B, both compared as pair k. The arm of the first round
+/// of a pair is a seeded coin (`Order::Random`) or alternates A, B / B, A (`Order::Abba`: a
+/// linear drift over the run cancels).
+pub fn aa_arm(round: u32, order: crate::plan::Order, seed: u64) -> (u32, bool) {
+    let pair = round / 2;
+    let first_is_a = match order {
+        crate::plan::Order::Abba => pair.is_multiple_of(2),
+        crate::plan::Order::Random => {
+            // SplitMix64 of (seed, pair): one coin per pair.
+            let mut z = seed ^ 0x0a0a_0a0a ^ u64::from(pair).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (z ^ (z >> 31)) & 1 == 0
+        }
+    };
+    (pair, round.is_multiple_of(2) == first_is_a)
+}
+
+/// The A/A comparison of one variant's blocks: arm A against arm B ([`aa_arm`]), paired by
+/// (pair of rounds, session), with the same statistics as [`compare`].
+pub fn compare_aa(
+    variant: Variant,
+    blocks: &[BlockResult],
+    order: crate::plan::Order,
+    seed: u64,
+) -> Comparison {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for block in blocks.iter().filter(|x| x.variant == variant) {
+        let (pair, is_a) = aa_arm(block.round, order, seed);
+        let mut block = block.clone();
+        block.round = pair;
+        block.turns.iter_mut().for_each(|t| t.round = pair);
+        block.sessions.iter_mut().for_each(|s| s.round = pair);
+        if is_a { a.push(block) } else { b.push(block) }
+    }
+    let (ra, rb): (Vec<&BlockResult>, Vec<&BlockResult>) = (a.iter().collect(), b.iter().collect());
+    let summaries = vec![
+        summarise_variant(variant, &ra, seed),
+        summarise_variant(variant, &rb, seed),
+    ];
+    let differences = vec![difference_of(
+        variant,
+        variant,
+        (&rb, &ra),
+        seed.wrapping_add(100),
+        true,
+    )];
+    let all: Vec<BlockResult> = a.into_iter().chain(b).collect();
+    Comparison {
+        schema_version: COMPARISON_SCHEMA_VERSION,
+        baseline: variant,
+        warnings: warnings(&summaries, &all),
+        variants: summaries,
+        differences,
+        aa: true,
     }
 }
 
@@ -552,5 +659,82 @@ mod tests {
             "{:?}",
             c.warnings
         );
+    }
+
+    #[test]
+    fn a_variant_with_more_failed_sessions_is_never_a_gain() {
+        let base: Vec<f64> = (0..12).map(|i| 1000.0 + 40.0 * f64::from(i)).collect();
+        let fast: Vec<f64> = base.iter().map(|t| t - 300.0).collect();
+        let mut failing = block(Variant::Cache, 0, &fast, true);
+        // Its two slowest sessions failed: the complete cases alone would make it a gain.
+        for s in failing.sessions.iter_mut().skip(10) {
+            s.ok = false;
+        }
+        let blocks = vec![block(Variant::Stage, 0, &base, false), failing];
+        let c = compare(&[Variant::Stage, Variant::Cache], &blocks, 5);
+        let d = &c.differences[0];
+        assert!(d.session_time_ms.unwrap().ci95.unwrap().high < 0.0, "{d:?}");
+        assert_eq!(d.failed_sessions, (2, 0));
+        assert_eq!(d.verdict, MORE_FAILURES);
+        // The success rate per arm, with its Wilson interval.
+        let v = &c.variants[1];
+        assert_eq!(v.session_success_rate, Some(10.0 / 12.0));
+        let (lo, hi) = v.session_success_ci95.unwrap();
+        assert!(
+            lo < 10.0 / 12.0 && 10.0 / 12.0 < hi && hi < 1.0,
+            "{lo} {hi}"
+        );
+        assert_eq!(c.variants[0].session_success_rate, Some(1.0));
+    }
+
+    #[test]
+    fn the_difference_over_rounds_is_a_t_interval() {
+        // Four rounds whose mean differences are −10, −12, −8, −10: mean −10, s = 1.633, se =
+        // 0.8165, t(0.975, 3) = 3.1824.
+        let base: Vec<f64> = (0..4).map(|i| 500.0 + f64::from(i)).collect();
+        let mut blocks = Vec::new();
+        for (round, shift) in [(0u32, -10.0), (1, -12.0), (2, -8.0), (3, -10.0)] {
+            let var: Vec<f64> = base.iter().map(|t| t + shift).collect();
+            blocks.push(block(Variant::Stage, round, &base, false));
+            blocks.push(block(Variant::Cache, round, &var, true));
+        }
+        let d = &compare(&[Variant::Stage, Variant::Cache], &blocks, 5).differences[0];
+        let e = d.session_time_ms.unwrap();
+        let ci = e.ci95.unwrap();
+        assert!((e.value + 10.0).abs() < 1e-9, "{e:?}");
+        let half = 3.182_446_305 * (8.0f64 / 3.0).sqrt() / 2.0;
+        assert!((ci.high - (-10.0 + half)).abs() < 1e-6, "{ci:?}");
+        assert!((ci.low - (-10.0 - half)).abs() < 1e-6, "{ci:?}");
+    }
+
+    #[test]
+    fn an_aa_comparison_splits_rounds_into_two_arms_of_the_same_variant() {
+        let times: Vec<f64> = (0..6).map(|i| 800.0 + 10.0 * f64::from(i)).collect();
+        // Eight rounds of the same variant, the same times but for a small per-round wobble.
+        let blocks: Vec<BlockResult> = (0..8u32)
+            .map(|r| {
+                let t: Vec<f64> = times.iter().map(|x| x + f64::from(r % 3)).collect();
+                block(Variant::Cache, r, &t, true)
+            })
+            .collect();
+        for order in [crate::plan::Order::Random, crate::plan::Order::Abba] {
+            let c = compare_aa(Variant::Cache, &blocks, order, 3);
+            assert!(c.aa);
+            assert_eq!(c.variants.len(), 2);
+            assert_eq!((c.variants[0].blocks, c.variants[1].blocks), (4, 4));
+            let d = &c.differences[0];
+            // Four pairs of rounds × 6 sessions; the same decisions do not decide the verdict.
+            assert_eq!(d.pairs, 24);
+            assert_ne!(d.verdict, SAME_DECISIONS);
+            // Each pair of rounds has one block in each arm.
+            for pair in 0..4 {
+                let (_, a0) = aa_arm(2 * pair, order, 3);
+                let (_, a1) = aa_arm(2 * pair + 1, order, 3);
+                assert_ne!(a0, a1);
+            }
+        }
+        // ABBA alternates which round of a pair is arm A.
+        assert!(aa_arm(0, crate::plan::Order::Abba, 0).1);
+        assert!(!aa_arm(2, crate::plan::Order::Abba, 0).1);
     }
 }

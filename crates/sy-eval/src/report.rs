@@ -36,17 +36,29 @@ fn dist_cells(d: &Option<Distribution>) -> String {
 /// The tables of the report (also printed by `--json`-less runs).
 pub fn tables(c: &Comparison) -> String {
     let mut md = String::new();
+    if c.aa {
+        let _ = writeln!(
+            md,
+            "**A/A check** (`--aa`): `{}` in both arms; in every table the first row is arm A, the second arm B. Any verdict but `no significant difference` is a false one.\n",
+            c.baseline
+        );
+    }
     let _ = writeln!(
         md,
-        "## Session completion time and per-turn TTFT (ms)\n\nMean, p50 and p90 with 95% grouped bootstrap intervals (rounds, then whole sessions within them, resampled).\n\n| variant | sessions (failed) | session mean | session p50 | session p90 | turns (failed) | TTFT mean | TTFT p50 | TTFT p90 |\n|---|---|---|---|---|---|---|---|---|"
+        "## Session completion time and per-turn TTFT (ms)\n\nMean, p50 and p90 with 95% grouped bootstrap intervals (rounds, then whole sessions within them, resampled), over the sessions without a failed turn; the success rate with its Wilson 95% interval.\n\n| variant | sessions (failed) | success rate [95%] | session mean | session p50 | session p90 | turns (failed) | TTFT mean | TTFT p50 | TTFT p90 |\n|---|---|---|---|---|---|---|---|---|---|"
     );
     for v in &c.variants {
         let _ = writeln!(
             md,
-            "| {} | {} ({}) | {} | {} ({}) | {} |",
+            "| {} | {} ({}) | {} | {} | {} ({}) | {} |",
             v.variant,
             v.sessions,
             v.sessions_failed,
+            match (v.session_success_rate, v.session_success_ci95) {
+                (Some(r), Some((lo, hi))) =>
+                    format!("{:.1}% [{:.1}, {:.1}]", 100.0 * r, 100.0 * lo, 100.0 * hi),
+                _ => "–".into(),
+            },
             summary_cells(&v.session_completion_ms),
             v.turns,
             v.turns_failed,

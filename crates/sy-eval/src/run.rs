@@ -50,6 +50,9 @@ pub struct RunOptions {
     pub resume: bool,
     pub show_progress: bool,
     pub seed: Option<u64>,
+    /// An A/A check: the plan's first variant in both arms (twice the plan's rounds, half of
+    /// them each arm; [`crate::compare::aa_arm`]).
+    pub aa: bool,
 }
 
 /// What a run is, for `--resume` to check and a reader to trust.
@@ -245,6 +248,16 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalE
     if let Some(seed) = opts.seed {
         plan.plan.seed = seed;
     }
+    if opts.aa {
+        let first = plan
+            .plan
+            .variants
+            .first()
+            .copied()
+            .unwrap_or(Variant::Stage);
+        plan.plan.variants = vec![first];
+        plan.plan.rounds = plan.plan.rounds.saturating_mul(2);
+    }
     let bundle = load_bundle(&opts.bundle)?;
     let sessions = sessions_of(&plan)?;
     let order = block_order(
@@ -284,6 +297,20 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalE
              (it crashed or was killed); its finished blocks are kept",
             opts.run_dir.display()
         );
+    }
+    // Every output, checked before the first block: a link planted in the run directory is
+    // refused now, not after the evaluation has run.
+    for name in [
+        MANIFEST_FILE,
+        COMPARISON_FILE,
+        TURNS_FILE,
+        SESSIONS_FILE,
+        "report.md",
+    ] {
+        sy_run::check_output_target(&opts.run_dir.join(name))?;
+    }
+    for dir in [BLOCKS_DIR, "plots"] {
+        sy_run::check_output_dir(&opts.run_dir.join(dir))?;
     }
     let previous = check_run_dir(&opts, &fresh)?;
     let fresh_run = previous.is_none();
@@ -563,7 +590,10 @@ fn finish(
             .join(BlockResult::file_name(round, variant));
         blocks.push(read_block(&path, &manifest, round, variant)?);
     }
-    let comparison = compare(&plan.plan.variants, &blocks, plan.plan.seed);
+    let comparison = match (opts.aa, plan.plan.variants.first()) {
+        (true, Some(&v)) => crate::compare::compare_aa(v, &blocks, plan.plan.order, plan.plan.seed),
+        _ => compare(&plan.plan.variants, &blocks, plan.plan.seed),
+    };
     write_json(&opts.run_dir.join(COMPARISON_FILE), &comparison)?;
     let mut turns = String::new();
     let mut sessions = String::new();
@@ -585,7 +615,12 @@ fn finish(
         sy_cli::atomic_write(&opts.run_dir.join(name), text.as_bytes())?;
     }
     let preamble = format!(
-        "Plan `{}` (sha256 {}), bundle `{}` (hash {}, frozen variant `{}`), target `{}`, seed {}. {} rounds × {} variants = {} blocks of {} sessions; block order {:?}.\n\nStarting state of the blocks: {}.",
+        "{}Plan `{}` (sha256 {}), bundle `{}` (hash {}, frozen variant `{}`), target `{}`, seed {}. {} rounds × {} variants = {} blocks of {} sessions; block order {:?}.\n\nStarting state of the blocks: {}.",
+        if opts.aa {
+            "**A/A check**: the same variant in both arms (the first row of each table is arm A, the second arm B; each pair of rounds has one block of each, in random or alternating order); any verdict but `no significant difference` is a false one.\n\n"
+        } else {
+            ""
+        },
         manifest.plan_path,
         &manifest.plan_sha256[..12.min(manifest.plan_sha256.len())],
         manifest.bundle_path,

@@ -668,3 +668,9 @@ fn print_summary(
     println!("wrote {} in {seconds:.2} s", out.display());
     Ok(())
 }
+
+/// The command line's clap definition, parsed without running anything (the docs tests check
+/// that every documented command parses against it).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}

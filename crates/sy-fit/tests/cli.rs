@@ -268,3 +268,49 @@ fn a_run_failing_the_data_check_is_refused_unless_accepted() {
             .any(|w| w.contains("--accept-failed-check"))
     );
 }
+
+/// When the observed K/N of the Q grid cannot make an increasing f axis (here every Q-grid
+/// record reports K = 0), the axis is the planned fractions, and the run says so on stderr and
+/// in fit.json's warnings.
+#[test]
+fn planned_f_axis_fallback_warns_in_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rs = records();
+    for r in rs
+        .iter_mut()
+        .filter(|r| r.phase == sy_records::Phase::Qgrid)
+    {
+        r.observed.k = Some(0);
+    }
+    write_parquet(&rs, &dir.path().join("records.parquet")).unwrap();
+    let out = sy_fit(&["--run-dir", s(dir.path()), "--no-progress"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("WARN") && err.contains("f axis is the planned cached fractions"),
+        "{err}"
+    );
+    let fit = sy_fit::FitFile::read(&dir.path().join("fit.json")).unwrap();
+    let w: Vec<&String> = fit
+        .warnings
+        .iter()
+        .filter(|w| w.contains("planned cached fractions"))
+        .collect();
+    assert_eq!(w.len(), 2, "one per model: {:#?}", fit.warnings);
+    assert!(w[0].contains("does not increase strictly"), "{}", w[0]);
+
+    // The same records with their observed K: no such warning.
+    write_parquet(&records(), &dir.path().join("records.parquet")).unwrap();
+    let out = sy_fit(&["--run-dir", s(dir.path()), "--no-progress"]);
+    assert!(out.status.success());
+    let fit = sy_fit::FitFile::read(&dir.path().join("fit.json")).unwrap();
+    assert!(
+        !fit.warnings.iter().any(|w| w.contains("planned cached")),
+        "{:#?}",
+        fit.warnings
+    );
+}

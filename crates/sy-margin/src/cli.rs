@@ -109,3 +109,9 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
     }
     Ok(())
 }
+
+/// The command line's clap definition, parsed without running anything (the docs tests check
+/// that every documented command parses against it).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}

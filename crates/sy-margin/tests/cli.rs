@@ -32,12 +32,6 @@ fn run_dir(dir: &Path) {
     }
     records.extend(e);
     write_jsonl(&records, &dir.join("records.jsonl")).unwrap();
-    write_fit(
-        &dir.join("fit.json"),
-        &constant_estimators(150.0).unwrap(),
-        &constant_estimators(100.0).unwrap(),
-    )
-    .unwrap();
     write_splits(
         &dir.join("splits.json"),
         "run",
@@ -49,6 +43,14 @@ fn run_dir(dir: &Path) {
             ("d", "fit"),
             ("e", "uncertainty"),
         ],
+    )
+    .unwrap();
+    write_fit(
+        &dir.join("fit.json"),
+        &constant_estimators(150.0).unwrap(),
+        &constant_estimators(100.0).unwrap(),
+        &[&dir.join("records.jsonl")],
+        &dir.join("splits.json"),
     )
     .unwrap();
 }

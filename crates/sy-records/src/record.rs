@@ -85,7 +85,7 @@ pub struct Record {
     // --- the plan ---
     /// Planned prompt tokens.
     pub planned_n: u64,
-    /// Planned cached fraction in [0, 1).
+    /// Planned cached fraction in [0, 1] (1: a full repeat of the primed prompt).
     pub planned_f: f64,
     pub background: Background,
 

@@ -348,7 +348,15 @@ where
         let mut poly: Vec<(f64, f64)> = band.points.iter().map(|p| (p.0, p.1)).collect();
         poly.extend(band.points.iter().rev().map(|p| (p.0, p.2)));
         let a = chart.draw_series(std::iter::once(Polygon::new(poly, c.mix(0.18).filled())))?;
-        if j == 0 || l.bands[j - 1].name != band.name {
+        // One legend entry per band name, and none for a band with no width anywhere (nothing
+        // shaded to point at).
+        let first_of_name = j == 0 || l.bands[j - 1].name != band.name;
+        let shaded = l.bands[j..]
+            .iter()
+            .take_while(|b| b.name == band.name)
+            .flat_map(|b| &b.points)
+            .any(|p| p.2 > p.1);
+        if first_of_name && shaded {
             a.label(band.name.as_str()).legend(move |(x, y)| {
                 Rectangle::new([(x, y - 5), (x + 20, y + 5)], c.mix(0.25).filled())
             });
@@ -358,16 +366,19 @@ where
         let c = colour(i);
         let few = finite(s, l.log_x, MAX_LINE_POINTS);
         let markers = few.len() <= 40;
-        chart
-            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
-            .label(s.name.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+        let drawn_line = chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?;
+        // No legend entry for a series with nothing drawn.
+        if !pts.is_empty() {
+            drawn_line.label(s.name.as_str()).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+            });
+        }
         if markers {
             chart.draw_series(few.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
         }
     }
     for (j, v) in l.vlines.iter().enumerate() {
-        let c = colour(l.series.len() + j);
+        let c = colour(v.colour.unwrap_or(l.series.len() + j));
         if let Some((a, b)) = v.span {
             chart.draw_series(std::iter::once(Rectangle::new(
                 [(a, y0), (b, y1)],
@@ -493,10 +504,11 @@ where
     )?;
     for (i, p) in pts.iter().enumerate() {
         let c = colour(i);
-        chart
-            .draw_series(p.iter().map(|&q| Circle::new(q, 3, c.mix(0.55).filled())))?
-            .label(labels[i].as_str())
-            .legend(move |(x, y)| Circle::new((x + 10, y), 4, c.filled()));
+        let dots = chart.draw_series(p.iter().map(|&q| Circle::new(q, 3, c.mix(0.55).filled())))?;
+        if !p.is_empty() {
+            dots.label(labels[i].as_str())
+                .legend(move |(x, y)| Circle::new((x + 10, y), 4, c.filled()));
+        }
     }
     if s.diagonal {
         chart
@@ -658,16 +670,22 @@ where
     DB::ErrorType: 'static,
 {
     let n = b.bars.len().max(1);
-    let tops = b
-        .bars
-        .iter()
-        .map(|x| x.interval.map_or(x.value, |i| i.1.max(x.value)));
-    let (_, hi) = range(tops.chain([0.0]), 0.0);
-    let y1 = hi * 1.2;
-    let mut chart = frame(area, &b.title).build_cartesian_2d(0f64..n as f64, 0f64..y1)?;
+    // Bars grow from zero, up or down; the axis holds every bar, interval and zero, with room
+    // above for the annotations.
+    let ends = b.bars.iter().flat_map(|x| {
+        let (lo, hi) = x.interval.unwrap_or((x.value, x.value));
+        [x.value, lo, hi]
+    });
+    let (lo, hi) = range(ends.chain([0.0]), 0.0);
+    let span = (hi - lo).max(f64::MIN_POSITIVE);
+    let (y0, y1) = (
+        if lo < 0.0 { lo - 0.05 * span } else { 0.0 },
+        hi + 0.2 * span,
+    );
+    let mut chart = frame(area, &b.title).build_cartesian_2d(0f64..n as f64, y0..y1)?;
     let labels: Vec<String> = b.bars.iter().map(|x| x.label.clone()).collect();
     let xf = |v: &f64| category(&labels, 1, *v);
-    let d = decimals_for(0.0, y1);
+    let d = decimals_for(y0, y1);
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -681,11 +699,22 @@ where
         .light_line_style(BLACK.mix(0.05))
         .draw()?;
     chart.draw_series(b.bars.iter().enumerate().map(|(i, bar)| {
+        let v = if bar.value.is_finite() {
+            bar.value
+        } else {
+            0.0
+        };
         Rectangle::new(
-            [(i as f64 + 0.2, 0.0), (i as f64 + 0.8, bar.value.max(0.0))],
+            [(i as f64 + 0.2, 0.0), (i as f64 + 0.8, v)],
             colour(i).mix(0.85).filled(),
         )
     }))?;
+    if y0 < 0.0 {
+        chart.draw_series(std::iter::once(PathElement::new(
+            vec![(0.0, 0.0), (n as f64, 0.0)],
+            BLACK.stroke_width(1),
+        )))?;
+    }
     for (i, bar) in b.bars.iter().enumerate() {
         let xc = i as f64 + 0.5;
         if let Some((lo, hi)) = bar.interval {
@@ -698,7 +727,10 @@ where
                 whisker(hi),
             ])?;
         }
-        let top = bar.interval.map_or(bar.value, |x| x.1.max(bar.value));
+        let top = bar
+            .interval
+            .map_or(bar.value, |x| x.1.max(bar.value))
+            .max(0.0);
         let (px, py) = chart.backend_coord(&(xc, top));
         let style: TextStyle = ("sans-serif", TICK).into();
         for (k, line) in bar.annotation.lines().enumerate() {

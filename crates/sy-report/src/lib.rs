@@ -64,6 +64,9 @@ pub struct VLine {
     pub x: f64,
     pub name: String,
     pub span: Option<(f64, f64)>,
+    /// Colour index (the index of the series it belongs to, to share its colour); `None` takes
+    /// the next colour after the series.
+    pub colour: Option<usize>,
 }
 
 /// One bar of a bar chart.
@@ -281,6 +284,7 @@ mod tests {
                 x: 300.0,
                 name: "delta".into(),
                 span: Some((250.0, 350.0)),
+                colour: Some(0),
             }],
         })
     }

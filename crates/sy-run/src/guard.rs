@@ -54,10 +54,20 @@ impl RunLock {
             });
         }
         let created = std::fs::symlink_metadata(dir).is_err();
-        std::fs::create_dir_all(dir).map_err(|source| RunError::Io {
-            what: "cannot create the run directory",
-            path: dir.to_path_buf(),
-            source,
+        std::fs::create_dir_all(dir).map_err(|source| {
+            // A path under a file is the user's mistake, not the system's.
+            if source.raw_os_error() == Some(libc::ENOTDIR) {
+                RunError::NotRegular {
+                    path: dir.to_path_buf(),
+                    what: "cannot be a run directory: a part of the path is a file",
+                }
+            } else {
+                RunError::Io {
+                    what: "cannot create the run directory",
+                    path: dir.to_path_buf(),
+                    source,
+                }
+            }
         })?;
         let path = dir.join(LOCK_FILE_NAME);
         let mut file = lock_file(dir, &path)?;

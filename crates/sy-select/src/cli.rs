@@ -120,7 +120,7 @@ enum Cmd {
         /// The bundle.
         #[arg(long, value_name = "FILE")]
         bundle: PathBuf,
-        /// The observation document (sy_selector::DecisionInput; see the README).
+        /// The observation document (sy_selector::DecisionInput; see docs/observation-json.md).
         #[arg(long, value_name = "FILE")]
         observations: PathBuf,
         /// Decide with this variant instead of the bundle's.
@@ -239,7 +239,7 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
         }));
     }
     if !common.quiet {
-        for line in crate::report::headline_lines(s) {
+        for line in crate::report::headline_lines_with(s, Some(&result.failures)) {
             println!("{line}");
         }
         println!();
@@ -396,4 +396,10 @@ fn subcommand(common: &CommonArgs, cmd: &Cmd) -> Result<(), ToolError> {
             Ok(())
         }
     }
+}
+
+/// The command line's clap definition, parsed without running anything (the docs tests check
+/// that every documented command parses against it).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }

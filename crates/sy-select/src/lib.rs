@@ -28,6 +28,7 @@ pub mod choice;
 pub mod cli;
 pub mod error;
 pub mod evaluate;
+pub mod failures;
 pub mod gap;
 pub mod replay;
 pub mod report;

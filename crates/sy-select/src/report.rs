@@ -17,7 +17,7 @@ use sy_run::Artifact;
 use rayon::prelude::*;
 use sy_report::{Bar, Bars, Heatmap, Lines, Plot, Report, Scatter, Series, VLine};
 use sy_selector::{Estimator, ModelEstimators, Variant};
-use sy_stats::{Interval, bootstrap_mean_difference, mean};
+use sy_stats::{Interval, bootstrap_mean_difference_studentized, mean};
 
 use crate::evaluate::{DecodeLength, EvalPair, VariantStats};
 use crate::select::{SelectError, SelectOutput, SelectionFile};
@@ -85,6 +85,14 @@ pub fn rule_text(s: &SelectionFile) -> String {
 
 /// The answer in a few lines (the report's first screen and `sy-select`'s terminal summary).
 pub fn headline_lines(s: &SelectionFile) -> Vec<String> {
+    headline_lines_with(s, None)
+}
+
+/// [`headline_lines`], with the run's failed records when known (a line flags them).
+pub fn headline_lines_with(
+    s: &SelectionFile,
+    failures: Option<&crate::failures::Failures>,
+) -> Vec<String> {
     let h = &s.headline;
     let mut out = vec![format!(
         "Chosen: {} — threshold rule {}, estimator {}.",
@@ -92,18 +100,72 @@ pub fn headline_lines(s: &SelectionFile) -> Vec<String> {
         h.threshold_rule,
         h.estimator
     )];
+    let mark = |what: &str| {
+        if h.indicative.iter().any(|r| r.starts_with(what)) {
+            " (indicative)"
+        } else {
+            ""
+        }
+    };
     out.push(match &h.mean_change_vs_stage_ms {
         Some(i) => format!(
-            "Change versus Stage (selection split, {} probes, {} conditions): mean selected TTFT {}; p90 {}.",
+            "Change versus Stage (selection split, {} probes, {} conditions): mean selected TTFT {}{}, selection-adjusted over {} compared variants (without the adjustment {}); p90 {}{}.",
             s.replay.pairs,
             s.uncertainty.selection_conditions,
             fmt_interval(i),
+            mark("the mean change"),
+            h.compared.variants,
+            h.mean_change_unadjusted_ms
+                .as_ref()
+                .map_or("—".into(), fmt_interval),
             h.p90_change_vs_stage_ms
                 .as_ref()
-                .map_or("—".into(), fmt_interval)
+                .map_or("—".into(), fmt_interval),
+            mark("the p90 change"),
         ),
         None => "Change versus Stage: no interval (too few selection-split conditions).".into(),
     });
+    if let Some(r) = &h.regret_ms {
+        out.push(format!(
+            "Regret versus the per-probe oracle (the faster model every time): {}.",
+            fmt_interval(r)
+        ));
+    }
+    out.push(format!(
+        "Compared to choose: {} variants on the selection split ({} threshold rules, {} estimators), {} (r, p) thresholds searched on the fit split.",
+        h.compared.variants,
+        h.compared.threshold_rules,
+        h.compared.estimators,
+        h.compared.thresholds_searched
+    ));
+    if let Some(f) = failures.filter(|f| !f.conditions.is_empty()) {
+        let (failed, records) = f
+            .per_model
+            .values()
+            .fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
+        let flagged: std::collections::BTreeSet<&str> = f
+            .conditions
+            .iter()
+            .map(|c| c.condition_id.as_str())
+            .collect();
+        out.push(format!(
+            "Failures: {failed} of {records} records failed; {} of {} conditions flagged (see Failures).",
+            flagged.len(),
+            f.conditions_total
+        ));
+    }
+    for (estimator, margin) in [
+        (Variant::Blind, s.margins.blind),
+        (Variant::Cache, s.margins.cache),
+    ] {
+        if let Some(v) = s.candidates.get(estimator).filter(|v| v.all.changed == 0) {
+            out.push(format!(
+                "The {estimator} estimator never acts on the selection split at its margin ({} ms): it changes none of {} probes, so comparing it is comparing Stage.",
+                fmt_ms(margin),
+                v.all.probes
+            ));
+        }
+    }
     if let Some(st) = &s.stability {
         let counts = st
             .bundle_variant_counts
@@ -112,13 +174,15 @@ pub fn headline_lines(s: &SelectionFile) -> Vec<String> {
             .collect::<Vec<_>>()
             .join(", ");
         out.push(format!(
-            "Stability over {} split seeds ({}–{}): {counts}; {} chosen by {:.0} % — {}.",
+            "Robustness to the split ({} split seeds other than the run's, {}–{}, same records; not a replication): {counts}; {} chosen by {:.0} % — {}; median change versus Stage over the seeds {} ms (this run {} ms).",
             st.runs.len(),
             st.seeds.first().copied().unwrap_or(0),
             st.seeds.last().copied().unwrap_or(0),
             st.chosen,
             100.0 * st.chosen_share,
-            if st.stable { "stable" } else { "UNSTABLE" }
+            if st.stable { "stable" } else { "UNSTABLE" },
+            st.median_change_vs_stage_ms.map_or("—".into(), fmt_signed),
+            h.mean_change_vs_stage_ms.map_or("—".into(), |i| fmt_signed(i.estimate)),
         ));
     }
     for c in &h.caveats {
@@ -130,7 +194,7 @@ pub fn headline_lines(s: &SelectionFile) -> Vec<String> {
 fn answer(r: &mut Report, out: &SelectOutput) {
     let s = &out.selection;
     let mut md = String::from("## Answer\n\n");
-    for line in headline_lines(s) {
+    for line in headline_lines_with(s, Some(&out.failures)) {
         let line = match line.strip_prefix("Caveat: ") {
             Some(c) => format!("> **Caveat:** {c}"),
             None => line,
@@ -138,13 +202,13 @@ fn answer(r: &mut Report, out: &SelectOutput) {
         md.push_str(&format!("{line}\n\n"));
     }
     md.push_str(&format!(
-        "The proposal's selection rule chose it (lower mean selected TTFT on the selection split); intervals are grouped bootstrap intervals ({} resamples of whole conditions, seed {}); stability repeats split, fit, margins, search and choice with other split seeds. Bundle `bundle.json`, content hash `{}`.\n",
+        "The proposal's selection rule chose it (lower mean selected TTFT on the selection split); intervals resample whole conditions ({} resamples, seed {}): mean changes and regret are studentized (bootstrap-t) intervals, the headline's simultaneous over the compared variants; means, p90s and p90 changes are percentile intervals (methods and their measured coverage: docs/methodology.md). Stability repeats split, fit, margins, search and choice with other split seeds on the same records: robustness to the split, not replication. Bundle `bundle.json`, content hash `{}`.\n",
         s.uncertainty.bootstrap.resamples, s.uncertainty.bootstrap.seed, out.bundle.content_hash
     ));
     r.markdown(&md);
 }
 
-const VARIANT_HEADER: &str = "| variant | probes | could act | changed | fell back | fallback reasons | mean selected TTFT (ms) [95 % CI] | change vs Stage (ms) [95 % CI] | p90 (ms) [95 % CI] | p90 change vs Stage (ms) [95 % CI] | regret vs oracle (ms) |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+const VARIANT_HEADER: &str = "| variant | probes | could act | changed | fell back | fallback reasons | mean selected TTFT (ms) [95 % CI] | change vs Stage (ms) [95 % CI] | p90 (ms) [95 % CI] | p90 change vs Stage (ms) [95 % CI] | regret vs oracle (ms) [95 % CI] |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
 
 fn variant_row(
     name: &str,
@@ -160,22 +224,26 @@ fn variant_row(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let (m, mc, p, pc) = match u {
+    let (m, mc, p, pc, rg) = match u {
         Some(u) => (
             fmt_ci(u.mean_selected_ttft_ms.as_ref()),
             fmt_change(u.mean_change_vs_stage_ms.as_ref()),
             fmt_ci(u.p90_selected_ttft_ms.as_ref()),
             fmt_change(u.p90_change_vs_stage_ms.as_ref()),
+            u.regret_ms
+                .as_ref()
+                .map_or_else(|| fmt_ms(s.regret_ms), |i| fmt_ci(Some(i))),
         ),
         None => (
             fmt_ms(s.mean_selected_ttft_ms),
             "—".into(),
             fmt_ms(s.p90_selected_ttft_ms),
             "—".into(),
+            fmt_ms(s.regret_ms),
         ),
     };
     format!(
-        "| {name} | {} | {} ({}) | {} ({}) | {} ({}) | {reasons} | {m} | {mc} | {p} | {pc} | {} |\n",
+        "| {name} | {} | {} ({}) | {} ({}) | {} ({}) | {reasons} | {m} | {mc} | {p} | {pc} | {rg} |\n",
         s.probes,
         s.could_act,
         pct(s.could_act_rate),
@@ -183,8 +251,16 @@ fn variant_row(
         pct(s.override_rate),
         s.fell_back,
         pct(s.fallback_rate),
-        fmt_ms(s.regret_ms),
     )
+}
+
+/// Stage's mean selected TTFT on the selection split (0 when it was not replayed).
+fn stage_mean(sel: &SelectionFile) -> f64 {
+    sel.replay
+        .variants
+        .iter()
+        .find(|v| v.variant == Variant::Stage)
+        .map_or(0.0, |v| v.all.mean_selected_ttft_ms)
 }
 
 fn variants(r: &mut Report, out: &SelectOutput) {
@@ -224,7 +300,7 @@ fn variants(r: &mut Report, out: &SelectOutput) {
         .collect();
     r.figure(
         "variants",
-        "Mean selected TTFT per variant on the selection split with 95 % grouped-bootstrap intervals (error bars) and override rates",
+        "Mean selected TTFT per variant on the selection split with 95 % grouped-bootstrap intervals (error bars; each variant resampled on its own) and override rates; the paired change versus Stage is the next figure",
         Plot::Bars(Bars {
             title: format!(
                 "Mean selected TTFT per variant (n = {} probes, {} conditions)",
@@ -233,6 +309,52 @@ fn variants(r: &mut Report, out: &SelectOutput) {
             x_label: "variant (frozen bundle parameters)".into(),
             y_label: "mean selected TTFT (ms)".into(),
             bars,
+        }),
+    );
+    // The paired change: each variant's mean minus Stage's on the same resampled conditions.
+    // The per-variant intervals above share the conditions' spread, so they overlap even when
+    // the paired change excludes zero.
+    // Stage stays in, as the zero line's own bar, so each variant keeps its colour of the
+    // figure above.
+    let changes: Vec<Bar> = sel
+        .replay
+        .variants
+        .iter()
+        .map(|v| {
+            let c = sel
+                .uncertainty
+                .get(v.variant)
+                .and_then(|u| u.mean_change_vs_stage_ms);
+            let value = c.map_or(v.all.mean_selected_ttft_ms - stage_mean(sel), |c| {
+                c.estimate
+            });
+            let annotation = if v.variant == Variant::Stage {
+                "baseline".to_string()
+            } else {
+                format!("{value:+.1} ms")
+            };
+            Bar {
+                label: v.variant.as_str().to_string(),
+                value,
+                interval: c.map(|i| (i.lo, i.hi)),
+                annotation,
+            }
+        })
+        .collect();
+    r.figure(
+        "change_vs_stage",
+        &format!(
+            "Change of the mean selected TTFT versus Stage per variant on the selection split ({} probes, {} conditions), paired: each bootstrap resample draws the same conditions for the variant and for Stage, and the error bar is the 95 % interval of the difference. Below zero is faster than Stage. The intervals of the figure above overlap because they carry the spread between conditions, which the paired difference cancels",
+            sel.replay.pairs, sel.uncertainty.selection_conditions
+        ),
+        Plot::Bars(Bars {
+            title: format!(
+                "Change of mean selected TTFT versus Stage (paired, n = {} probes, {} conditions)",
+                sel.replay.pairs, sel.uncertainty.selection_conditions
+            ),
+            x_label: "variant (frozen bundle parameters)".into(),
+            y_label: "change vs Stage (ms)".into(),
+            bars: changes,
         }),
     );
     let mut t = String::from(
@@ -268,18 +390,27 @@ fn subgroup_row(out: &SelectOutput, label: &str, rows: &[usize]) -> String {
     conds.sort_unstable();
     conds.dedup();
     let change =
-        bootstrap_mean_difference(&chosen, Some(&stage), &ids, &s.uncertainty.bootstrap).ok();
+        bootstrap_mean_difference_studentized(&chosen, &stage, &ids, &s.uncertainty.bootstrap).ok();
     let changed = chosen
         .iter()
         .zip(&stage)
         .filter(|(a, b)| a.to_bits() != b.to_bits())
         .count();
+    let mut changed_conditions: Vec<u64> = (chosen.iter().zip(&stage).zip(&ids))
+        .filter(|((a, b), _)| a.to_bits() != b.to_bits())
+        .map(|(_, c)| *c)
+        .collect();
+    changed_conditions.sort_unstable();
+    changed_conditions.dedup();
+    let indicative = (changed_conditions.len() as u64) < crate::uncertainty::MIN_CHANGED_CONDITIONS
+        && changed > 0;
     format!(
-        "| {label} | {} | {} | {} | {} | {} | {} |\n",
+        "| {label} | {} | {} | {} | {}{} | {} | {} |\n",
         rows.len(),
         conds.len(),
         fmt_ms(mean(&stage)),
         fmt_change(change.as_ref()),
+        if indicative { " (indicative)" } else { "" },
         changed,
         fmt_ms(mean(&chosen) - mean(&oracle)),
     )
@@ -290,7 +421,7 @@ fn where_it_fails(out: &SelectOutput) -> String {
     let pairs = &out.selection_pairs;
     let v = out.selection.bundle_variant;
     let mut t = format!(
-        "## Where it fails\n\nThe chosen variant (`{v}`) against Stage on parts of the selection split. R and P cannot see the remaining generation work of the background requests, so equal request counts with short versus long background generations are the proposal's known blind spot. *Changed TTFT* counts probes whose selected TTFT differs from Stage's.\n\n| subset | probes | conditions | Stage mean (ms) | change vs Stage (ms) [95 % CI] | changed TTFT | regret vs oracle (ms) |\n|---|---|---|---|---|---|---|\n"
+        "## Where it helps and where it fails\n\nThe chosen variant (`{v}`) against Stage on parts of the selection split: a change whose interval lies below zero is where it helps, one that reaches zero or above is where it does not. The background rows partition the probes, and so do the prompt-length rows. R and P cannot see the remaining generation work of the background requests, so equal request counts with short versus long background generations are the proposal's known blind spot. *Changed TTFT* counts probes whose selected TTFT differs from Stage's. The change's interval is studentized over the subset's conditions, not adjusted for the choice or for the number of subsets, and marked *indicative* when the variant changes fewer than 5 of the subset's conditions.\n\n| subset | probes | conditions | Stage mean (ms) | change vs Stage (ms) [95 % CI] | changed TTFT | regret vs oracle (ms) |\n|---|---|---|---|---|---|---|\n"
     );
     // Each subset as the indices of its pairs.
     let rows_where = |keep: &dyn Fn(&EvalPair) -> bool| -> Vec<usize> {
@@ -332,7 +463,7 @@ fn where_it_fails(out: &SelectOutput) -> String {
 
 fn stability(r: &mut Report, out: &SelectOutput) {
     let Some(st) = &out.selection.stability else {
-        r.markdown("## Stability over split seeds\n\nNot run (`--stability-seeds 0`).");
+        r.markdown("## Robustness to the split\n\nNot run (`--stability-seeds 0`).");
         return;
     };
     let counts = |m: &std::collections::BTreeMap<String, u64>| {
@@ -342,7 +473,7 @@ fn stability(r: &mut Report, out: &SelectOutput) {
             .join(", ")
     };
     let mut t = format!(
-        "## Stability over split seeds\n\nThe whole calibration repeated on the same records with split seeds {}–{} (grouped split, fit, margins, r/p search, evaluation, choice). Bundle variant: {}. Threshold rule: {}. Estimator: {}. The run's own choice (`{}`) is made by {:.0} % of the seeds; at least {:.0} % is called stable.\n\n| seed | conditions fit / uncertainty / selection | threshold rule | r | p | estimator | bundle variant | change vs Stage (ms) |\n|---|---|---|---|---|---|---|---|\n",
+        "## Robustness to the split\n\nThe whole calibration repeated on the same records with split seeds {}–{}, other than the run's own (grouped split, fit, margins, r/p search, evaluation, choice): robustness to the split, not a replication (new records could choose differently). Bundle variant: {}. Threshold rule: {}. Estimator: {}. The run's own choice (`{}`) is made by {:.0} % of the seeds; at least {:.0} % is called stable.\n\n| seed | conditions fit / uncertainty / selection | threshold rule | r | p | estimator | bundle variant | change vs Stage (ms) |\n|---|---|---|---|---|---|---|---|\n",
         st.seeds.first().copied().unwrap_or(0),
         st.seeds.last().copied().unwrap_or(0),
         counts(&st.bundle_variant_counts),
@@ -398,19 +529,26 @@ fn search(r: &mut Report, out: &SelectOutput) {
     let Some(l) = &sel.landscape else {
         return;
     };
-    let best = sel.search_count_prefill.best.rule;
+    // The chosen threshold rule: `count`'s rules are the `off` column (p disabled).
+    let chosen = sel.thresholds;
     let mark = l
         .rows
         .iter()
-        .position(|row| row.r == best.r)
-        .zip(l.p_columns.iter().position(|p| *p == best.p));
-    let chosen = if sel.threshold_rule.variant == Variant::CountPrefill {
-        "the chosen rule"
+        .position(|row| row.r == chosen.r)
+        .zip(l.p_columns.iter().position(|p| *p == chosen.p));
+    let rule = format!(
+        "the chosen threshold rule (`{}`: r {}, p {})",
+        sel.threshold_rule.variant,
+        fmt_threshold(chosen.r),
+        fmt_threshold(chosen.p)
+    );
+    let outline = if mark.is_some() {
+        format!("{rule} is outlined in red")
     } else {
-        "count_prefill's best rule (not chosen: `count` was)"
+        format!("{rule} is not among the columns drawn, so nothing is outlined")
     };
     let caption = format!(
-        "r/p objective landscape: mean selected TTFT (ms) on the fit split ({} probes); {chosen} is outlined in red. Columns are the observed p candidates in order (a categorical axis, not to scale){}",
+        "r/p objective landscape: mean selected TTFT (ms) on the fit split ({} probes), every rule of the `count_prefill` family; the `off` column (p disabled) holds the `count` rules. {outline}. Columns are the observed p candidates in order (a categorical axis, not to scale){}",
         sel.search_pairs,
         if l.p_columns.len() as u64 <= sel.search_count_prefill.p_candidates {
             ""
@@ -506,6 +644,8 @@ fn margins(r: &mut Report, out: &SelectOutput) {
                 x: d,
                 name: format!("delta_{name} = {} ms (shaded: 95 % CI)", fmt_ms(d)),
                 span: iv.map(|i| (i.lo, i.hi)),
+                // the colour of its own CDF
+                colour: Some(series.len() - 1),
             });
         }
     }
@@ -525,7 +665,106 @@ fn margins(r: &mut Report, out: &SelectOutput) {
             bands: vec![],
             vlines,
         }),
-    )
+    );
+    margin_coverage(r, out);
+}
+
+/// The nominal levels of the margins' reliability plot.
+const RELIABILITY_LEVELS: [f64; 7] = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99];
+
+/// Held-out coverage of the margins: on the selection split (conditions the margins never saw),
+/// each condition's score as the margin defines it (the largest |predicted − measured advantage|
+/// over its repeats) and the share of conditions whose score is at most δ (target: the margin's
+/// level, 0.90); for several levels, δ at that level from the uncertainty split against its
+/// held-out share (a reliability plot).
+fn margin_coverage(r: &mut Report, out: &SelectOutput) {
+    let m = &out.margins;
+    let mut t = format!(
+        "### Margins on held-out conditions\n\nOn the selection split (conditions neither the fit nor the margins saw): each condition's largest |predicted − measured advantage| over its repeats, and the share of conditions within δ; the target is the margin's level ({:.0} %). Wilson 95 % intervals.\n\n| estimator | δ (ms) | held-out conditions | share within δ [95 %] |\n|---|---|---|---|\n",
+        100.0 * m.level
+    );
+    let mut series = vec![Series {
+        name: "nominal".into(),
+        points: RELIABILITY_LEVELS.iter().map(|&q| (q, q)).collect(),
+    }];
+    for (name, estimator, e) in [
+        ("blind", Estimator::Blind, &m.blind),
+        ("cache", Estimator::Cache, &m.cache),
+    ] {
+        let mut by_condition: BTreeMap<u64, f64> = BTreeMap::new();
+        for p in &out.selection_pairs {
+            let observations = (&p.efficient(), &p.capable());
+            let Ok(adv) = sy_calibration::margins::predicted_advantage(
+                &out.fit,
+                estimator,
+                observations,
+                p.features(),
+            ) else {
+                continue;
+            };
+            let err = (adv - (p.ttft_eff_ms - p.ttft_cap_ms)).abs();
+            if err.is_finite() {
+                let s = by_condition.entry(p.condition).or_insert(0.0);
+                *s = s.max(err);
+            }
+        }
+        let held_out: Vec<f64> = by_condition.into_values().collect();
+        let share = |delta: f64| {
+            let k = held_out.iter().filter(|&&s| s <= delta).count() as u64;
+            (k, held_out.len() as u64)
+        };
+        if let Some(delta) = e.estimate.delta_ms {
+            let (k, n) = share(delta);
+            let (lo, hi) = sy_stats::binomial::wilson(k, n, 0.95);
+            t.push_str(&format!(
+                "| {name} | {} | {n} | {} [{}, {}] |\n",
+                fmt_ms(delta),
+                pct(if n == 0 {
+                    f64::NAN
+                } else {
+                    k as f64 / n as f64
+                }),
+                pct(lo),
+                pct(hi)
+            ));
+        }
+        let mut scores: Vec<f64> = e
+            .estimate
+            .condition_scores
+            .iter()
+            .map(|c| c.score_ms)
+            .collect();
+        scores.sort_by(f64::total_cmp);
+        let points: Vec<(f64, f64)> = RELIABILITY_LEVELS
+            .iter()
+            .filter_map(|&q| {
+                let delta = sy_selector::quantile_sorted(&scores, q)?;
+                let (k, n) = share(delta);
+                (n > 0).then(|| (q, k as f64 / n as f64))
+            })
+            .collect();
+        series.push(Series {
+            name: format!("{name}: held-out share within δ at the level"),
+            points,
+        });
+    }
+    r.markdown(&t);
+    r.figure(
+        "margin_reliability",
+        "Reliability of the margins: δ at each level from the uncertainty split, and the share of held-out (selection-split) conditions within it",
+        Plot::Lines(Lines {
+            title: "Margin reliability on held-out conditions".into(),
+            x_label: "nominal level of δ (uncertainty split)".into(),
+            y_label: "held-out share of conditions within δ".into(),
+            series,
+            log_x: false,
+            x_ticks: None,
+            y_range: Some((0.0, 1.0)),
+            step: false,
+            bands: vec![],
+            vlines: vec![],
+        }),
+    );
 }
 
 /// Column `j` of a Q table by its cached fraction: the value when every row has the same, else the
@@ -726,7 +965,7 @@ fn estimator_figures(estimator: Estimator, preds: &[Prediction]) -> [Figure; 2] 
     let scatter = (
         format!("predicted_vs_measured_{e}"),
         format!(
-            "Predicted vs measured TTFT, {e} estimator (selection split); R² on the measured TTFT"
+            "Predicted vs measured TTFT, {e} estimator: every load-phase probe of the selection split, both models (the Q-grid, fit and uncertainty splits are left out); R² on the measured TTFT"
         ),
         Plot::Scatter(Scatter {
             title: format!("T_{e}: predicted vs measured TTFT (selection split)"),
@@ -752,10 +991,11 @@ fn estimator_figures(estimator: Estimator, preds: &[Prediction]) -> [Figure; 2] 
             }
         }
     }
+    let left_out = preds.iter().filter(|p| p.1.is_none()).count();
     let residuals = (
         format!("residuals_by_decode_length_{e}"),
         format!(
-            "Empirical CDF of the residuals (measured − predicted) by background generation length, {e} estimator"
+            "Empirical CDF of the residuals (measured − predicted) by background generation length, {e} estimator, selection split: only the probes of conditions with short or long background generations; the {left_out} predictions (one per model and probe) of other conditions, without decode contention, are left out"
         ),
         Plot::Lines(Lines {
             title: format!("T_{e} residuals: short vs long background generations"),
@@ -771,6 +1011,7 @@ fn estimator_figures(estimator: Estimator, preds: &[Prediction]) -> [Figure; 2] 
                 x: 0.0,
                 name: "zero error".into(),
                 span: None,
+                colour: None,
             }],
         }),
     );
@@ -971,6 +1212,7 @@ pub fn write_report(out: &SelectOutput, dir: &Path) -> Result<PathBuf, SelectErr
     margins(&mut r, out);
     q_tables(&mut r, out);
     client_server_gap(&mut r, out);
+    r.markdown(&crate::failures::markdown(&out.failures));
     estimators(&mut r, predictions);
     coefficients(&mut r, out);
     reproduce(&mut r, out);

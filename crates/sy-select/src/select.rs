@@ -21,7 +21,10 @@ use crate::evaluate::{AllPairs, Detail, EvalPair, Replay, SelectedTtfts};
 use crate::search::{Landscape, SearchOutcome};
 use crate::search_view::SearchView;
 use crate::stability::{SeedRuns, Stability, StabilitySettings, run_seeds};
-use crate::uncertainty::{Headline, Uncertainty, coefficient_intervals, headline, uncertainty};
+use crate::uncertainty::{
+    Comparisons, Headline, Uncertainty, coefficient_intervals, headline, selection_adjusted,
+    uncertainty,
+};
 use sy_calibration::fitting::ConditionSumsTable;
 /// Defined with the run directory's layout (`sy_run::layout`).
 pub use sy_run::SELECTION_SCHEMA_VERSION;
@@ -133,6 +136,8 @@ pub struct SelectOutput {
     pub options: SelectOptions,
     /// The client − server TTFT gap per phase and model over every record read.
     pub gap: Vec<crate::gap::GapRow>,
+    /// Failed records per model and condition over every record read.
+    pub failures: crate::failures::Failures,
 }
 
 /// The settings of the calibration repeated over `opts.stability_seeds` (those of this run),
@@ -142,8 +147,16 @@ fn stability_settings(opts: &SelectOptions, inputs: &Inputs) -> Option<Stability
         return None;
     }
     let fit_file = inputs.fit_file.as_ref();
+    // Seeds other than the run's own: its split is the run itself.
+    let seeds: Vec<u64> = (opts.stability_seeds.iter())
+        .copied()
+        .filter(|&s| s != inputs.splits.seed)
+        .collect();
+    if seeds.is_empty() {
+        return None;
+    }
     Some(StabilitySettings {
-        seeds: opts.stability_seeds.clone(),
+        seeds,
         fractions: inputs.splits.fractions,
         folds: fit_file.map_or(sy_calibration::fitting::FitConfig::default().folds, |f| {
             f.settings.folds
@@ -454,6 +467,14 @@ fn calibrate<'a>(
         LANDSCAPE_P_COLUMNS,
         Detail::Full,
     )?;
+    // The headline's interval adjusted for the choice among the candidates, from what each
+    // candidate selected (taken by the frozen replay below).
+    let adjusted = selection_adjusted(
+        &choices.candidate_selected,
+        &pairs.selection,
+        choices.bundle_choice.variant,
+        &opts.bootstrap,
+    );
     let (replay, selected) = choices.frozen_replay(&pairs.selection, pairs.selection_unmeasured);
     phases.start("bootstrapping intervals");
     let mut uncertainty = uncertainty(
@@ -463,6 +484,7 @@ fn calibrate<'a>(
         &opts.bootstrap,
     );
     uncertainty.coefficients = coefficient_intervals(inputs.fit_file.as_ref());
+    uncertainty.selection_adjusted = Some(adjusted);
     Ok(Calibrated {
         pairs,
         choices,
@@ -533,9 +555,14 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
     // The conditions' splits and the client-server gaps on threads of their own while the
     // probes are paired; then the seeds' per-condition sums, each paired row's features and Q
     // baselines taken from its settled pair.
-    let (all, (seed_inputs, condition_splits, gap)) = std::thread::scope(|scope| {
+    let (all, (seed_inputs, condition_splits, (gap, failures))) = std::thread::scope(|scope| {
         let splits = scope.spawn(|| records.condition_splits(&inputs.splits));
-        let gap = scope.spawn(|| crate::gap::gap_rows(&records));
+        let gap = scope.spawn(|| {
+            (
+                crate::gap::gap_rows(&records),
+                crate::failures::failures(&records),
+            )
+        });
         // Settled only for the seeds: each decides every pair again, the run's own replays
         // decide a pair once.
         let ground = settings.as_ref().map(|_| ttft_ground(opts, &inputs));
@@ -571,7 +598,17 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
         mut warnings,
     } = calibrated;
     let params = &choices.params;
-    let headline = headline(chosen, &uncertainty, stability.as_ref());
+    let compared = Comparisons {
+        variants: uncertainty
+            .selection_adjusted
+            .as_ref()
+            .map_or(0, |a| a.compared.len() as u64),
+        threshold_rules: 2,
+        estimators: 2,
+        thresholds_searched: choices.search_count.rules_evaluated
+            + choices.search_count_prefill.rules_evaluated,
+    };
+    let headline = headline(chosen, &uncertainty, stability.as_ref(), compared);
 
     phases.start("freezing the bundle");
     let provenance = provenance(opts, &inputs, &headline, &uncertainty, stability.as_ref());
@@ -633,5 +670,6 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
         selected_ttfts: selected,
         options: opts.clone(),
         gap,
+        failures,
     })
 }

@@ -2,6 +2,11 @@
 //! evaluation, choice — repeated over several split seeds on the same records, counting how
 //! often each threshold rule, estimator and bundle variant is chosen.
 //!
+//! The seeds are other than the run's own (its split is not counted twice), on the same records:
+//! this measures **robustness to the split**, not replication — new records could still choose
+//! differently. Beside the run's own change versus Stage the report gives the median change
+//! over the seeds (each seed's own choice on its own selection split).
+//!
 //! A choice is called **stable** when the run's own bundle variant is also the choice of at
 //! least [`STABLE_SHARE`] of the seeds. The proposal's selection rule is unchanged: stability is
 //! reported (and warned about), never used to pick.
@@ -65,6 +70,9 @@ pub struct Stability {
     pub chosen_share: f64,
     /// `chosen_share ≥ STABLE_SHARE`.
     pub stable: bool,
+    /// Median over the seeds of their chosen variant's mean change versus Stage (ms).
+    #[serde(default)]
+    pub median_change_vs_stage_ms: Option<f64>,
 }
 
 /// What every seed's calibration shares: the seed inputs, every pair's decision input and
@@ -279,7 +287,11 @@ impl SeedRuns {
         } else {
             agree as f64 / runs.len() as f64
         };
+        let mut changes: Vec<f64> = runs.iter().map(|r| r.mean_change_vs_stage_ms).collect();
+        changes.sort_by(f64::total_cmp);
+        let median_change_vs_stage_ms = sy_selector::quantile_sorted(&changes, 0.5);
         Stability {
+            median_change_vs_stage_ms,
             seeds: settings.seeds.clone(),
             threshold_rule_counts: count(&runs, |r| r.threshold_rule),
             estimator_counts: count(&runs, |r| r.estimator),

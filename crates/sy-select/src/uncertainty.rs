@@ -1,6 +1,16 @@
 //! How sure the headline numbers are: grouped bootstrap intervals (whole conditions resampled,
 //! `sy_stats`) for every variant's mean and p90 selected TTFT on the selection split, their
-//! change versus Stage (paired: the same resampled conditions for both), and the margins.
+//! change versus Stage (paired: the same resampled conditions for both), its regret versus the
+//! per-probe oracle, and the margins.
+//!
+//! Methods (their coverage is measured by `crates/sy-stats/benches/coverage_study.rs`):
+//! the mean change versus Stage and the regret are **studentized** intervals (bootstrap-t), the
+//! headline's mean change is in addition **simultaneous over the variants the choice compared**
+//! (selection-adjusted: the chosen variant was picked on the same conditions); means, p90s and
+//! the p90 change are percentile intervals. An interval is marked *indicative* when the study
+//! found its method unreliable for data like these: a mean change carried by fewer than
+//! [`MIN_CHANGED_CONDITIONS`] conditions, a p90 change resting on fewer than
+//! [`MIN_TAIL_CONDITIONS`] conditions above the 90th percentile.
 
 use std::collections::BTreeMap;
 
@@ -15,6 +25,52 @@ use crate::evaluate::{EvalPair, SelectedTtfts};
 /// The percentile of the "p90" statistics.
 const P90: f64 = 0.9;
 
+/// Below this many conditions in which the chosen variant changes the selection, the headline's
+/// mean-change interval is indicative: the coverage study measured 73–90 % coverage with fewer
+/// than 5 such conditions where a few conditions carry most of the effect, and 91–99 % with 5–9
+/// (docs/methodology.md).
+pub const MIN_CHANGED_CONDITIONS: u64 = 5;
+
+/// Below this many conditions with a row above the 90th percentile (the fewer of the variant's
+/// and Stage's), the p90 change's interval is indicative: the coverage study measured 87–93 %
+/// coverage below 20 and 95 % from 20 (docs/methodology.md).
+pub const MIN_TAIL_CONDITIONS: u64 = 20;
+
+/// How each interval is computed (in `selection.json`, so a reader need not look it up).
+pub fn interval_methods() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (
+            "mean_selected_ttft_ms".into(),
+            "percentile, grouped bootstrap over conditions".into(),
+        ),
+        (
+            "p90_selected_ttft_ms".into(),
+            "percentile, grouped bootstrap over conditions".into(),
+        ),
+        (
+            "mean_change_vs_stage_ms".into(),
+            "studentized (bootstrap-t) over conditions, cluster-robust standard error".into(),
+        ),
+        (
+            "p90_change_vs_stage_ms".into(),
+            "percentile, grouped bootstrap over conditions (paired)".into(),
+        ),
+        (
+            "regret_ms".into(),
+            "studentized (bootstrap-t) over conditions, versus the per-probe oracle".into(),
+        ),
+        (
+            "headline.mean_change_vs_stage_ms".into(),
+            "studentized, simultaneous over the compared variants (max-t; selection-adjusted)"
+                .into(),
+        ),
+        (
+            "margins".into(),
+            "percentile, grouped bootstrap over uncertainty-split conditions".into(),
+        ),
+    ])
+}
+
 /// One variant's headline numbers with their intervals (ms).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VariantUncertainty {
@@ -25,6 +81,16 @@ pub struct VariantUncertainty {
     pub mean_change_vs_stage_ms: Option<Interval>,
     /// p90 selected TTFT of the variant minus Stage's.
     pub p90_change_vs_stage_ms: Option<Interval>,
+    /// Mean selected TTFT minus the per-probe oracle's (the faster model every time).
+    #[serde(default)]
+    pub regret_ms: Option<Interval>,
+    /// Conditions in which the variant changes the selected TTFT of some probe.
+    #[serde(default)]
+    pub changed_conditions: u64,
+    /// Conditions with a probe above the 90th percentile (the fewer of the variant's and
+    /// Stage's): what the p90 change's interval rests on.
+    #[serde(default)]
+    pub p90_tail_conditions: u64,
 }
 
 impl VariantUncertainty {
@@ -37,8 +103,21 @@ impl VariantUncertainty {
             p90_selected_ttft_ms: None,
             mean_change_vs_stage_ms: None,
             p90_change_vs_stage_ms: None,
+            regret_ms: None,
+            changed_conditions: 0,
+            p90_tail_conditions: 0,
         }
     }
+}
+
+/// The chosen variant's mean change versus Stage, adjusted for the choice among the compared
+/// variants (see the module docs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SelectionAdjusted {
+    /// The variants the choice compared (each with its own searched thresholds).
+    pub compared: Vec<Variant>,
+    /// Simultaneous studentized interval of the chosen variant's mean change versus Stage.
+    pub mean_change_vs_stage_ms: Option<Interval>,
 }
 
 /// The bootstrap intervals of one calibration.
@@ -57,6 +136,12 @@ pub struct Uncertainty {
     /// `coefficient_intervals`). Empty when the fit file holds none.
     #[serde(default)]
     pub coefficients: BTreeMap<String, Vec<Interval>>,
+    /// How each interval is computed ([`interval_methods`]).
+    #[serde(default)]
+    pub methods: BTreeMap<String, String>,
+    /// The headline's selection-adjusted interval (`None` when it was not computed).
+    #[serde(default)]
+    pub selection_adjusted: Option<SelectionAdjusted>,
 }
 
 /// The coefficient intervals of `fit.json` by `<model>.<estimator>` (see
@@ -112,6 +197,19 @@ pub fn uncertainty<P: std::borrow::Borrow<EvalPair> + Sync>(
         draws.series(ttfts.map_or(&[][..], |(_, t)| t), P90)
     };
     let stage = series(Variant::Stage);
+    let stage_ttfts = selected.iter().find(|(v, _)| *v == Variant::Stage);
+    let oracle: Vec<f64> = pairs.iter().map(|p| p.borrow().oracle_ttft()).collect();
+    let studentized = |variant: Variant| {
+        let draws = draws.as_ref().ok()?;
+        let (_, own) = selected.iter().find(|(v, _)| *v == variant)?;
+        let (_, st) = stage_ttfts?;
+        let change = draws.mean_changes_studentized(&[own], st).each.pop()?;
+        let regret = draws.mean_changes_studentized(&[own], &oracle).each.pop()?;
+        let changed = changed_conditions(own, st, &groups);
+        let tails = sy_stats::tail_groups(own, &groups, P90)
+            .min(sy_stats::tail_groups(st, &groups, P90)) as u64;
+        Some((change, regret, changed, tails))
+    };
     let one = |variant: Variant| {
         let name = variant.as_str();
         // `series` fails only without draws or with a wrong length: then all four fail.
@@ -125,12 +223,19 @@ pub fn uncertainty<P: std::borrow::Borrow<EvalPair> + Sync>(
             (Err(e), ..) => SeriesIntervals::all(e),
             (_, Err(e), _) | (_, _, Err(e)) => SeriesIntervals::all(e.clone()),
         };
+        let (change, regret, changed, tails) = match studentized(variant) {
+            Some((c, r, changed, tails)) => (log_err(name, c), log_err(name, r), changed, tails),
+            None => (None, None, 0, 0),
+        };
         VariantUncertainty {
             variant,
             mean_selected_ttft_ms: log_err(name, intervals.mean),
             p90_selected_ttft_ms: log_err(name, intervals.quantile),
-            mean_change_vs_stage_ms: log_err(name, intervals.mean_change),
+            mean_change_vs_stage_ms: change,
             p90_change_vs_stage_ms: log_err(name, intervals.quantile_change),
+            regret_ms: regret,
+            changed_conditions: changed,
+            p90_tail_conditions: tails,
         }
     };
     // The variants are independent: computed in parallel, kept in order.
@@ -167,6 +272,54 @@ pub fn uncertainty<P: std::borrow::Borrow<EvalPair> + Sync>(
             margin("cache", &margins.cache),
         ]),
         coefficients: BTreeMap::new(),
+        methods: interval_methods(),
+        selection_adjusted: None,
+    }
+}
+
+/// Conditions (of `groups`, one id per row) in which `a` and `b` differ in some row.
+fn changed_conditions(a: &[f64], b: &[f64], groups: &[u64]) -> u64 {
+    let mut ids: Vec<u64> = (a.iter().zip(b).zip(groups))
+        .filter(|((x, y), _)| x != y)
+        .map(|(_, g)| *g)
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.len() as u64
+}
+
+/// The chosen variant's mean change versus Stage, simultaneous over the non-Stage variants in
+/// `candidates` (what each candidate selected per pair, in pair order): the choice was made
+/// among them on these pairs.
+pub fn selection_adjusted<P: std::borrow::Borrow<EvalPair>>(
+    candidates: &SelectedTtfts,
+    pairs: &[P],
+    chosen: Variant,
+    cfg: &BootstrapConfig,
+) -> SelectionAdjusted {
+    let groups: Vec<u64> = pairs.iter().map(|p| p.borrow().condition).collect();
+    let compared: Vec<&(Variant, Vec<f64>)> = candidates
+        .iter()
+        .filter(|(v, t)| *v != Variant::Stage && t.len() == pairs.len())
+        .collect();
+    let stage = candidates.iter().find(|(v, _)| *v == Variant::Stage);
+    let interval = (|| {
+        let (_, stage) = stage?;
+        let draws = log_err(
+            "the selection-adjusted interval",
+            GroupDraws::new(&groups, cfg),
+        )?;
+        let series: Vec<&[f64]> = compared.iter().map(|(_, t)| t.as_slice()).collect();
+        let at = compared.iter().position(|(v, _)| *v == chosen)?;
+        let mut out = draws.mean_changes_studentized(&series, stage);
+        log_err(
+            "the selection-adjusted interval",
+            out.simultaneous.swap_remove(at),
+        )
+    })();
+    SelectionAdjusted {
+        compared: compared.iter().map(|(v, _)| *v).collect(),
+        mean_change_vs_stage_ms: interval,
     }
 }
 
@@ -176,16 +329,43 @@ pub struct Headline {
     pub bundle_variant: Variant,
     pub threshold_rule: Variant,
     pub estimator: Variant,
-    /// Mean selected TTFT of the bundle variant minus Stage's on the selection split.
+    /// Mean selected TTFT of the bundle variant minus Stage's on the selection split:
+    /// simultaneous over the compared variants (selection-adjusted, see the module docs).
     pub mean_change_vs_stage_ms: Option<Interval>,
+    /// The same interval without the adjustment for the choice (the variant's own).
+    #[serde(default)]
+    pub mean_change_unadjusted_ms: Option<Interval>,
     /// The same for the 90th percentile.
     pub p90_change_vs_stage_ms: Option<Interval>,
+    /// The bundle variant's regret versus the per-probe oracle.
+    #[serde(default)]
+    pub regret_ms: Option<Interval>,
+    /// How much was compared to reach the choice.
+    #[serde(default)]
+    pub compared: Comparisons,
+    /// Intervals to be read as indicative, each with the reason.
+    #[serde(default)]
+    pub indicative: Vec<String>,
     /// Whether the mean change's interval excludes zero.
     pub distinguishable_from_stage: bool,
     /// Whether the split seeds agree (`None` when the stability check did not run).
     pub stable: Option<bool>,
     /// The caveats the report prints first and `sy-select` warns about.
     pub caveats: Vec<String>,
+}
+
+/// How much the calibration compared before it chose: the more it compared on the same data,
+/// the more the winner's own interval flatters it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Comparisons {
+    /// Variants compared on the selection split (each with its own thresholds).
+    pub variants: u64,
+    /// Threshold rules compared (`count`, `count_prefill`).
+    pub threshold_rules: u64,
+    /// Estimators compared (`blind`, `cache`).
+    pub estimators: u64,
+    /// (r, p) thresholds evaluated by the search on the fit split (both families).
+    pub thresholds_searched: u64,
 }
 
 /// A signed number of milliseconds with one decimal and a typographic minus ("−14.5", "+3.7").
@@ -209,13 +389,34 @@ pub fn headline(
     choices: (Variant, Variant, Variant),
     u: &Uncertainty,
     stability: Option<&crate::stability::Stability>,
+    compared: Comparisons,
 ) -> Headline {
     let (bundle_variant, threshold_rule, estimator) = choices;
     let mine = u.get(bundle_variant);
-    let mean_change = mine.and_then(|v| v.mean_change_vs_stage_ms);
+    let unadjusted = mine.and_then(|v| v.mean_change_vs_stage_ms);
+    let adjusted = u
+        .selection_adjusted
+        .as_ref()
+        .and_then(|a| a.mean_change_vs_stage_ms);
+    let mean_change = adjusted.or(unadjusted);
     let p90_change = mine.and_then(|v| v.p90_change_vs_stage_ms);
     let distinguishable = mean_change.is_some_and(|i| i.excludes_zero() && i.estimate < 0.0);
-    let mut caveats = Vec::new();
+    let mut indicative = Vec::new();
+    if let Some(v) = mine {
+        if bundle_variant != Variant::Stage && v.changed_conditions < MIN_CHANGED_CONDITIONS {
+            indicative.push(format!(
+                "the mean change's interval is indicative: {bundle_variant} changes the selection in {} of {} selection-split conditions (the coverage study measured 73–90 % coverage with fewer than {MIN_CHANGED_CONDITIONS} where a few conditions carry the effect)",
+                v.changed_conditions, u.selection_conditions
+            ));
+        }
+        if v.p90_tail_conditions < MIN_TAIL_CONDITIONS {
+            indicative.push(format!(
+                "the p90 change's interval is indicative: it rests on {} conditions above the 90th percentile (the coverage study measured 87–93 % coverage with fewer than {MIN_TAIL_CONDITIONS})",
+                v.p90_tail_conditions
+            ));
+        }
+    }
+    let mut caveats = indicative.clone();
     match &mean_change {
         Some(i) if !distinguishable => caveats.push(format!(
             "the gain of {bundle_variant} over Stage is not distinguishable from zero: mean selected TTFT change {} over {} selection-split conditions",
@@ -250,9 +451,96 @@ pub fn headline(
         threshold_rule,
         estimator,
         mean_change_vs_stage_ms: mean_change,
+        mean_change_unadjusted_ms: unadjusted,
         p90_change_vs_stage_ms: p90_change,
+        regret_ms: mine.and_then(|v| v.regret_ms),
+        compared,
+        indicative,
         distinguishable_from_stage: distinguishable,
         stable: stability.map(|s| s.stable),
         caveats,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iv(estimate: f64, lo: f64, hi: f64) -> Interval {
+        Interval {
+            estimate,
+            lo,
+            hi,
+            level: 0.95,
+            resamples: 100,
+            groups: 30,
+        }
+    }
+
+    fn uncertainty_with(changed: u64, tails: u64, adjusted: Option<Interval>) -> Uncertainty {
+        let v = VariantUncertainty {
+            variant: Variant::Cache,
+            mean_selected_ttft_ms: Some(iv(70.0, 60.0, 80.0)),
+            p90_selected_ttft_ms: Some(iv(140.0, 120.0, 160.0)),
+            mean_change_vs_stage_ms: Some(iv(-10.0, -20.0, -4.0)),
+            p90_change_vs_stage_ms: Some(iv(-5.0, -30.0, 2.0)),
+            regret_ms: Some(iv(1.0, 0.2, 3.0)),
+            changed_conditions: changed,
+            p90_tail_conditions: tails,
+        };
+        Uncertainty {
+            bootstrap: BootstrapConfig::default(),
+            selection_conditions: 30,
+            variants: vec![v],
+            margins: BTreeMap::new(),
+            coefficients: BTreeMap::new(),
+            methods: interval_methods(),
+            selection_adjusted: adjusted.map(|i| SelectionAdjusted {
+                compared: vec![
+                    Variant::Count,
+                    Variant::CountPrefill,
+                    Variant::Blind,
+                    Variant::Cache,
+                ],
+                mean_change_vs_stage_ms: Some(i),
+            }),
+        }
+    }
+
+    const CHOICE: (Variant, Variant, Variant) = (Variant::Cache, Variant::Count, Variant::Cache);
+
+    #[test]
+    fn the_headline_reports_the_adjusted_interval_and_keeps_the_unadjusted_one() {
+        let u = uncertainty_with(12, 25, Some(iv(-10.0, -25.0, -1.0)));
+        let h = headline(CHOICE, &u, None, Comparisons::default());
+        assert_eq!(h.mean_change_vs_stage_ms, Some(iv(-10.0, -25.0, -1.0)));
+        assert_eq!(h.mean_change_unadjusted_ms, Some(iv(-10.0, -20.0, -4.0)));
+        assert!(h.distinguishable_from_stage);
+        assert!(h.indicative.is_empty(), "{:?}", h.indicative);
+        assert_eq!(h.regret_ms, Some(iv(1.0, 0.2, 3.0)));
+        // An adjusted interval that reaches zero is not distinguishable, whatever the variant's own.
+        let u = uncertainty_with(12, 25, Some(iv(-10.0, -25.0, 0.5)));
+        let h = headline(CHOICE, &u, None, Comparisons::default());
+        assert!(!h.distinguishable_from_stage);
+        assert!(h.caveats.iter().any(|c| c.contains("not distinguishable")));
+    }
+
+    #[test]
+    fn few_changed_or_tail_conditions_make_an_interval_indicative() {
+        let u = uncertainty_with(MIN_CHANGED_CONDITIONS - 1, MIN_TAIL_CONDITIONS - 1, None);
+        let h = headline(CHOICE, &u, None, Comparisons::default());
+        assert_eq!(h.indicative.len(), 2, "{:?}", h.indicative);
+        assert!(h.indicative[0].starts_with("the mean change's interval is indicative"));
+        assert!(h.indicative[1].starts_with("the p90 change's interval is indicative"));
+        // Indicative intervals lead the caveats.
+        assert_eq!(h.caveats[..2], h.indicative[..]);
+        // Without the adjusted interval the variant's own is the headline.
+        assert_eq!(h.mean_change_vs_stage_ms, Some(iv(-10.0, -20.0, -4.0)));
+        let u = uncertainty_with(MIN_CHANGED_CONDITIONS, MIN_TAIL_CONDITIONS, None);
+        assert!(
+            headline(CHOICE, &u, None, Comparisons::default())
+                .indicative
+                .is_empty()
+        );
     }
 }

@@ -53,6 +53,8 @@ fn prepare_with(dir: &Path, edit: impl Fn(&mut [sy_records::Record])) -> Vec<sy_
         &dir.join("fit.json"),
         &true_estimators(&spec, Model::Efficient).unwrap(),
         &true_estimators(&spec, Model::Capable).unwrap(),
+        &[&dir.join("records.jsonl")],
+        &dir.join("splits.json"),
     )
     .unwrap();
     sy_margin::run(&MarginOptions {
@@ -194,9 +196,10 @@ fn selects_freezes_reports_and_replays_to_the_same_numbers() {
         assert!(dir.path().join("plots").join(name).is_file(), "{name}");
         figures += 1;
     }
-    // 11 figures, each as SVG and PNG.
-    assert_eq!(figures, 22, "{md}");
+    // 13 figures, each as SVG and PNG.
+    assert_eq!(figures, 26, "{md}");
     for stem in [
+        "margin_reliability",
         "q_heatmap_efficient",
         "q_lines_capable",
         "predicted_vs_measured_cache",
@@ -380,12 +383,12 @@ fn report_leads_with_the_answer_and_its_commands_run_as_printed() {
     assert!(stdout.starts_with("Chosen: "), "{stdout}");
     assert!(!stdout.contains("Some("), "no debug text: {stdout}");
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
-    let first_screen: String = report.lines().take(12).collect::<Vec<_>>().join("\n");
+    let first_screen: String = report.lines().take(24).collect::<Vec<_>>().join("\n");
     assert!(first_screen.contains("## Answer"), "{first_screen}");
     assert!(first_screen.contains("Chosen: "), "{first_screen}");
     assert!(first_screen.contains("95 % CI"), "{first_screen}");
     assert!(
-        first_screen.contains("Stability over 3 split seeds"),
+        first_screen.contains("Robustness to the split (3 split seeds other than the run's"),
         "{first_screen}"
     );
     // The client − server gap per phase and model: both phases, both models, with the records

@@ -19,11 +19,11 @@ use crate::{
 /// The groups drawn in every resample (see the module docs).
 #[derive(Debug, Clone)]
 pub struct GroupDraws {
-    groups: Groups,
+    pub(crate) groups: Groups,
     group_of: Vec<usize>,
     /// `resamples × groups` group indices, resample after resample.
-    draws: Vec<u32>,
-    cfg: BootstrapConfig,
+    pub(crate) draws: Vec<u32>,
+    pub(crate) cfg: BootstrapConfig,
 }
 
 /// One series' mean and quantile on the observed rows and in every resample.

@@ -501,6 +501,19 @@ fn q_table_warnings(name: &str, q_report: &QTableReport, warnings: &mut Vec<Stri
             q_report.empty_cells
         ));
     }
+    if let Some(why) = &q_report.f_axis_fallback {
+        let first_row = q_report.cells.first().map(|c| c.planned_n);
+        let planned: Vec<f64> = q_report
+            .cells
+            .iter()
+            .take_while(|c| Some(c.planned_n) == first_row)
+            .map(|c| c.f)
+            .collect();
+        warnings.push(format!(
+            "{name} Q table: its f axis is the planned cached fractions {planned:?}, not the \
+             observed K/N: {why}"
+        ));
+    }
     if q_report.monotone_violation_count > 0 {
         warnings.push(format!(
             "{name} Q table: not monotone in the uncached tokens N·(1−f) ({} cell pair(s) decrease by more than their spread; see q_table.monotone_violations)",

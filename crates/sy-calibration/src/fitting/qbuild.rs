@@ -69,6 +69,35 @@ pub struct QTableReport {
     pub monotone_violation_count: usize,
     /// The first few non-monotone pairs (largest drops first).
     pub monotone_violations: Vec<MonotoneViolation>,
+    /// Why the f axis is the planned fractions instead of the observed ones, when it is (the
+    /// fit warns with it). Not written to `fit.json`: the cells' `f` show the axis itself.
+    #[serde(skip)]
+    pub f_axis_fallback: Option<FAxisFallback>,
+}
+
+/// Why a Q table's f axis fell back to the planned cached fractions.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FAxisFallback {
+    /// No Q-grid record of this planned fraction has an observed K / N.
+    NoObservedFraction { planned_f: f64 },
+    /// The median observed K / N per planned fraction would not increase strictly.
+    NotIncreasing { observed: Vec<f64> },
+}
+
+impl std::fmt::Display for FAxisFallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FAxisFallback::NoObservedFraction { planned_f } => write!(
+                f,
+                "no Q-grid record of planned fraction {planned_f} has an observed K/N"
+            ),
+            FAxisFallback::NotIncreasing { observed } => write!(
+                f,
+                "the median observed K/N per planned fraction, {observed:?}, does not increase \
+                 strictly"
+            ),
+        }
+    }
 }
 
 /// Why no Q table can be built for a model.
@@ -147,7 +176,7 @@ pub fn build_q_table(
     if fs.first().copied() != Some(0.0) {
         return Err(QBuildError::NoZeroF(name));
     }
-    let column_f = observed_f_axis(&fs, &cells);
+    let (column_f, f_axis_fallback) = observed_f_axis(&fs, &cells);
     // N axis: median observed N per planned N, in planned order.
     let planned: Vec<u64> = ns.keys().copied().collect();
     let n_axis: Vec<f64> = ns
@@ -189,6 +218,7 @@ pub fn build_q_table(
             empty_cells: empty,
             monotone_violation_count: count,
             monotone_violations: violations,
+            f_axis_fallback,
         },
     ))
 }
@@ -256,25 +286,32 @@ fn row_f_axis(row: &[QCell], planned: &[f64], column_f: &[f64]) -> Vec<f64> {
 /// prompt length (e.g. 0.890625 where 0.9 was planned). A cell without its own observed K / N, or a
 /// row whose own values would not increase, uses them. The f = 0 column stays exactly 0. When a
 /// column has no observed K / N, or the medians would not increase strictly, the planned fractions
-/// are used (an axis must stay strictly increasing).
-fn observed_f_axis(planned: &[f64], cells: &CellSamples) -> Vec<f64> {
-    let observed: Option<Vec<f64>> = planned
-        .iter()
-        .map(|&f| {
-            if f == 0.0 {
-                return Some(0.0);
+/// are used (an axis must stay strictly increasing), and the second value says why.
+fn observed_f_axis(planned: &[f64], cells: &CellSamples) -> (Vec<f64>, Option<FAxisFallback>) {
+    let mut axis = Vec::with_capacity(planned.len());
+    for &f in planned {
+        if f == 0.0 {
+            axis.push(0.0);
+            continue;
+        }
+        let mut all: Vec<f64> = cells
+            .iter()
+            .filter(|((_, fb), _)| *fb == f.to_bits())
+            .flat_map(|(_, (_, ofs))| ofs.iter().copied())
+            .collect();
+        match median(&mut all) {
+            Some(m) => axis.push(m),
+            None => {
+                let why = FAxisFallback::NoObservedFraction { planned_f: f };
+                return (planned.to_vec(), Some(why));
             }
-            let mut all: Vec<f64> = cells
-                .iter()
-                .filter(|((_, fb), _)| *fb == f.to_bits())
-                .flat_map(|(_, (_, ofs))| ofs.iter().copied())
-                .collect();
-            median(&mut all)
-        })
-        .collect();
-    match observed {
-        Some(axis) if axis.windows(2).all(|w| w[0] < w[1]) => axis,
-        _ => planned.to_vec(),
+        }
+    }
+    if axis.windows(2).all(|w| w[0] < w[1]) {
+        (axis, None)
+    } else {
+        let why = FAxisFallback::NotIncreasing { observed: axis };
+        (planned.to_vec(), Some(why))
     }
 }
 
@@ -402,6 +439,45 @@ mod tests {
         assert_eq!(rep.cells[3].f, 0.8984375);
         // Between the rows, above the lower row's measured top: out of the grid, not clamped.
         assert!(t.lookup(1000.0, 0.88).is_err());
+    }
+
+    /// When block rounding maps two planned fractions onto the same observed K / N, the medians
+    /// would not increase: the axis is the planned fractions, and the report says why.
+    #[test]
+    fn planned_fractions_when_the_observed_medians_would_not_increase() {
+        let mut rs = Vec::new();
+        for (f, k, ttft) in [(0.0, 0, 10.0), (0.05, 0, 9.0), (0.1, 0, 8.0)] {
+            let mut r = q(64, f, ttft, Model::Efficient);
+            r.observed.k = Some(k); // 0.05·64 and 0.1·64 both round down to no whole 16-block
+            rs.push(r);
+        }
+        let (t, rep) = build_q_table(&table(&rs), Model::Efficient).unwrap();
+        assert_eq!(t.f_row(0), &[0.0, 0.05, 0.1]);
+        assert_eq!(
+            rep.f_axis_fallback,
+            Some(FAxisFallback::NotIncreasing {
+                observed: vec![0.0, 0.0, 0.0]
+            })
+        );
+
+        // A fraction without any observed K / N falls back too.
+        let mut no_k = q(64, 0.5, 5.0, Model::Efficient);
+        no_k.observed.k = None;
+        let rs = vec![q(64, 0.0, 10.0, Model::Efficient), no_k];
+        let (t, rep) = build_q_table(&table(&rs), Model::Efficient).unwrap();
+        assert_eq!(t.f_row(0), &[0.0, 0.5]);
+        assert_eq!(
+            rep.f_axis_fallback,
+            Some(FAxisFallback::NoObservedFraction { planned_f: 0.5 })
+        );
+
+        // Observed medians that increase are used, with no fallback.
+        let rs = vec![
+            q(64, 0.0, 10.0, Model::Efficient),
+            q(64, 0.5, 5.0, Model::Efficient),
+        ];
+        let (_, rep) = build_q_table(&table(&rs), Model::Efficient).unwrap();
+        assert_eq!(rep.f_axis_fallback, None);
     }
 
     #[test]

@@ -68,14 +68,35 @@ pub fn true_estimators(spec: &SynthSpec, role: Model) -> Option<ModelEstimators>
     })
 }
 
-/// Writes a minimal `fit.json` (the shape sy-fit writes: `models.<model>.estimators`).
+/// Writes a `fit.json` holding only what the later tools read (the estimators of both models)
+/// and its provenance, as `sy-fit` writes it: the record files it stands for (`input_files`,
+/// with their SHA-256) and the split (`split`: seed, fractions and counts of the split table at
+/// `splits`, which must exist).
 pub fn write_fit(
     path: &Path,
     efficient: &ModelEstimators,
     capable: &ModelEstimators,
+    records: &[&Path],
+    splits: &Path,
 ) -> std::io::Result<()> {
+    let input_files = records
+        .iter()
+        .map(|p| {
+            let sha256 = sy_run::file_sha256(p).map_err(std::io::Error::other)?;
+            Ok(serde_json::json!({"path": p.display().to_string(), "sha256": sha256}))
+        })
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let table: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(splits)?).map_err(std::io::Error::other)?;
     let v = serde_json::json!({
         "schema_version": sy_run::layout::FIT_SCHEMA_VERSION,
+        "input_files": input_files,
+        "split": {
+            "file": splits.display().to_string(),
+            "seed": table["seed"],
+            "fractions": table["fractions"],
+            "conditions": table["counts"],
+        },
         "models": {
             "efficient": {"estimators": efficient},
             "capable": {"estimators": capable},

@@ -1,0 +1,584 @@
+//! # Coverage study: do the calibration's intervals cover a known truth?
+//!
+//! Generates calibration studies whose true answer is known and counts how often each interval
+//! that `sy-select` prints covers it: the change of mean selected TTFT versus Stage (percentile
+//! and studentized; the latter on its own and simultaneous over the four compared variants, for
+//! the variant the choice picked), the change of the 90th percentile (percentile), and the
+//! regret versus the per-probe oracle (percentile and studentized). Each rate is printed with
+//! its Wilson 95 % interval (and Clopper–Pearson for the headline).
+//!
+//! Run (release, about a minute per 1,000 studies on two cores):
+//!
+//! ```text
+//! cargo bench -p sy-stats --bench coverage_study -- [--studies 1000] [--resamples 2000] [--out FILE]
+//! scripts/coverage-study.sh            # the same, writing target/coverage-study.md
+//! ```
+//!
+//! ## The generated world
+//!
+//! A study has G selection-split conditions (30, 60, 120) of 6 paired probes each. A condition's
+//! efficient model has a load level; in a share ρ of conditions the capable model is faster (the
+//! rule *helps* there) by a gain drawn from a log-normal, otherwise it is slower. Four candidate
+//! rules see the true advantage through noise of their own (sd 3, 8, 15, 30 ms) and switch a
+//! condition to capable when the seen advantage is positive; Stage never switches; the oracle
+//! takes the faster model per probe. Each probe's TTFT is its model's level times noise:
+//! log-normal (sd 0.15), or the same with a 5 % chance of a Pareto(α 2.5) spike (*heavy*).
+//!
+//! | effect | ρ | gain (median, log-sd) | what it stands for |
+//! |---|---|---|---|
+//! | dense | 0.9 | 12 ms, 0.6 | the rule helps almost everywhere |
+//! | sparse | 0.27 | 35 ms, 0.5 | helps in about a quarter of conditions (9 of 33 on the committed dataset) |
+//! | concentrated | 0.27 | 20 ms, 1.0 | as sparse, but a few conditions carry most of the effect (the top 5 of 9 carry 84 % on average; 74 % on the committed dataset) |
+//! | extreme | 0.27 | 12 ms, 1.5 | beyond the committed dataset: the top 5 of 9 carry 91 % |
+//! | none | 0.27 | 0 ms | where the rule acts the two models are equally fast: its changes are noise |
+//!
+//! The truth of each scenario is computed once from 200,000 generated conditions. A study's
+//! interval *covers* when the truth lies inside it.
+
+use std::fmt::Write as _;
+
+use sy_stats::binomial::{clopper_pearson, wilson};
+use sy_stats::{BootstrapConfig, GroupDraws, Interval, quantile, tail_groups};
+
+const REPEATS: usize = 6;
+const CANDIDATE_NOISE_MS: [f64; 4] = [3.0, 8.0, 15.0, 30.0];
+/// The candidate whose interval is checked without a choice (the "sd 8 ms" rule).
+const FIXED: usize = 1;
+const TRUTH_CONDITIONS: usize = 200_000;
+const P90: f64 = 0.9;
+
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        let mut r = Rng(seed ^ 0x9e37_79b9_7f4a_7c15);
+        r.next();
+        r
+    }
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn uniform(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+    fn normal(&mut self) -> f64 {
+        let (u, v) = (self.uniform(), self.uniform());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Effect {
+    name: &'static str,
+    helps: f64,
+    gain_median: f64,
+    gain_log_sd: f64,
+}
+
+const EFFECTS: [Effect; 5] = [
+    Effect {
+        name: "dense",
+        helps: 0.9,
+        gain_median: 12.0,
+        gain_log_sd: 0.6,
+    },
+    Effect {
+        name: "sparse",
+        helps: 0.27,
+        gain_median: 35.0,
+        gain_log_sd: 0.5,
+    },
+    Effect {
+        name: "concentrated",
+        helps: 0.27,
+        gain_median: 20.0,
+        gain_log_sd: 1.0,
+    },
+    Effect {
+        name: "extreme",
+        helps: 0.27,
+        gain_median: 12.0,
+        gain_log_sd: 1.5,
+    },
+    Effect {
+        name: "none",
+        helps: 0.27,
+        gain_median: 0.0,
+        gain_log_sd: 0.0,
+    },
+];
+
+#[derive(Clone, Copy)]
+struct Scenario {
+    effect: Effect,
+    heavy: bool,
+}
+
+/// Conditions' probes: Stage, the four candidates and the oracle per probe, with condition ids.
+#[derive(Default)]
+struct Probes {
+    stage: Vec<f64>,
+    cand: [Vec<f64>; 4],
+    oracle: Vec<f64>,
+    ids: Vec<u32>,
+}
+
+fn noise(rng: &mut Rng, heavy: bool) -> f64 {
+    let mut m = (0.15 * rng.normal()).exp();
+    if heavy && rng.uniform() < 0.05 {
+        // Pareto(x_m = 0.5, α = 2.5): an occasional slow probe, up to several times its level.
+        m *= 1.0 + 0.5 * rng.uniform().powf(-1.0 / 2.5);
+    }
+    m
+}
+
+fn generate(s: Scenario, conditions: usize, rng: &mut Rng) -> Probes {
+    let mut p = Probes::default();
+    for g in 0..conditions {
+        let level = 60.0 * (0.5 * rng.normal()).exp();
+        let (eff, cap) = if rng.uniform() < s.effect.helps {
+            let gain = s.effect.gain_median * (s.effect.gain_log_sd * rng.normal()).exp();
+            // A zero gain: both models equally fast; the candidates act on half such conditions.
+            (level + gain, level)
+        } else {
+            (level, level + 20.0 * (0.5 * rng.normal()).exp())
+        };
+        let acts: Vec<bool> = CANDIDATE_NOISE_MS
+            .iter()
+            .map(|sd| (eff - cap) + sd * rng.normal() > 0.0)
+            .collect();
+        for _ in 0..REPEATS {
+            let (e, c) = (eff * noise(rng, s.heavy), cap * noise(rng, s.heavy));
+            p.stage.push(e);
+            for (k, a) in acts.iter().enumerate() {
+                p.cand[k].push(if *a { c } else { e });
+            }
+            p.oracle.push(e.min(c));
+            p.ids.push(g as u32);
+        }
+    }
+    p
+}
+
+/// Per candidate: mean change, p90 change and regret.
+#[derive(Clone, Copy, Default)]
+struct Truth {
+    mean_change: f64,
+    p90_change: f64,
+    regret: f64,
+}
+
+fn truth(s: Scenario, seed: u64) -> [Truth; 4] {
+    let p = generate(s, TRUTH_CONDITIONS, &mut Rng::new(seed));
+    let n = p.stage.len() as f64;
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / n;
+    let (stage_mean, oracle_mean) = (mean(&p.stage), mean(&p.oracle));
+    let stage_p90 = quantile(&p.stage, P90);
+    std::array::from_fn(|k| Truth {
+        mean_change: mean(&p.cand[k]) - stage_mean,
+        p90_change: quantile(&p.cand[k], P90) - stage_p90,
+        regret: mean(&p.cand[k]) - oracle_mean,
+    })
+}
+
+/// Coverage counts of one interval.
+#[derive(Clone, Copy, Default)]
+struct Count {
+    covered: u64,
+    n: u64,
+    width: f64,
+}
+
+impl Count {
+    fn add(&mut self, i: Option<&Interval>, truth: f64) {
+        self.n += 1;
+        if let Some(i) = i {
+            self.covered += u64::from(i.contains(truth));
+            self.width += i.hi - i.lo;
+        }
+    }
+    fn merge(&mut self, o: &Count) {
+        self.covered += o.covered;
+        self.n += o.n;
+        self.width += o.width;
+    }
+    fn cell(&self) -> String {
+        if self.n == 0 {
+            return "—".to_string();
+        }
+        let (lo, hi) = wilson(self.covered, self.n, 0.95);
+        format!(
+            "{:.1} % ({:.1}–{:.1})",
+            100.0 * self.covered as f64 / self.n as f64,
+            100.0 * lo,
+            100.0 * hi
+        )
+    }
+}
+
+/// Alternatives measured beside the shipped methods, on the fixed candidate's mean change (the
+/// same per-condition totals; a resampling of their own): a Student-t interval over conditions
+/// (G − 1 degrees of freedom) and the symmetric studentized interval θ̂ ± q95(|t*|)·se.
+fn alternatives(d: &[(f64, f64)], resamples: u32, seed: u64) -> (Interval, Interval) {
+    let g = d.len();
+    let theta_se = |idx: &[usize]| {
+        let (sd, sn): (f64, f64) = idx
+            .iter()
+            .fold((0.0, 0.0), |a, &i| (a.0 + d[i].0, a.1 + d[i].1));
+        let th = sd / sn;
+        let ss: f64 = idx.iter().map(|&i| (d[i].0 - th * d[i].1).powi(2)).sum();
+        let gf = idx.len() as f64;
+        (th, (gf / (gf - 1.0) * ss).sqrt() / sn)
+    };
+    let all: Vec<usize> = (0..g).collect();
+    let (th, se) = theta_se(&all);
+    let nu = (g - 1) as f64;
+    let z = 1.959_963_984_540_054_f64;
+    let tq = z
+        + (z.powi(3) + z) / (4.0 * nu)
+        + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * nu * nu);
+    let mk = |lo: f64, hi: f64| Interval {
+        estimate: th,
+        lo,
+        hi,
+        level: 0.95,
+        resamples,
+        groups: g as u32,
+    };
+    let t_iv = mk(th - tq * se, th + tq * se);
+    let mut rng = Rng::new(seed ^ 0xa1);
+    let mut abs_t = Vec::with_capacity(resamples as usize);
+    let mut idx = vec![0usize; g];
+    for _ in 0..resamples {
+        for x in idx.iter_mut() {
+            *x = (rng.next() % g as u64) as usize;
+        }
+        let (t, s) = theta_se(&idx);
+        if s > 0.0 {
+            abs_t.push(((t - th) / s).abs());
+        } else if t != th {
+            abs_t.push(f64::INFINITY);
+        }
+    }
+    abs_t.sort_by(f64::total_cmp);
+    let q = sy_stats::quantile_sorted(&abs_t, 0.95).unwrap_or(f64::NAN);
+    (
+        t_iv,
+        if se > 0.0 {
+            mk(th - q * se, th + q * se)
+        } else {
+            mk(th, th)
+        },
+    )
+}
+
+/// Tail-condition buckets of the p90 change: < 5, 5–9, 10–19, ≥ 20 conditions above the p90.
+const TAIL_BUCKETS: [(usize, usize, &str); 4] = [
+    (0, 5, "< 5"),
+    (5, 10, "5–9"),
+    (10, 20, "10–19"),
+    (20, usize::MAX, "≥ 20"),
+];
+
+#[derive(Clone, Copy, Default)]
+struct Tally {
+    mean_pct: Count,
+    mean_t: Count,
+    chosen_pct: Count,
+    chosen_t: Count,
+    chosen_simultaneous: Count,
+    p90_pct: Count,
+    p90_by_tail: [Count; 4],
+    regret_pct: Count,
+    regret_t: Count,
+    mean_student: Count,
+    mean_symmetric: Count,
+    chosen_by_changed: [Count; 4],
+    tail_sum: u64,
+}
+
+impl Tally {
+    fn merge(&mut self, o: &Tally) {
+        for (a, b) in [
+            (&mut self.mean_pct, &o.mean_pct),
+            (&mut self.mean_t, &o.mean_t),
+            (&mut self.chosen_pct, &o.chosen_pct),
+            (&mut self.chosen_t, &o.chosen_t),
+            (&mut self.chosen_simultaneous, &o.chosen_simultaneous),
+            (&mut self.p90_pct, &o.p90_pct),
+            (&mut self.regret_pct, &o.regret_pct),
+            (&mut self.regret_t, &o.regret_t),
+            (&mut self.mean_student, &o.mean_student),
+            (&mut self.mean_symmetric, &o.mean_symmetric),
+        ] {
+            a.merge(b);
+        }
+        for (a, b) in self.p90_by_tail.iter_mut().zip(&o.p90_by_tail) {
+            a.merge(b);
+        }
+        for (a, b) in self.chosen_by_changed.iter_mut().zip(&o.chosen_by_changed) {
+            a.merge(b);
+        }
+        self.tail_sum += o.tail_sum;
+    }
+}
+
+fn one_study(s: Scenario, g: usize, truth: &[Truth; 4], seed: u64, resamples: u32) -> Tally {
+    let mut t = Tally::default();
+    let p = generate(s, g, &mut Rng::new(seed));
+    let cfg = BootstrapConfig {
+        resamples,
+        level: 0.95,
+        seed,
+    };
+    let Ok(draws) = GroupDraws::new(&p.ids, &cfg) else {
+        return t;
+    };
+    let (Ok(stage), Ok(oracle)) = (draws.series(&p.stage, P90), draws.series(&p.oracle, P90))
+    else {
+        return t;
+    };
+    let pct: Vec<_> = (p.cand.iter())
+        .map(|c| {
+            draws
+                .series(c, P90)
+                .map(|s| (draws.intervals(&s, &stage), draws.intervals(&s, &oracle)))
+        })
+        .collect();
+    let series: Vec<&[f64]> = p.cand.iter().map(Vec::as_slice).collect();
+    let studentized = draws.mean_changes_studentized(&series, &p.stage);
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    // The choice: the candidate with the lowest mean selected TTFT on these conditions.
+    let chosen = (0..4)
+        .min_by(|&a, &b| mean(&p.cand[a]).total_cmp(&mean(&p.cand[b])))
+        .unwrap_or(FIXED);
+    let ok = |r: &Result<Interval, _>| r.as_ref().ok().copied();
+    if let Some(Ok((vs_stage, vs_oracle))) = pct.get(FIXED) {
+        let tr = truth[FIXED];
+        t.mean_pct
+            .add(ok(&vs_stage.mean_change).as_ref(), tr.mean_change);
+        t.p90_pct
+            .add(ok(&vs_stage.quantile_change).as_ref(), tr.p90_change);
+        let tails =
+            tail_groups(&p.stage, &p.ids, P90).min(tail_groups(&p.cand[FIXED], &p.ids, P90));
+        t.tail_sum += tails as u64;
+        for (b, (lo, hi, _)) in TAIL_BUCKETS.iter().enumerate() {
+            if (*lo..*hi).contains(&tails) {
+                t.p90_by_tail[b].add(ok(&vs_stage.quantile_change).as_ref(), tr.p90_change);
+            }
+        }
+        t.regret_pct
+            .add(ok(&vs_oracle.mean_change).as_ref(), tr.regret);
+    }
+    t.mean_t.add(
+        ok(&studentized.each[FIXED]).as_ref(),
+        truth[FIXED].mean_change,
+    );
+    let mut totals = vec![(0.0, 0.0); g];
+    for ((c, st), id) in p.cand[FIXED].iter().zip(&p.stage).zip(&p.ids) {
+        let e = &mut totals[*id as usize];
+        e.0 += c - st;
+        e.1 += 1.0;
+    }
+    let (student, symmetric) = alternatives(&totals, resamples, seed);
+    t.mean_student.add(Some(&student), truth[FIXED].mean_change);
+    t.mean_symmetric
+        .add(Some(&symmetric), truth[FIXED].mean_change);
+    let regret_t = draws.mean_changes_studentized(&[&p.cand[FIXED]], &p.oracle);
+    t.regret_t
+        .add(ok(&regret_t.each[0]).as_ref(), truth[FIXED].regret);
+    let tc = truth[chosen].mean_change;
+    if let Some(Ok((vs_stage, _))) = pct.get(chosen) {
+        t.chosen_pct.add(ok(&vs_stage.mean_change).as_ref(), tc);
+    }
+    t.chosen_t.add(ok(&studentized.each[chosen]).as_ref(), tc);
+    t.chosen_simultaneous
+        .add(ok(&studentized.simultaneous[chosen]).as_ref(), tc);
+    let mut changed: Vec<u32> = (p.cand[chosen].iter().zip(&p.stage).zip(&p.ids))
+        .filter(|((c, s), _)| c != s)
+        .map(|(_, id)| *id)
+        .collect();
+    changed.dedup();
+    for (b, (lo, hi, _)) in CHANGED_BUCKETS.iter().enumerate() {
+        if (*lo..*hi).contains(&changed.len()) {
+            t.chosen_by_changed[b].add(ok(&studentized.simultaneous[chosen]).as_ref(), tc);
+        }
+    }
+    t
+}
+
+/// Buckets of the conditions in which the chosen variant changes the selection.
+const CHANGED_BUCKETS: [(usize, usize, &str); 4] = [
+    (0, 5, "< 5"),
+    (5, 10, "5–9"),
+    (10, 20, "10–19"),
+    (20, usize::MAX, "≥ 20"),
+];
+
+fn run_cell(
+    s: Scenario,
+    g: usize,
+    truth: &[Truth; 4],
+    studies: u64,
+    resamples: u32,
+    base: u64,
+) -> Tally {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(4) as u64;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|w| {
+                scope.spawn(move || {
+                    let mut t = Tally::default();
+                    for i in (w..studies).step_by(threads as usize) {
+                        t.merge(&one_study(s, g, truth, base + i, resamples));
+                    }
+                    t
+                })
+            })
+            .collect();
+        let mut t = Tally::default();
+        for h in handles {
+            if let Ok(part) = h.join() {
+                t.merge(&part);
+            }
+        }
+        t
+    })
+}
+
+fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let studies: u64 = arg(&args, "--studies", 1000);
+    let resamples: u32 = arg(&args, "--resamples", 2000);
+    let out: Option<String> = arg(&args, "--out", String::new()).into();
+    let sizes: Vec<usize> = arg(&args, "--conditions", "30,60,120".to_string())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let started = std::time::Instant::now();
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "Coverage of the calibration's 95 % intervals: {studies} generated studies per row, {resamples} resamples each, 6 probes per condition; rate (Wilson 95 % interval). `cargo bench -p sy-stats --bench coverage_study -- --studies {studies} --resamples {resamples}`.\n"
+    );
+    let mut head = String::from(
+        "| effect | noise | G | mean change, percentile | mean change, studentized | chosen: percentile | chosen: studentized | chosen: simultaneous (reported) | chosen: Clopper–Pearson | regret, percentile | regret, studentized | p90 change, percentile | tail conditions (mean) | mean change, Student t | mean change, symmetric studentized |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let mut tails = String::from(
+        "\n90th-percentile change (percentile interval) by the conditions above the p90 (fewer of the two series'), all scenarios pooled per G:\n\n| G | < 5 | 5–9 | 10–19 | ≥ 20 |\n|---|---|---|---|---|\n",
+    );
+    let mut changed_md = String::from(
+        "\nThe chosen variant's simultaneous mean-change interval by the conditions in which it changes the selection, per effect, all G and noises pooled:\n\n| effect | < 5 | 5–9 | 10–19 | ≥ 20 |\n|---|---|---|---|---|\n",
+    );
+    let mut by_changed: Vec<(&str, [Count; 4])> = EFFECTS
+        .iter()
+        .map(|e| (e.name, [Count::default(); 4]))
+        .collect();
+    let mut seed = 1u64;
+    for &g in &sizes {
+        let mut pooled = [Count::default(); 4];
+        for effect in EFFECTS {
+            for heavy in [false, true] {
+                let s = Scenario { effect, heavy };
+                let tr = truth(s, 0xface_0000 + seed);
+                if std::env::var_os("SY_STUDY_DEBUG").is_some() {
+                    eprintln!(
+                        "{} {heavy}: truths {:?}",
+                        effect.name,
+                        tr.iter()
+                            .map(|t| (t.mean_change, t.p90_change, t.regret))
+                            .collect::<Vec<_>>()
+                    );
+                }
+                let t = run_cell(s, g, &tr, studies, resamples, seed << 32);
+                seed += 1;
+                let (cl, ch) =
+                    clopper_pearson(t.chosen_simultaneous.covered, t.chosen_simultaneous.n, 0.95);
+                let _ = writeln!(
+                    head,
+                    "| {} | {} | {g} | {} | {} | {} | {} | {} | {:.1}–{:.1} | {} | {} | {} | {:.1} | {} | {} |",
+                    effect.name,
+                    if heavy { "heavy" } else { "log-normal" },
+                    t.mean_pct.cell(),
+                    t.mean_t.cell(),
+                    t.chosen_pct.cell(),
+                    t.chosen_t.cell(),
+                    t.chosen_simultaneous.cell(),
+                    100.0 * cl,
+                    100.0 * ch,
+                    t.regret_pct.cell(),
+                    t.regret_t.cell(),
+                    t.p90_pct.cell(),
+                    t.tail_sum as f64 / studies as f64,
+                    t.mean_student.cell(),
+                    t.mean_symmetric.cell(),
+                );
+                for (a, b) in pooled.iter_mut().zip(&t.p90_by_tail) {
+                    a.merge(b);
+                }
+                if let Some((_, acc)) = by_changed.iter_mut().find(|(n, _)| *n == effect.name) {
+                    for (a, b) in acc.iter_mut().zip(&t.chosen_by_changed) {
+                        a.merge(b);
+                    }
+                }
+                eprintln!(
+                    "{} {} G={g} done at {:.0?}",
+                    effect.name,
+                    heavy,
+                    started.elapsed()
+                );
+            }
+        }
+        let _ = writeln!(
+            tails,
+            "| {g} | {} |",
+            pooled
+                .iter()
+                .map(|c| format!("{} of {}", c.cell(), c.n))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+    }
+    for (name, acc) in &by_changed {
+        let _ = writeln!(
+            changed_md,
+            "| {name} | {} |",
+            acc.iter()
+                .map(|c| format!("{} of {}", c.cell(), c.n))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+    }
+    md.push_str(&head);
+    md.push_str(&tails);
+    md.push_str(&changed_md);
+    let _ = writeln!(
+        md,
+        "\n{:.0?} on {} threads.",
+        started.elapsed(),
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(4)
+    );
+    print!("{md}");
+    if let Some(path) = out.filter(|p| !p.is_empty())
+        && let Err(e) = std::fs::write(&path, &md)
+    {
+        eprintln!("cannot write {path}: {e}");
+        std::process::exit(1);
+    }
+}
