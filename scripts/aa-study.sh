@@ -3,8 +3,9 @@
 # on the simulator with seeds 1..RUNS, and the share whose verdict is not `no significant
 # difference` (a false verdict), with its Wilson and Clopper–Pearson 95 % intervals.
 #   scripts/aa-study.sh [RUNS=100] [PLAN=data/eval/aa.toml] [BUNDLE=data/eval/bundle.json]
-# Environment: SY_EVAL (the binary; default: cargo's build of sy-eval), OUT (a JSON Lines file of
-# every run's verdict, default target/aa-study.jsonl).
+# Environment: SY_EVAL (the binary; default: cargo's build of sy-eval), SY_EVAL_ARGS (more
+# arguments, e.g. "--target dynamo --frontend-url URL --selection-url URL"), OUT (a JSON Lines file
+# of every run's verdict, default target/aa-study.jsonl).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-100}"
@@ -20,8 +21,9 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$(dirname "$out")"
 : > "$out"
 for seed in $(seq 1 "$runs"); do
+  # shellcheck disable=SC2086 # SY_EVAL_ARGS is a list of arguments
   "$SY_EVAL" --aa --plan "$plan" --bundle "$bundle" --run-dir "$work/r$seed" --seed "$seed" \
-    --json -q --no-progress > "$work/out.json"
+    --json -q --no-progress ${SY_EVAL_ARGS:-} > "$work/out.json"
   python3 - "$seed" "$work/out.json" >> "$out" <<'PY'
 import json, sys
 seed, path = sys.argv[1], sys.argv[2]

@@ -17,7 +17,7 @@ use sy_run::Artifact;
 use rayon::prelude::*;
 use sy_report::{Bar, Bars, Heatmap, Lines, Plot, Report, Scatter, Series, VLine};
 use sy_selector::{Estimator, ModelEstimators, Variant};
-use sy_stats::{Interval, bootstrap_mean_difference, mean};
+use sy_stats::{Interval, bootstrap_mean_difference_studentized, mean};
 
 use crate::evaluate::{DecodeLength, EvalPair, VariantStats};
 use crate::select::{SelectError, SelectOutput, SelectionFile};
@@ -390,18 +390,27 @@ fn subgroup_row(out: &SelectOutput, label: &str, rows: &[usize]) -> String {
     conds.sort_unstable();
     conds.dedup();
     let change =
-        bootstrap_mean_difference(&chosen, Some(&stage), &ids, &s.uncertainty.bootstrap).ok();
+        bootstrap_mean_difference_studentized(&chosen, &stage, &ids, &s.uncertainty.bootstrap).ok();
     let changed = chosen
         .iter()
         .zip(&stage)
         .filter(|(a, b)| a.to_bits() != b.to_bits())
         .count();
+    let mut changed_conditions: Vec<u64> = (chosen.iter().zip(&stage).zip(&ids))
+        .filter(|((a, b), _)| a.to_bits() != b.to_bits())
+        .map(|(_, c)| *c)
+        .collect();
+    changed_conditions.sort_unstable();
+    changed_conditions.dedup();
+    let indicative = (changed_conditions.len() as u64) < crate::uncertainty::MIN_CHANGED_CONDITIONS
+        && changed > 0;
     format!(
-        "| {label} | {} | {} | {} | {} | {} | {} |\n",
+        "| {label} | {} | {} | {} | {}{} | {} | {} |\n",
         rows.len(),
         conds.len(),
         fmt_ms(mean(&stage)),
         fmt_change(change.as_ref()),
+        if indicative { " (indicative)" } else { "" },
         changed,
         fmt_ms(mean(&chosen) - mean(&oracle)),
     )
@@ -412,7 +421,7 @@ fn where_it_fails(out: &SelectOutput) -> String {
     let pairs = &out.selection_pairs;
     let v = out.selection.bundle_variant;
     let mut t = format!(
-        "## Where it helps and where it fails\n\nThe chosen variant (`{v}`) against Stage on parts of the selection split: a change whose interval lies below zero is where it helps, one that reaches zero or above is where it does not. The background rows partition the probes, and so do the prompt-length rows. R and P cannot see the remaining generation work of the background requests, so equal request counts with short versus long background generations are the proposal's known blind spot. *Changed TTFT* counts probes whose selected TTFT differs from Stage's.\n\n| subset | probes | conditions | Stage mean (ms) | change vs Stage (ms) [95 % CI] | changed TTFT | regret vs oracle (ms) |\n|---|---|---|---|---|---|---|\n"
+        "## Where it helps and where it fails\n\nThe chosen variant (`{v}`) against Stage on parts of the selection split: a change whose interval lies below zero is where it helps, one that reaches zero or above is where it does not. The background rows partition the probes, and so do the prompt-length rows. R and P cannot see the remaining generation work of the background requests, so equal request counts with short versus long background generations are the proposal's known blind spot. *Changed TTFT* counts probes whose selected TTFT differs from Stage's. The change's interval is studentized over the subset's conditions, not adjusted for the choice or for the number of subsets, and marked *indicative* when the variant changes fewer than 5 of the subset's conditions.\n\n| subset | probes | conditions | Stage mean (ms) | change vs Stage (ms) [95 % CI] | changed TTFT | regret vs oracle (ms) |\n|---|---|---|---|---|---|---|\n"
     );
     // Each subset as the indices of its pairs.
     let rows_where = |keep: &dyn Fn(&EvalPair) -> bool| -> Vec<usize> {

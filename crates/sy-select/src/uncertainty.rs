@@ -461,3 +461,86 @@ pub fn headline(
         caveats,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iv(estimate: f64, lo: f64, hi: f64) -> Interval {
+        Interval {
+            estimate,
+            lo,
+            hi,
+            level: 0.95,
+            resamples: 100,
+            groups: 30,
+        }
+    }
+
+    fn uncertainty_with(changed: u64, tails: u64, adjusted: Option<Interval>) -> Uncertainty {
+        let v = VariantUncertainty {
+            variant: Variant::Cache,
+            mean_selected_ttft_ms: Some(iv(70.0, 60.0, 80.0)),
+            p90_selected_ttft_ms: Some(iv(140.0, 120.0, 160.0)),
+            mean_change_vs_stage_ms: Some(iv(-10.0, -20.0, -4.0)),
+            p90_change_vs_stage_ms: Some(iv(-5.0, -30.0, 2.0)),
+            regret_ms: Some(iv(1.0, 0.2, 3.0)),
+            changed_conditions: changed,
+            p90_tail_conditions: tails,
+        };
+        Uncertainty {
+            bootstrap: BootstrapConfig::default(),
+            selection_conditions: 30,
+            variants: vec![v],
+            margins: BTreeMap::new(),
+            coefficients: BTreeMap::new(),
+            methods: interval_methods(),
+            selection_adjusted: adjusted.map(|i| SelectionAdjusted {
+                compared: vec![
+                    Variant::Count,
+                    Variant::CountPrefill,
+                    Variant::Blind,
+                    Variant::Cache,
+                ],
+                mean_change_vs_stage_ms: Some(i),
+            }),
+        }
+    }
+
+    const CHOICE: (Variant, Variant, Variant) = (Variant::Cache, Variant::Count, Variant::Cache);
+
+    #[test]
+    fn the_headline_reports_the_adjusted_interval_and_keeps_the_unadjusted_one() {
+        let u = uncertainty_with(12, 25, Some(iv(-10.0, -25.0, -1.0)));
+        let h = headline(CHOICE, &u, None, Comparisons::default());
+        assert_eq!(h.mean_change_vs_stage_ms, Some(iv(-10.0, -25.0, -1.0)));
+        assert_eq!(h.mean_change_unadjusted_ms, Some(iv(-10.0, -20.0, -4.0)));
+        assert!(h.distinguishable_from_stage);
+        assert!(h.indicative.is_empty(), "{:?}", h.indicative);
+        assert_eq!(h.regret_ms, Some(iv(1.0, 0.2, 3.0)));
+        // An adjusted interval that reaches zero is not distinguishable, whatever the variant's own.
+        let u = uncertainty_with(12, 25, Some(iv(-10.0, -25.0, 0.5)));
+        let h = headline(CHOICE, &u, None, Comparisons::default());
+        assert!(!h.distinguishable_from_stage);
+        assert!(h.caveats.iter().any(|c| c.contains("not distinguishable")));
+    }
+
+    #[test]
+    fn few_changed_or_tail_conditions_make_an_interval_indicative() {
+        let u = uncertainty_with(MIN_CHANGED_CONDITIONS - 1, MIN_TAIL_CONDITIONS - 1, None);
+        let h = headline(CHOICE, &u, None, Comparisons::default());
+        assert_eq!(h.indicative.len(), 2, "{:?}", h.indicative);
+        assert!(h.indicative[0].starts_with("the mean change's interval is indicative"));
+        assert!(h.indicative[1].starts_with("the p90 change's interval is indicative"));
+        // Indicative intervals lead the caveats.
+        assert_eq!(h.caveats[..2], h.indicative[..]);
+        // Without the adjusted interval the variant's own is the headline.
+        assert_eq!(h.mean_change_vs_stage_ms, Some(iv(-10.0, -20.0, -4.0)));
+        let u = uncertainty_with(MIN_CHANGED_CONDITIONS, MIN_TAIL_CONDITIONS, None);
+        assert!(
+            headline(CHOICE, &u, None, Comparisons::default())
+                .indicative
+                .is_empty()
+        );
+    }
+}

@@ -196,8 +196,8 @@ fn selects_freezes_reports_and_replays_to_the_same_numbers() {
         assert!(dir.path().join("plots").join(name).is_file(), "{name}");
         figures += 1;
     }
-    // 12 figures, each as SVG and PNG.
-    assert_eq!(figures, 24, "{md}");
+    // 13 figures, each as SVG and PNG.
+    assert_eq!(figures, 26, "{md}");
     for stem in [
         "margin_reliability",
         "q_heatmap_efficient",
