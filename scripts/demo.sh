@@ -52,8 +52,9 @@ if [ "$use_dataset" = 1 ]; then
 else
   echo "== the answer, on this fresh collection (data/plans/demo.toml on the embedded simulator):"
 fi
-# report.md's first lines: the chosen rule, its change versus Stage with a 95 % interval, stability.
-grep -E '^(Chosen|Change versus Stage|Stability over)' "$run_dir/report.md" | sed 's/^/  /'
+# report.md's first lines: the chosen rule, its change versus Stage with a 95 % interval, its
+# robustness to the split, and any caveat.
+grep -E '^(Chosen|Change versus Stage|Robustness to the split|Caveat)' "$run_dir/report.md" | sed 's/^/  /'
 echo
 echo "pipeline took $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s"
 echo "bundle : $run_dir/bundle.json"

@@ -344,7 +344,7 @@ fn variants(r: &mut Report, out: &SelectOutput) {
     r.figure(
         "change_vs_stage",
         &format!(
-            "Change of the mean selected TTFT versus Stage per variant on the selection split ({} probes, {} conditions), paired: each bootstrap resample draws the same conditions for the variant and for Stage, and the error bar is the 95 % interval of the difference. Below zero is faster than Stage. The intervals of the figure above overlap because they carry the spread between conditions, which the paired difference cancels",
+            "Change of the mean selected TTFT versus Stage per variant on the selection split ({} probes, {} conditions), paired: each bootstrap resample draws the same conditions for the variant and for Stage, and the error bar is the 95 % interval of the difference for that variant alone (the answer's interval for the chosen variant is also adjusted for the choice among the compared variants, so it is wider). Below zero is faster than Stage. The intervals of the figure above overlap because they carry the spread between conditions, which the paired difference cancels",
             sel.replay.pairs, sel.uncertainty.selection_conditions
         ),
         Plot::Bars(Bars {
