@@ -105,7 +105,8 @@ if "${ENGINE_VENV:-.dynamo/engine-venv}/bin/python" -c 'import vllm, dynamo.vllm
   env "${engine_env[@]}" scripts/dynamo-local.sh stop >/dev/null 2>&1 || true
   engine_t0=$SECONDS started_engine=1
   if env "${engine_env[@]}" scripts/dynamo-local.sh start; then
-    ( eval "$(env "${engine_env[@]}" scripts/dynamo-local.sh env)"
+    ( export "${engine_env[@]}"
+      eval "$(scripts/dynamo-local.sh env)"
       cargo nextest run --workspace --no-fail-fast --test-threads 1 -E "$ENGINE" --no-tests fail ) || status=1
   else
     echo "scripts/test.sh: starting the real-engine stack failed (logs: .dynamo/test-run-engine/logs)" >&2

@@ -1305,25 +1305,28 @@ async fn probe_workers(report: &mut PreflightReport, driver: &Arc<Driver>, plan:
             )
             .await;
             if let Err(e) = prime {
-                let msg = format!("{who}: a pinned priming request failed: {e}");
+                let msg = format!("{who}: a pinned priming request failed: {}", e.message);
                 check.kv_events = KvEvents::NotChecked {
                     reason: msg.clone(),
                 };
                 check.probe_error = Some(msg.clone());
-                problems.push(msg);
+                problems.push((e.severity, msg));
                 w.ranks.push(check);
                 continue;
             }
             check.kv_events =
                 wait_overlap(driver, &w.model, w.worker_id, rank, &tokens, primed as u64).await;
             if let KvEvents::NotFlowing { seen_tokens, .. } = &check.kv_events {
-                problems.push(format!(
-                    "{who}: KV events are not reaching the selection service: {primed} tokens \
+                problems.push((
+                    Severity::Deployment,
+                    format!(
+                        "{who}: KV events are not reaching the selection service: {primed} tokens \
                      primed on that rank, the selection service sees {seen_tokens} there after \
                      {} s (check the worker's KV-event publisher for rank {rank} and its \
                      registered endpoint {}); K would read 0",
-                    KV_EVENT_WAIT.as_secs(),
-                    check.kv_events_endpoint.as_deref().unwrap_or("(none)")
+                        KV_EVENT_WAIT.as_secs(),
+                        check.kv_events_endpoint.as_deref().unwrap_or("(none)")
+                    ),
                 ));
             }
             match pinned(driver, &w.model, w.worker_id, rank, &tokens, 2, "pf-probe").await {
@@ -1335,9 +1338,9 @@ async fn probe_workers(report: &mut PreflightReport, driver: &Arc<Driver>, plan:
                     }
                 }
                 Err(e) => {
-                    let msg = format!("{who}: the pinned probe failed: {e}");
+                    let msg = format!("{who}: the pinned probe failed: {}", e.message);
                     check.probe_error = Some(msg.clone());
-                    problems.push(msg);
+                    problems.push((e.severity, msg));
                 }
             }
             w.ranks.push(check);
@@ -1348,8 +1351,8 @@ async fn probe_workers(report: &mut PreflightReport, driver: &Arc<Driver>, plan:
             w.server_ttft_ms = first.server_ttft_ms;
         }
     }
-    for m in problems {
-        report.problem(Severity::Deployment, m);
+    for (sev, m) in problems {
+        report.problem(sev, m);
     }
     gaps.sort_by(f64::total_cmp);
     if let Some(&median) = gaps.get(gaps.len() / 2)
@@ -1427,6 +1430,38 @@ pub fn named_cause(status: Option<u16>, message: &str) -> &'static str {
     }
 }
 
+/// A pinned request that failed: the message with its named cause, and how it affects the
+/// preflight. A refusal that no retry changes — the frontend will not route the (worker, rank),
+/// the selection service refuses or books another rank — fails it; a failed request (an HTTP
+/// 5xx, a timeout) is reported as a warning, since the collector records failures as data and
+/// retries transient ones.
+#[derive(Debug)]
+struct PinFailure {
+    message: String,
+    severity: Severity,
+}
+
+impl PinFailure {
+    fn from_call(prefix: &str, e: &sy_dynamo::CallError) -> Self {
+        let blocking = e.kind == sy_wire::ErrorClass::Configuration
+            || e.message.to_ascii_lowercase().contains("not eligible")
+            || e.status
+                .is_some_and(|s| (400..500).contains(&s) && s != 404 && s != 409);
+        Self {
+            message: format!(
+                "{prefix}{} — {}",
+                e.message,
+                named_cause(e.status, &e.message)
+            ),
+            severity: if blocking {
+                Severity::Deployment
+            } else {
+                Severity::Warning
+            },
+        }
+    }
+}
+
 /// One request through the accounting path, reserved on and pinned to (`worker`, `rank`):
 /// client and server TTFT, or the failure with its named cause.
 async fn pinned(
@@ -1437,7 +1472,7 @@ async fn pinned(
     tokens: &[u32],
     max_tokens: u32,
     tag: &str,
-) -> Result<(Option<f64>, Option<f64>), String> {
+) -> Result<(Option<f64>, Option<f64>), PinFailure> {
     let id = driver.new_selection_id(tag);
     let answer = match driver
         .selection
@@ -1450,20 +1485,22 @@ async fn pinned(
             if e.status != Some(409) {
                 let _ = driver.selection.release(&id).await;
             }
-            return Err(format!(
-                "the selection service refused the reservation: {} — {}",
-                e.message,
-                named_cause(e.status, &e.message)
+            return Err(PinFailure::from_call(
+                "the selection service refused the reservation: ",
+                &e,
             ));
         }
     };
     if (answer.worker_id, answer.dp_rank) != (worker, rank) {
         let _ = driver.selection.release(&id).await;
-        return Err(format!(
-            "the selection service booked worker {} rank {} instead — it does not know rank \
-             {rank} of this worker (re-register it with one KV-event endpoint per rank)",
-            answer.worker_id, answer.dp_rank
-        ));
+        return Err(PinFailure {
+            message: format!(
+                "the selection service booked worker {} rank {} instead — it does not know rank \
+                 {rank} of this worker (re-register it with one KV-event endpoint per rank)",
+                answer.worker_id, answer.dp_rank
+            ),
+            severity: Severity::Deployment,
+        });
     }
     driver
         .stats
@@ -1490,7 +1527,7 @@ async fn pinned(
         out.error = None; // a priming needs the prefill, not a visible token
     }
     match out.error {
-        Some(e) => Err(format!("{e} — {}", named_cause(e.status, &e.message))),
+        Some(e) => Err(PinFailure::from_call("", &e)),
         None => Ok((out.ttft_ms, out.server_ttft_ms)),
     }
 }

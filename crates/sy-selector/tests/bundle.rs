@@ -266,10 +266,14 @@ fn documented_examples_are_current() {
 }
 
 /// A version-1 bundle (one shared f axis in its Q tables) is still read: version 2 only adds the
-/// per-row form. sy-eval's committed bundle was frozen as version 1.
+/// per-row form. The fixture is a version-1 bundle frozen by an earlier sy-select (sy-eval's
+/// committed bundle of that time).
 #[test]
 fn version_1_bundles_are_still_read() {
-    let text = std::fs::read_to_string(workspace_file("data/eval/bundle.json")).unwrap();
+    let text = std::fs::read_to_string(workspace_file(
+        "crates/sy-selector/tests/fixtures/bundle-v1.json",
+    ))
+    .unwrap();
     let b = Bundle::load(&text).unwrap();
     assert_eq!(b.schema_version, 1);
     assert!(b.params.efficient.q.shared_f_axis().is_some());

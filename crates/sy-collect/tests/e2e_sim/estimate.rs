@@ -4,7 +4,8 @@
 //! Every committed plan in data/plans/ is covered. `ci` and `demo` run here on every test run
 //! (about 15 s of wall time, mostly sleeping; alone, by `.config/nextest.toml`: a test sharing the cores
 //! with the pilot skews the estimate); `dataset` (about 90 s) and `example` (about 8 min:
-//! 360 load units with a 500 ms warm-up each) run when SY_SLOW_ESTIMATE=1. All use
+//! 360 load units with a 500 ms warm-up each) and the two real-engine plans run when
+//! SY_SLOW_ESTIMATE=1. All use
 //! data/sim/ci-fast.toml (the default physics at 1/20 of real time) for both the pilot and the
 //! run; the plan's settle and warm-up times are real time either way.
 
@@ -90,6 +91,10 @@ fn estimate_within_25_percent_dataset_and_example_plans() {
     }
     check("dataset");
     check("example");
+    // The real-engine plans (block size 32, prompts up to 2,048): the pilot's arithmetic is
+    // engine-neutral, so the simulator checks it as for the others.
+    check("vllm-cpu-rehearsal");
+    check("vllm-cpu");
 }
 
 #[test]
@@ -102,7 +107,14 @@ fn every_committed_plan_is_covered() {
     plans.sort();
     assert_eq!(
         plans,
-        ["ci.toml", "dataset.toml", "demo.toml", "example.toml"],
+        [
+            "ci.toml",
+            "dataset.toml",
+            "demo.toml",
+            "example.toml",
+            "vllm-cpu-rehearsal.toml",
+            "vllm-cpu.toml"
+        ],
         "a new committed plan needs an estimate check in this file"
     );
 }

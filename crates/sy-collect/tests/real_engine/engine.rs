@@ -137,10 +137,20 @@ impl Engine {
     /// `scripts/dynamo-local.sh ARGS` on this stack (RUN_DIR and the ports from the environment
     /// scripts/test.sh set; TOPOLOGY=vllm-cpu).
     pub fn launcher(&self, args: &[&str]) -> Output {
+        // The stack's own ports, whatever the environment says: from its URLs and its table.
+        let port = |url: &str| url.rsplit(':').next().unwrap_or_default().to_owned();
+        let rows =
+            std::fs::read_to_string(self.run_dir.join("workers.json")).expect("read workers.json");
+        let table: Vec<Value> = serde_json::from_str(&rows).expect("parse workers.json");
+        let first = table.first().expect("a worker row");
         let out = Command::new(repo_root().join("scripts/dynamo-local.sh"))
             .args(args)
             .env("RUN_DIR", &self.run_dir)
             .env("TOPOLOGY", "vllm-cpu")
+            .env("FRONTEND_PORT", port(&self.frontend))
+            .env("SELECT_PORT", port(&self.select))
+            .env("WORKER_SYS_PORT_BASE", first["system_port"].to_string())
+            .env("ZMQ_KV_PORT_BASE", first["kv_events_port"].to_string())
             .output()
             .expect("run scripts/dynamo-local.sh");
         assert!(

@@ -10,7 +10,7 @@
 //! |---|---|
 //! | `ttft_gap` | the median client − server TTFT of a (phase, model) exceeds `max_ttft_gap_ms` |
 //! | `cached_tokens_match_k` | fewer than `min_k_match_share` of a model's ok records have the worker's `cached_tokens` equal to the router's K (a full-prompt hit the engine recomputes the last block of, [`k_vs_cached`], agrees) |
-//! | `q_monotonic` | in the no-load grid, a model's median TTFT falls by more than the tolerance as N rises (at fixed f < 1: a full repeat computes one block whatever N) or rises as f rises (at fixed N) |
+//! | `q_monotonic` | in the no-load grid, a model's median TTFT falls by more than the tolerance as N rises (at fixed f < 1: a full repeat computes one block whatever N) or rises as f rises (at fixed N), and every record of the faster cell is below every record of the other by more than the tolerance |
 //! | `failures` | the failure share of the run exceeds `max_failure_share`, or of one condition `max_condition_failure_share` (shares by error class are reported) |
 //! | `loads_zero_at_end` | the manifest says booked load remained after the run, or reservations were left |
 //! | `advisory_disagreement` | the share of records whose advisory pick is another (worker, rank) that saw other K, R or P than the reserved one exceeds `max_pick_differs_share` (a tie between equally idle workers does not count) |
@@ -495,9 +495,21 @@ fn q_monotonic(records: &[Record], o: &CheckOptions) -> CheckResult {
             (k, (m, v))
         })
         .collect();
-    let against = |lower: f64, higher: f64| {
-        // `higher` should be ≥ `lower`: a violation when it is lower by more than the tolerance.
-        lower - higher > o.q_rel_tolerance * lower.max(higher) + o.q_abs_tolerance_ms
+    let ttfts = |v: &[&Record]| -> (f64, f64) {
+        let t: Vec<f64> = v.iter().filter_map(|r| r.ttft_ms).collect();
+        (
+            t.iter().copied().fold(f64::INFINITY, f64::min),
+            t.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        )
+    };
+    // Cell `b` should not be faster than cell `a`: a violation when its median is lower by more
+    // than the tolerance **and** every one of its records is below every one of `a`'s by more
+    // than it (one stalled probe in a two-repeat cell is noise, not an inverted grid).
+    let against = |ma: f64, va: &[&Record], mb: f64, vb: &[&Record]| {
+        let tol = |x: f64, y: f64| o.q_rel_tolerance * x.max(y) + o.q_abs_tolerance_ms;
+        let (min_a, _) = ttfts(va);
+        let (_, max_b) = ttfts(vb);
+        ma - mb > tol(ma, mb) && min_a - max_b > tol(min_a, max_b)
     };
     let mut offenders = Vec::new();
     let mut pairs = 0;
@@ -527,10 +539,10 @@ fn q_monotonic(records: &[Record], o: &CheckOptions) -> CheckResult {
                     .any(|k| k.0 == ra && k.2 == na && k.1 > fa && k.1 < fb);
             let bad = if next_n {
                 pairs += 1;
-                against(*ma, *mb)
+                against(*ma, va, *mb, vb)
             } else if next_f {
                 pairs += 1;
-                against(*mb, *ma)
+                against(*mb, vb, *ma, va)
             } else {
                 false
             };
