@@ -211,7 +211,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "h" => v * 3600.0,
         _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h)")),
     };
-    if !secs.is_finite() || secs < 0.0 || secs > 7.0 * 86400.0 {
+    if !secs.is_finite() || !(0.0..=7.0 * 86400.0).contains(&secs) {
         return Err(format!("{s:?}: out of range"));
     }
     Ok(Duration::from_secs_f64(secs))

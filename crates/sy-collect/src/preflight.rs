@@ -293,25 +293,7 @@ impl PreflightReport {
                 kv,
                 ttft
             );
-            // A data-parallel worker: one line per rank (what was primed and probed there).
-            if w.ranks.len() > 1 {
-                for r in &w.ranks {
-                    let _ = writeln!(
-                        s,
-                        "{:<10} {:>20}   rank {:<3} kv {:<22} {:<22} {:>14}",
-                        "",
-                        "",
-                        r.dp_rank,
-                        r.kv_events_endpoint.as_deref().unwrap_or("-"),
-                        kv_text(&r.kv_events),
-                        match (r.client_ttft_ms, r.server_ttft_ms, &r.probe_error) {
-                            (_, _, Some(_)) => "FAILED".to_string(),
-                            (Some(c), Some(sv), _) => format!("{c:.1}/{sv:.1}"),
-                            _ => "-".into(),
-                        }
-                    );
-                }
-            }
+            rank_lines(&mut s, w);
         }
         if self.problems.is_empty() {
             let _ = writeln!(s, "\npreflight ok ({:.1} s)", self.duration_ms / 1e3);
@@ -338,6 +320,66 @@ impl PreflightReport {
         }
         s
     }
+}
+
+/// A data-parallel worker's lines: one per rank (what was primed and probed there).
+fn rank_lines(s: &mut String, w: &WorkerRow) {
+    if w.ranks.len() <= 1 {
+        return;
+    }
+    for r in &w.ranks {
+        let _ = writeln!(
+            s,
+            "{:<10} {:>20}   rank {:<3} kv {:<22} {:<22} {:>14}",
+            "",
+            "",
+            r.dp_rank,
+            r.kv_events_endpoint.as_deref().unwrap_or("-"),
+            kv_text(&r.kv_events),
+            match (r.client_ttft_ms, r.server_ttft_ms, &r.probe_error) {
+                (_, _, Some(_)) => "FAILED".to_string(),
+                (Some(c), Some(sv), _) => format!("{c:.1}/{sv:.1}"),
+                _ => "-".into(),
+            }
+        );
+    }
+}
+
+/// A registered worker's rank problems: registered with other ranks than the frontend routes,
+/// or a rank without a KV-event endpoint.
+fn rank_problems(w: &WorkerRow, who: &str, selection_url: &str) -> Vec<(Severity, String)> {
+    let mut problems = Vec::new();
+    if !w.frontend_ranks.is_empty() && w.frontend_ranks != w.dp_ranks {
+        problems.push((
+            Severity::Deployment,
+            format!(
+                "{who} is registered with data-parallel ranks {:?} but the frontend routes ranks \
+                 {:?}: the selection service would not observe the others (DELETE \
+                 {selection_url}/workers/{} and re-run preflight with {})",
+                w.dp_ranks,
+                w.frontend_ranks,
+                w.worker_id,
+                kv_events_arg(w.worker_id, &w.frontend_ranks)
+            ),
+        ));
+    }
+    let missing: Vec<u32> = w
+        .dp_ranks
+        .iter()
+        .copied()
+        .filter(|r| !w.kv_events_by_rank.contains_key(r))
+        .collect();
+    if !missing.is_empty() && !w.kv_events_endpoints.is_empty() {
+        problems.push((
+            Severity::Deployment,
+            format!(
+                "{who}: rank(s) {missing:?} have no registered KV-event endpoint (it has {:?}): K \
+                 would read 0 there",
+                w.kv_events_endpoints
+            ),
+        ));
+    }
+    problems
 }
 
 fn kv_text(k: &KvEvents) -> String {
@@ -566,6 +608,46 @@ fn pending(d: &Discovery, plan_models: &[String]) -> Vec<String> {
     out
 }
 
+/// With `--wait`, what registration still waits for: every described worker up and listed, and
+/// every listed instance of a plan model either registered or with KV-event endpoints given (a
+/// dead instance stays listed for a few seconds; a worker missing from the description never
+/// comes right by waiting, and is reported after the wait).
+async fn pending_registration(
+    http: &reqwest::Client,
+    d: &Discovery,
+    plan_models: &[String],
+    opts: &PreflightOptions,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut known: BTreeSet<u64> = opts.kv_events.keys().copied().collect();
+    if let Some(desc) = &opts.describe {
+        let (ids, problems) = crate::deployment::resolve(http, desc).await;
+        out.extend(problems);
+        for (id, (i, _)) in &ids {
+            if !d.instances.contains_key(id) {
+                out.push(format!(
+                    "worker {id} ({}) not yet listed by the frontend",
+                    desc.description.workers[*i].system_url
+                ));
+            }
+        }
+        known.extend(ids.keys());
+    }
+    for (id, ns) in &d.instances {
+        let Some(m) = instance_model(d, *id, ns).filter(|m| plan_models.contains(m)) else {
+            continue;
+        };
+        if !known.contains(id) && !d.registered.iter().any(|w| w.worker_id == *id) {
+            out.push(format!(
+                "worker {id} ({m}): listed, not registered, and no KV-event endpoint known for it \
+                 (a stopped worker the frontend still lists, or one missing from --kv-events / \
+                 --describe)"
+            ));
+        }
+    }
+    out
+}
+
 /// Discovers the deployment, waiting as asked: with `--wait`, until nothing is pending and the
 /// instances and their ranks are the same on two polls in a row (what it waits for is printed
 /// to stderr as it changes); without, only for the rank gauges of listed instances (bounded).
@@ -599,6 +681,9 @@ async fn settle(
             Err(e) => return Err(e),
         };
         let mut p = pending(&d, plan_models);
+        if !only_ranks {
+            p.extend(pending_registration(http, &d, plan_models, opts).await);
+        }
         if only_ranks {
             // Without --wait only the missing ranks of a listed instance that preflight may
             // have to register are worth a short wait.
@@ -1101,37 +1186,7 @@ fn check_rows(report: &mut PreflightReport, plan: &Plan) {
                     ),
                 ));
             }
-            if !w.frontend_ranks.is_empty() && w.frontend_ranks != w.dp_ranks {
-                problems.push((
-                    Severity::Deployment,
-                    format!(
-                        "{who} is registered with data-parallel ranks {:?} but the frontend \
-                         routes ranks {:?}: the selection service would not observe the others \
-                         (DELETE {}/workers/{} and re-run preflight with {})",
-                        w.dp_ranks,
-                        w.frontend_ranks,
-                        report.selection_url,
-                        w.worker_id,
-                        kv_events_arg(w.worker_id, &w.frontend_ranks)
-                    ),
-                ));
-            }
-            let missing: Vec<u32> = w
-                .dp_ranks
-                .iter()
-                .copied()
-                .filter(|r| !w.kv_events_by_rank.contains_key(r))
-                .collect();
-            if !missing.is_empty() && !w.kv_events_endpoints.is_empty() {
-                problems.push((
-                    Severity::Deployment,
-                    format!(
-                        "{who}: rank(s) {missing:?} have no registered KV-event endpoint (it has \
-                         {:?}): K would read 0 there",
-                        w.kv_events_endpoints
-                    ),
-                ));
-            }
+            problems.extend(rank_problems(w, &who, &report.selection_url));
             if w.lifecycle.as_deref() != Some("schedulable") {
                 let mut why = w.not_schedulable_reasons.join("; ");
                 if why.contains("kv_events") {

@@ -280,6 +280,24 @@ fn copy_plan(plan: &LoadedPlan, dir: &Path) -> Result<(), CollectError> {
     sy_run::atomic_write(&copy, bytes).map_err(|e| CollectError::Runtime(e.to_string()))
 }
 
+/// The run directory once the target has passed the checks: the plan kept in it (a new run;
+/// one that failed before this point left nothing behind), or what an earlier session left
+/// prepared for resuming (its records checked to be of run `previous`).
+fn prepare_run_dir(
+    plan: &LoadedPlan,
+    opts: &RunOptions,
+    previous: Option<&Manifest>,
+) -> Result<results::ResumeState, CollectError> {
+    if previous.is_none() {
+        copy_plan(plan, &opts.run_dir)?;
+    }
+    if !opts.resume {
+        return Ok(results::ResumeState::default());
+    }
+    let run_id = previous.map(|m| m.run_id.as_str());
+    Ok(results::prepare_resume(&opts.run_dir, run_id)?)
+}
+
 fn write_manifest(dir: &Path, m: &Manifest) -> Result<(), CollectError> {
     sy_cli::atomic_write_json(&dir.join(Artifact::Manifest.file_name()), m)
         .map_err(|e| CollectError::Runtime(e.to_string()))
@@ -304,6 +322,17 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunSummary, Colle
         );
     }
     sy_run::check_run_kind(&opts.run_dir, sy_run::RunKind::Calibration)?;
+    // Every file the run writes, checked before the first request: a link planted in the run
+    // directory is refused now, not at the end of a long collection.
+    for artifact in [
+        Artifact::Plan,
+        Artifact::Records,
+        Artifact::Attempts,
+        Artifact::RecordsParquet,
+        Artifact::Manifest,
+    ] {
+        sy_run::check_output_target(&artifact.path(&opts.run_dir))?;
+    }
     let previous = check_run_dir(&opts.run_dir, &plan, opts.resume)?;
     if let (Some(prev), Some(_)) = (&previous, opts.seed)
         && prev.seed != plan.plan.seed
@@ -362,40 +391,10 @@ async fn run_on_target(
     // these is a bad request, one pinned to an instance it lists only later is a discovery race.
     driver.learn_frontend_instances().await;
 
-    // Unrecorded warm-up of every (worker, rank): compilation and graph capture hit first
-    // requests (see `crate::warmup`).
-    let per_rank = opts
-        .warmup
-        .unwrap_or_else(|| crate::warmup::requests_per_rank(p, opts.target == TargetKind::Dynamo));
-    let warmup = if per_rank > 0 && !cancel.is_cancelled() {
-        let w = crate::warmup::warm_up(&driver, p, &invocation_id, per_rank).await;
-        tracing::info!(
-            "warm-up: {} requests on {} (worker, rank) pairs, {} failed, {:.1} s",
-            w.requests,
-            w.ranks,
-            w.failed,
-            w.seconds
-        );
-        for f in &w.failures {
-            tracing::warn!("warm-up request failed: {f}");
-        }
-        Some(w)
-    } else {
-        None
-    };
+    let warmup = warm_up(opts, p, &driver, &invocation_id, &cancel).await;
 
     let schedule = Schedule::from_plan(p);
-    // The plan is kept in the run directory only once the target passed the checks: a run
-    // that fails before its first unit leaves nothing behind.
-    if previous.is_none() {
-        copy_plan(plan, &opts.run_dir)?;
-    }
-    let resume = if opts.resume {
-        let run_id = previous.as_ref().map(|m| m.run_id.as_str());
-        results::prepare_resume(&opts.run_dir, run_id)?
-    } else {
-        results::ResumeState::default()
-    };
+    let resume = prepare_run_dir(plan, opts, previous.as_ref())?;
     let started_at = now_rfc3339();
     let mut manifest = previous
         .unwrap_or_else(|| new_manifest(plan, target, &versions, &schedule, started_at.clone()));
@@ -470,6 +469,35 @@ async fn run_on_target(
         manifest,
         interrupted,
     })
+}
+
+/// Unrecorded warm-up of every (worker, rank): compilation and graph capture hit first requests
+/// (see `crate::warmup`). `None` when off.
+async fn warm_up(
+    opts: &RunOptions,
+    p: &Plan,
+    driver: &Arc<Driver>,
+    invocation_id: &str,
+    cancel: &Cancel,
+) -> Option<crate::warmup::WarmupSummary> {
+    let per_rank = opts
+        .warmup
+        .unwrap_or_else(|| crate::warmup::requests_per_rank(p, opts.target == TargetKind::Dynamo));
+    if per_rank == 0 || cancel.is_cancelled() {
+        return None;
+    }
+    let w = crate::warmup::warm_up(driver, p, invocation_id, per_rank).await;
+    tracing::info!(
+        "warm-up: {} requests on {} (worker, rank) pairs, {} failed, {:.1} s",
+        w.requests,
+        w.ranks,
+        w.failed,
+        w.seconds
+    );
+    for f in &w.failures {
+        tracing::warn!("warm-up request failed: {f}");
+    }
+    Some(w)
 }
 
 /// The preflight: everything the target must satisfy before the first unit.

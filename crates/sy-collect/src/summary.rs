@@ -109,27 +109,9 @@ pub struct KVsCached {
     pub mismatch: u64,
 }
 
-/// One probe's K against its engine's cached tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KCached {
-    Equal,
-    FullHitRecomputed,
-    Mismatch,
-}
-
-/// Classifies K (the selection service's overlap) against `cached_tokens` for a prompt of `n`
-/// tokens. An engine that must compute the last prompt token to sample from it caps a prefix hit
-/// at `n − 1` tokens, in whole blocks, so it reports less than K only when K covers the whole
-/// prompt.
-pub fn k_vs_cached(n: u64, k: u64, cached: u64) -> KCached {
-    if cached == k {
-        KCached::Equal
-    } else if k == n && cached < k {
-        KCached::FullHitRecomputed
-    } else {
-        KCached::Mismatch
-    }
-}
+/// One probe's K against its engine's cached tokens: defined with the data-quality check, which
+/// judges the same comparison.
+pub use sy_records::check::{KCached, k_vs_cached};
 
 fn tally_k_vs_cached(recs: &[&Record]) -> KVsCached {
     let mut t = KVsCached::default();

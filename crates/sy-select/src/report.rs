@@ -314,11 +314,12 @@ fn variants(r: &mut Report, out: &SelectOutput) {
     // The paired change: each variant's mean minus Stage's on the same resampled conditions.
     // The per-variant intervals above share the conditions' spread, so they overlap even when
     // the paired change excludes zero.
+    // Stage stays in, as the zero line's own bar, so each variant keeps its colour of the
+    // figure above.
     let changes: Vec<Bar> = sel
         .replay
         .variants
         .iter()
-        .filter(|v| v.variant != Variant::Stage)
         .map(|v| {
             let c = sel
                 .uncertainty
@@ -327,11 +328,16 @@ fn variants(r: &mut Report, out: &SelectOutput) {
             let value = c.map_or(v.all.mean_selected_ttft_ms - stage_mean(sel), |c| {
                 c.estimate
             });
+            let annotation = if v.variant == Variant::Stage {
+                "baseline".to_string()
+            } else {
+                format!("{value:+.1} ms")
+            };
             Bar {
                 label: v.variant.as_str().to_string(),
                 value,
                 interval: c.map(|i| (i.lo, i.hi)),
-                annotation: format!("{:+.1} ms", value),
+                annotation,
             }
         })
         .collect();

@@ -297,3 +297,139 @@ pub async fn every_rank(stack: &Stack) {
         .assert_loads_zero("after the data-parallel preflight")
         .await;
 }
+
+/// The launcher's environment for this stack, rebuilt from its `workers.json` and URLs (the
+/// test's own environment may name another stack's ports).
+fn launcher_env(stack: &Stack) -> Vec<(String, String)> {
+    let all: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(stack.run_dir.join("workers.json")).unwrap())
+            .unwrap();
+    let port = |url: &str| url.rsplit(':').next().unwrap().to_string();
+    let rows: Vec<String> = all
+        .iter()
+        .map(|w| {
+            format!(
+                "{} {} {} {} {} {} {}",
+                w["name"].as_str().unwrap(),
+                w["model"].as_str().unwrap(),
+                w["speedup"],
+                w["total_kv_blocks"],
+                w["max_num_batched_tokens"],
+                w["data_parallel_size"],
+                w["block_size"]
+            )
+        })
+        .collect();
+    vec![
+        ("RUN_DIR".into(), stack.run_dir.display().to_string()),
+        ("FRONTEND_PORT".into(), port(&stack.frontend)),
+        ("SELECT_PORT".into(), port(&stack.select)),
+        (
+            "WORKER_SYS_PORT_BASE".into(),
+            all[0]["system_port"].to_string(),
+        ),
+        (
+            "ZMQ_KV_PORT_BASE".into(),
+            all[0]["kv_events_port"].to_string(),
+        ),
+        ("TOPOLOGY".into(), "dp64".into()),
+        ("WORKERS".into(), rows.join("\n")),
+    ]
+}
+
+fn launcher(stack: &Stack, extra: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut c = Command::new(crate::stack::repo_root().join("scripts/dynamo-local.sh"));
+    c.args(args);
+    for (k, v) in launcher_env(stack) {
+        c.env(k, v);
+    }
+    for (k, v) in extra {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+/// `preflight --wait` against a data-parallel worker that is still starting: it prints what it
+/// waits for, then registers the new instance with every rank from a `--describe` file (no id
+/// copied) and checks them all. The worker is started without registration, as a node's
+/// operator would start it.
+pub async fn waits_for_a_starting_worker(stack: &Stack) {
+    let t = table(stack);
+    let Some(dp4) = with_dp(&t, 4) else {
+        panic!("the dp stack needs a data-parallel-size-4 worker: {t:?}");
+    };
+    let name = dp4["name"].as_str().unwrap().to_string();
+    let old = dp4["worker_id"].as_u64().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = plan(dir.path());
+    let kv = dp4["kv_events_port"].as_u64().unwrap();
+    let desc = dir.path().join("deployment.toml");
+    std::fs::write(
+        &desc,
+        format!(
+            "[[workers]]\nsystem_url = \"http://127.0.0.1:{}\"\nkv_events = \
+             \"tcp://127.0.0.1:{kv}-{}\"\n",
+            dp4["system_port"].as_u64().unwrap(),
+            kv + 3
+        ),
+    )
+    .unwrap();
+
+    let out = launcher(stack, &[], &["kill-worker", &name]);
+    assert!(out.status.success(), "{}", text(&out));
+    stack.sel_delete(&format!("/workers/{old}")).await;
+    // Started a moment after the preflight, without registration: the preflight must wait for
+    // the frontend to drop the dead instance and list the new one with its four ranks.
+    let starter = {
+        let env = launcher_env(stack);
+        let name = name.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            let mut c = Command::new(crate::stack::repo_root().join("scripts/dynamo-local.sh"));
+            c.args(["start-worker", &name])
+                .env("UNREGISTERED_WORKERS", &name);
+            for (k, v) in env {
+                c.env(k, v);
+            }
+            c.output().unwrap()
+        })
+    };
+    let out = preflight(
+        stack,
+        &plan,
+        &[
+            "--wait",
+            "90s",
+            "--describe",
+            desc.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let started = starter.join().unwrap();
+    assert!(started.status.success(), "{}", text(&started));
+    let s = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{s}");
+    assert!(
+        s.contains("preflight: waiting"),
+        "it says what it waits for: {s}"
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let new = table(stack)
+        .into_iter()
+        .find(|w| w["name"] == name.as_str())
+        .unwrap()["worker_id"]
+        .as_u64()
+        .unwrap();
+    assert_ne!(new, old);
+    assert_eq!(row(&report, new)["registered_now"], true, "{report}");
+    assert_every_rank_checked(&report, new, 4);
+    assert!(
+        report["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["worker_id"].as_u64() != Some(old)),
+        "the dead instance is gone from the table: {report}"
+    );
+    stack.assert_loads_zero("after the readiness wait").await;
+}

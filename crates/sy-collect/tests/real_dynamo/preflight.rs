@@ -195,7 +195,7 @@ async fn real_dynamo_preflight_table_and_each_problem() {
     let s = text(&out);
     assert!(
         s.contains(&format!(
-            "worker {silent} (capable): KV events are not reaching the selection service"
+            "worker {silent} (capable) rank 0: KV events are not reaching the selection service"
         )),
         "{s}"
     );
@@ -255,6 +255,6 @@ async fn real_dynamo_gpu_doc_rehearsal_runs() {
         }
         ran += 1;
     }
-    assert_eq!(ran, 3, "{block}");
+    assert_eq!(ran, 4, "{block}");
     stack.assert_loads_zero("after the rehearsal").await;
 }
