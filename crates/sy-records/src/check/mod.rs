@@ -57,6 +57,11 @@ pub struct CheckOptions {
     pub max_pick_differs_share: f64,
     /// Largest share of probes planned uncached that report cached tokens.
     pub max_uncached_hit_share: f64,
+    /// Largest share of loaded (condition, model) cells in which the background's load was not
+    /// seen although it could have been (a background that finished before the probe observed
+    /// it: one record per cell at one repeat, so a busy client machine misses a few). A plan
+    /// whose contention cannot reach the probe's (worker, rank) fails at any share.
+    pub max_unseen_load_share: f64,
     /// Largest change of a cell's mean hit rate (cached / prompt tokens) between the first and
     /// second half of its records.
     pub max_hit_rate_drift: f64,
@@ -83,6 +88,7 @@ impl Default for CheckOptions {
             max_condition_failure_share: 0.2,
             max_pick_differs_share: 0.5,
             max_uncached_hit_share: 0.01,
+            max_unseen_load_share: 0.05,
             max_hit_rate_drift: 0.15,
             saturation_tau: 0.6,
             saturation_ratio: 1.5,
@@ -126,7 +132,8 @@ pub enum Outcome {
     Skipped,
 }
 
-/// A cell (or condition) that made a check fail, with the records concerned.
+/// A cell (or condition) that made a check fail, with the records concerned (or, under a check
+/// that tolerates a share of such cells and passed, one it names all the same).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Offender {
     /// What the cell is, e.g. `qgrid/capable` or `condition L12 (efficient)`.
@@ -237,7 +244,7 @@ pub fn judge(records: &[Record], facts: Option<&RunFacts>, opts: &CheckOptions) 
         failures(records, opts),
         loads_zero(facts),
         advisory_disagreement(records, opts),
-        contention_observed(records),
+        contention_observed(records, opts),
         cache_contamination(records, opts),
         over_saturation(records, opts),
     ];
@@ -758,10 +765,13 @@ fn loops_target(r: &Record) -> bool {
     }
 }
 
-fn contention_observed(records: &[Record]) -> CheckResult {
-    let bound = "R > 0 on some record of every (condition, model) the plan loads, and P > 0 where \
-                 it runs prefill contention"
-        .to_string();
+fn contention_observed(records: &[Record], opts: &CheckOptions) -> CheckResult {
+    let bound = format!(
+        "R > 0 on some record of every (condition, model) the plan loads, and P > 0 where it \
+         runs prefill contention; at most {:.0} % of those cells unseen, none because the \
+         contention cannot reach the probe's (worker, rank)",
+        opts.max_unseen_load_share * 100.0
+    );
     let contended = records.iter().filter(|r| {
         let b = &r.background;
         r.phase == Phase::Load
@@ -788,6 +798,7 @@ fn contention_observed(records: &[Record]) -> CheckResult {
         }
     }
     let mut offenders = Vec::new();
+    let mut structural = 0usize;
     let n = groups.len();
     for ((cond, role), rs) in groups {
         let prefill = loops_target(rs[0]) && rs[0].background.prefill_requests > 0;
@@ -798,7 +809,8 @@ fn contention_observed(records: &[Record]) -> CheckResult {
         } else {
             0
         };
-        let cause = if requests > 0 && requests < spread {
+        let spread_out = requests > 0 && requests < spread;
+        let cause = if spread_out {
             format!(
                 "the background's {requests} request(s) spread over this model's {spread} \
                  (worker, rank) pairs and the probe was reserved on an idle one: raise the \
@@ -819,6 +831,7 @@ fn contention_observed(records: &[Record]) -> CheckResult {
             missing.push("P");
         }
         if !missing.is_empty() {
+            structural += usize::from(spread_out);
             offenders.push(offender(
                 format!("condition {cond} ({})", role_name(role)),
                 format!(
@@ -838,10 +851,22 @@ fn contention_observed(records: &[Record]) -> CheckResult {
             ));
         }
     }
+    let unseen = offenders.len();
     let measured = format!(
-        "{n} loaded (condition, model) cells, {} without load seen",
-        offenders.len()
+        "{n} loaded (condition, model) cells, {unseen} without load seen ({:.1} %; {structural} \
+         where the contention cannot reach the probe's rank)",
+        100.0 * unseen as f64 / n as f64
     );
+    if structural == 0 && unseen as f64 <= opts.max_unseen_load_share * n as f64 {
+        // Within the bound: a pass that still names the cells where load went unseen.
+        return CheckResult {
+            name: "contention_observed".into(),
+            outcome: Outcome::Pass,
+            bound,
+            measured,
+            offenders,
+        };
+    }
     result("contention_observed", bound, measured, offenders)
 }
 

@@ -314,3 +314,53 @@ fn no_records_skips_rather_than_passes_silently() {
         rep.render_text()
     );
 }
+
+#[test]
+fn a_few_cells_with_unseen_load_pass_within_the_share_and_are_named() {
+    let mut rs = clean();
+    for r in rs.iter_mut().filter(|r| r.condition_id == "L1") {
+        r.observed.p = Some(0.0);
+    }
+    // One of the two loaded (condition, model) cells unseen: within a 50 % share.
+    let opts = CheckOptions {
+        max_unseen_load_share: 0.5,
+        ..CheckOptions::default()
+    };
+    let rep = judge(&rs, Some(&facts()), &opts);
+    assert!(rep.passed(), "{}", rep.render_text());
+    let c = check(&rep, "contention_observed");
+    assert_eq!(c.outcome, Outcome::Pass);
+    assert_eq!(c.offenders.len(), 1, "the unseen cell is still named");
+    assert!(c.offenders[0].cell.contains("L1"), "{:?}", c.offenders[0]);
+}
+
+#[test]
+fn contention_that_cannot_reach_the_probes_rank_fails_at_any_share() {
+    let mut rs = clean();
+    // Probes of the efficient model were reserved on two workers over the run, and L1's
+    // background has a single request: the probe can land on the idle one.
+    for (i, r) in rs.iter_mut().enumerate() {
+        if r.role == Model::Efficient {
+            r.reserved_worker_id = Some(1 + (i as u64 % 2));
+        }
+    }
+    for r in rs.iter_mut().filter(|r| r.condition_id == "L1") {
+        r.background.prefill_requests = 1;
+        r.observed.p = Some(0.0);
+        r.observed.r = Some(0);
+    }
+    let opts = CheckOptions {
+        max_unseen_load_share: 1.0,
+        ..CheckOptions::default()
+    };
+    let rep = judge(&rs, Some(&facts()), &opts);
+    failing_only(&rep, "contention_observed");
+    let c = check(&rep, "contention_observed");
+    assert!(
+        c.offenders[0]
+            .detail
+            .contains("raise the contention levels"),
+        "{:?}",
+        c.offenders[0]
+    );
+}
