@@ -351,18 +351,53 @@ impl Driver {
                 allowed.as_deref(),
             )
             .await;
+        self.booked(id, answer).await
+    }
+
+    /// Books exactly (`worker`, `rank`) for `tokens` on `model` (`pinned_worker`): the
+    /// preflight's per-rank checks and the warm-up.
+    pub async fn reserve_on_rank(
+        &self,
+        model: &str,
+        tokens: &[u32],
+        expected_output_tokens: u32,
+        (worker, rank): (u64, u32),
+        tag: &str,
+    ) -> Result<Booking, CallError> {
+        let id = self.new_selection_id(tag);
+        let answer = self
+            .selection
+            .reserve_on_rank(
+                model,
+                tokens,
+                &id,
+                Some(expected_output_tokens),
+                worker,
+                rank,
+            )
+            .await;
+        self.booked(id, answer).await
+    }
+
+    /// A reservation's answer as a booking counted in flight (until [`Driver::release`]); a
+    /// failed or lost answer may still have booked, so it is deleted to be sure (404 is fine;
+    /// 409, a reused id, belongs to someone else).
+    async fn booked(
+        &self,
+        selection_id: String,
+        answer: Result<SelectResponse, CallError>,
+    ) -> Result<Booking, CallError> {
         match answer {
             Ok(answer) => {
                 self.stats.in_flight.fetch_add(1, Ordering::Relaxed);
                 Ok(Booking {
-                    selection_id: id,
+                    selection_id,
                     answer,
                 })
             }
             Err(e) => {
-                // A failed or lost answer may still have booked: delete to be sure (404 is fine).
                 if e.status != Some(409) {
-                    let _ = self.selection.release(&id).await;
+                    let _ = self.selection.release(&selection_id).await;
                 }
                 Err(e)
             }

@@ -337,18 +337,8 @@ impl Plan {
             field: field.to_string(),
             message,
         };
-        // The name goes into the run id, messages and file names: printable text only.
-        if let Some(name) = &self.name
-            && name.chars().any(char::is_control)
-        {
-            return Err(bad(
-                "name",
-                format!(
-                    "{:?} holds control characters (a newline, an escape): a name is one line \
-                     of printable text",
-                    sy_run::escape_control(name)
-                ),
-            ));
+        if let Some(name) = &self.name {
+            sy_run::check_plan_name(name).map_err(|m| bad("name", m))?;
         }
         if self.qgrid.is_none() && self.load.is_none() {
             return Err(bad(

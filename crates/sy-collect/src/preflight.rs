@@ -30,7 +30,7 @@ use sy_dynamo::{Cancel, SelectionClient};
 use sy_wire::metric_names as mn;
 use sy_wire::{HealthResponse, ModelList, WorkerLifecycle, WorkerRecord, WorkerRegistration};
 
-use crate::accounting::{Booking, Driver};
+use crate::accounting::Driver;
 use crate::error::CollectError;
 use crate::plan::Plan;
 use crate::prompt::PromptFactory;
@@ -1473,26 +1473,15 @@ async fn pinned(
     max_tokens: u32,
     tag: &str,
 ) -> Result<(Option<f64>, Option<f64>), PinFailure> {
-    let id = driver.new_selection_id(tag);
-    let answer = match driver
-        .selection
-        .reserve_on_rank(model, tokens, &id, Some(max_tokens), worker, rank)
+    let booking = driver
+        .reserve_on_rank(model, tokens, max_tokens, (worker, rank), tag)
         .await
-    {
-        Ok(a) => a,
-        Err(e) => {
-            // A failed or lost answer may still have booked: delete to be sure (404 is fine).
-            if e.status != Some(409) {
-                let _ = driver.selection.release(&id).await;
-            }
-            return Err(PinFailure::from_call(
-                "the selection service refused the reservation: ",
-                &e,
-            ));
-        }
-    };
+        .map_err(|e| {
+            PinFailure::from_call("the selection service refused the reservation: ", &e)
+        })?;
+    let answer = &booking.answer;
     if (answer.worker_id, answer.dp_rank) != (worker, rank) {
-        let _ = driver.selection.release(&id).await;
+        driver.release(&booking).await;
         return Err(PinFailure {
             message: format!(
                 "the selection service booked worker {} rank {} instead — it does not know rank \
@@ -1502,14 +1491,6 @@ async fn pinned(
             severity: Severity::Deployment,
         });
     }
-    driver
-        .stats
-        .in_flight
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let booking = Booking {
-        selection_id: id,
-        answer,
-    };
     let out = driver
         .send(
             &booking,

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::accounting::{Booking, Driver};
+use crate::accounting::Driver;
 use crate::plan::Plan;
 use crate::prompt::PromptFactory;
 
@@ -142,36 +142,19 @@ async fn one(
     tokens: &[u32],
     plan: &Plan,
 ) -> Result<(), String> {
-    let id = driver.new_selection_id("warmup");
     let max_tokens = plan.probe.max_tokens.max(1);
-    let answer = match driver
-        .selection
-        .reserve_on_rank(model, tokens, &id, Some(max_tokens), worker, rank)
+    let booking = driver
+        .reserve_on_rank(model, tokens, max_tokens, (worker, rank), "warmup")
         .await
-    {
-        Ok(a) => a,
-        Err(e) => {
-            if e.status != Some(409) {
-                let _ = driver.selection.release(&id).await;
-            }
-            return Err(e.to_string());
-        }
-    };
-    driver
-        .stats
-        .in_flight
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let booking = Booking {
-        selection_id: id,
-        answer,
-    };
+        .map_err(|e| e.to_string())?;
+    // Exactly max_tokens, as every request of a run: never end of sequence first.
     let out = driver
         .send(
             &booking,
             model,
             tokens.to_vec(),
             max_tokens,
-            false,
+            true,
             &driver.cancel.clone(),
             || {},
         )

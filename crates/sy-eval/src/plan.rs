@@ -276,17 +276,8 @@ impl EvalPlan {
             field: field.into(),
             message,
         };
-        if let Some(name) = &self.name
-            && name.chars().any(char::is_control)
-        {
-            return Err(bad(
-                "name",
-                format!(
-                    "{:?} holds control characters (a newline, an escape): a name is one line \
-                     of printable text",
-                    sy_run::escape_control(name)
-                ),
-            ));
+        if let Some(name) = &self.name {
+            sy_run::check_plan_name(name).map_err(|m| bad("name", m))?;
         }
         if self.variants.is_empty() {
             return Err(bad("variants", "at least one variant is needed".into()));

@@ -481,6 +481,19 @@ pub fn read_input(path: &Path, limit: u64) -> Result<Vec<u8>, RunError> {
     Ok(bytes)
 }
 
+/// A plan's `name` goes into run ids, messages and file names: one line of printable text.
+/// `Err` holds the message for the plan's `name` field.
+pub fn check_plan_name(name: &str) -> Result<(), String> {
+    if name.chars().any(char::is_control) {
+        return Err(format!(
+            "{:?} holds control characters (a newline, an escape): a name is one line of \
+             printable text",
+            escape_control(name)
+        ));
+    }
+    Ok(())
+}
+
 /// `text` with every control character (newlines, carriage returns, escape sequences, other
 /// C0/C1 codes) written as an escape (`\n`, `\u{1b}`), for echoing input-derived text to a
 /// terminal: a name from a file can then never forge a line of output or drive the terminal.
@@ -574,5 +587,21 @@ mod tests {
             "a\\nerror: x\\u{1b}[2J"
         );
         assert_eq!(terminal_message("a\nb\r"), "a\n  b\\r");
+    }
+}
+
+#[cfg(test)]
+mod plan_name_tests {
+    use super::check_plan_name;
+
+    #[test]
+    fn a_plan_name_is_one_printable_line() {
+        assert!(check_plan_name("demo run").is_ok());
+        let e = check_plan_name("x\nerror: forged").unwrap_err();
+        assert!(!e.contains('\n'), "the message stays one line: {e}");
+        assert!(
+            e.contains("error: forged") && e.contains("control characters"),
+            "{e}"
+        );
     }
 }

@@ -18,8 +18,8 @@ pub use atomic::{
 };
 pub use guard::{
     EVAL_MANIFEST_FILE, LOCK_FILE_NAME, RunKind, RunLock, check_input_file, check_output_dir,
-    check_output_target, check_run_kind, ensure_dir, escape_control, open_append, read_input,
-    terminal_message,
+    check_output_target, check_plan_name, check_run_kind, ensure_dir, escape_control, open_append,
+    read_input, terminal_message,
 };
 pub use layout::{
     Artifact, ArtifactError, FIT_SCHEMA_VERSION, MANIFEST_SCHEMA_VERSION, MARGINS_SCHEMA_VERSION,
