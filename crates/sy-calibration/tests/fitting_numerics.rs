@@ -74,6 +74,63 @@ fn fit_recovers_known_coefficients() {
     }
 }
 
+/// A collection interleaves its conditions' repeats (the schedule shuffles units): the fit is the
+/// same as on the records grouped by condition — the coefficients' grouped bootstrap resamples
+/// conditions, not rows, and counts each condition once.
+#[test]
+fn interleaved_repeats_give_the_fit_of_grouped_records() {
+    let records = generate(&SynthSpec {
+        conditions: 120,
+        repeats: 3,
+        ..SynthSpec::default()
+    });
+    let splits = SplitTable::build(&records, 9, SplitFractions::default());
+    let grouped = fit(
+        &sy_records::ProbeTable::from_records(&records).unwrap(),
+        &splits,
+        &FitConfig::default(),
+    )
+    .unwrap();
+    // Every condition's first repeat, then every second repeat, then every third.
+    let mut interleaved = records.clone();
+    interleaved.sort_by_key(|r| r.repeat);
+    assert_ne!(
+        interleaved.iter().map(|r| &r.probe_id).collect::<Vec<_>>(),
+        records.iter().map(|r| &r.probe_id).collect::<Vec<_>>()
+    );
+    let again = fit(
+        &sy_records::ProbeTable::from_records(&interleaved).unwrap(),
+        &splits,
+        &FitConfig::default(),
+    )
+    .unwrap();
+    // Equal up to the order of floating-point sums: the rows are summed in another order.
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0);
+    for (g, a) in [
+        (&grouped.models.efficient, &again.models.efficient),
+        (&grouped.models.capable, &again.models.capable),
+    ] {
+        for (gc, ac) in [(&g.blind, &a.blind), (&g.cache, &a.cache)] {
+            assert_eq!((gc.rows, gc.conditions), (ac.rows, ac.conditions));
+            assert_eq!(
+                ac.conditions, splits.counts.fit,
+                "each condition counted once"
+            );
+            let (gi, ai) = (
+                gc.coefficient_intervals.as_ref().unwrap(),
+                ac.coefficient_intervals.as_ref().unwrap(),
+            );
+            for (x, y) in gi.iter().zip(ai) {
+                assert_eq!(x.groups, y.groups);
+                assert!(
+                    close(x.estimate, y.estimate) && close(x.lo, y.lo) && close(x.hi, y.hi),
+                    "{x:?} against {y:?}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn rows_outside_the_fit_split_do_not_change_the_fit() {
     let records = generate(&SynthSpec {

@@ -82,6 +82,63 @@ async fn real_dynamo_accounting_loop_books_and_releases() {
     stack.assert_loads_zero("after the loop").await;
 }
 
+/// The explicit form of `POST /reservations` (a `worker_id` instead of a cached select) books the
+/// request and its decode blocks, and books prefill tokens only when `effective_prefill_tokens` is
+/// sent: exactly that many, whatever the prompt (docs/dynamo.md says so). Without the field it
+/// books none, even with `track_prefill_tokens: true`; `prefill_complete` releases them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_dynamo_explicit_reservation_books_effective_prefill_tokens() {
+    let Some(stack) =
+        Stack::acquire("real_dynamo_explicit_reservation_books_effective_prefill_tokens").await
+    else {
+        return;
+    };
+    stack.assert_loads_zero("before").await;
+    let worker = stack.worker("efficient-w0").worker_id;
+    let tokens = fresh_tokens(300);
+    let cases = [
+        ("none", json!({}), 0_u64),
+        ("epf300", json!({"effective_prefill_tokens": 300}), 300),
+        ("epf77", json!({"effective_prefill_tokens": 77}), 77),
+        ("track", json!({"track_prefill_tokens": true}), 0),
+    ];
+    for (name, extra, booked) in cases {
+        let id = format!("explicit-{name}-{}", std::process::id());
+        let mut body = json!({
+            "model_name": "efficient", "selection_id": id, "worker_id": worker, "dp_rank": 0,
+            "token_ids": tokens,
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (status, answer) = stack.sel_post("/reservations", &body).await;
+        assert_eq!(status, 201, "{name}: {answer}");
+        assert_eq!(
+            answer["worker_id"].as_u64(),
+            Some(worker),
+            "{name}: {answer}"
+        );
+        assert_eq!(
+            stack.load_of(worker).await,
+            (1, booked),
+            "{name}: R and booked prefill tokens after the explicit reservation"
+        );
+        let (status, _) = stack
+            .sel_post(&format!("/reservations/{id}/prefill_complete"), &json!({}))
+            .await;
+        assert_eq!(status, 200, "{name}: prefill_complete");
+        assert_eq!(
+            stack.load_of(worker).await,
+            (1, 0),
+            "{name}: after prefill_complete"
+        );
+        assert_eq!(stack.sel_delete(&format!("/reservations/{id}")).await, 200);
+    }
+    stack
+        .assert_loads_zero("after the explicit reservations")
+        .await;
+}
+
 /// Primed prefixes: K (the selection service's overlap.gpu) equals round(f·N) rounded down to whole
 /// blocks, the worker's cached_tokens agrees, and the reservation lands on the primed worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

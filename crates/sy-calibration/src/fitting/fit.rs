@@ -544,7 +544,6 @@ fn fit_rows(
     let mut rows: Vec<Row> = Vec::new();
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
     let mut last: Option<(u32, ConditionInfo)> = None;
-    let mut cond_counter: u32 = 0;
     for r in load_rows(records, role) {
         let condition = r.condition();
         let info = match last {
@@ -554,10 +553,7 @@ fn fit_rows(
                     .get(condition as usize)
                     .copied()
                     .flatten()
-                    .map(|(s, fold)| {
-                        cond_counter += 1;
-                        (s, fold, cond_counter)
-                    });
+                    .map(|(s, fold)| (s, fold, condition));
                 last = Some((condition, info));
                 info
             }
@@ -734,27 +730,27 @@ fn fold_and_condition_stats(
     k: usize,
 ) -> (Vec<SuffStats>, Vec<SuffStats>) {
     let mut fold_stats: Vec<SuffStats> = (0..k).map(|_| SuffStats::new(3)).collect();
-    let mut by_condition: Vec<(u32, SuffStats)> = Vec::new();
+    // One entry per condition in the order of its first row, wherever its rows are: a collection
+    // interleaves the repeats of its conditions (the schedule shuffles units), so rows of one
+    // condition are not adjacent in general.
+    let mut by_condition: Vec<SuffStats> = Vec::new();
+    let mut slot_of: HashMap<u32, usize> = HashMap::new();
     for r in rows {
         if let Ok(y) = r.target[ei] {
             let z = standardiser.standardise(r.raw);
             if let Some(s) = fold_stats.get_mut(r.fold as usize) {
                 s.push(&z, y - shift);
             }
-            match by_condition.last_mut() {
-                Some((c, s)) if *c == r.cond => s.push(&z, y - shift),
-                _ => {
-                    let mut s = SuffStats::new(3);
-                    s.push(&z, y - shift);
-                    by_condition.push((r.cond, s));
-                }
+            let slot = *slot_of.entry(r.cond).or_insert_with(|| {
+                by_condition.push(SuffStats::new(3));
+                by_condition.len() - 1
+            });
+            if let Some(s) = by_condition.get_mut(slot) {
+                s.push(&z, y - shift);
             }
         }
     }
-    (
-        fold_stats,
-        by_condition.into_iter().map(|(_, s)| s).collect(),
-    )
+    (fold_stats, by_condition)
 }
 
 /// One point of the CV curve: each fold scored by the ridge solved on the other folds.
@@ -1085,6 +1081,42 @@ mod tests {
                 branching.totals(&counts, RESAMPLE_BLOCK).iter().map(|v| v.to_bits()).collect();
             proptest::prop_assert_eq!(a, b);
         }
+    }
+
+    /// The coefficient bootstrap resamples conditions: rows of one condition are pooled wherever
+    /// they sit (a collection interleaves its conditions' repeats), and a row without a target
+    /// adds nothing.
+    #[test]
+    fn condition_stats_pool_interleaved_rows_of_one_condition() {
+        let standardiser = Standardiser {
+            mean: [0.0; 3],
+            std: [1.0; 3],
+        };
+        let row = |cond: u32, y: f64| Row {
+            raw: [1.0, 2.0, 3.0],
+            ttft: y,
+            fold: cond % 2,
+            cond,
+            target: [Ok(y), Err(NoTarget::OutOfRange)],
+        };
+        let rows = [
+            row(4, 1.0),
+            row(9, 2.0),
+            row(4, 3.0),
+            row(2, 4.0),
+            row(9, 5.0),
+            row(4, 6.0),
+        ];
+        let (folds, by_condition) = fold_and_condition_stats(&rows, 0, &standardiser, 0.0, 2);
+        // Conditions in the order of their first row: 4, 9, 2.
+        let sizes: Vec<f64> = by_condition.iter().map(|s| s.n).collect();
+        let sums: Vec<f64> = by_condition.iter().map(|s| s.sy).collect();
+        assert_eq!(sizes, vec![3.0, 2.0, 1.0]);
+        assert_eq!(sums, vec![10.0, 7.0, 4.0]);
+        assert_eq!(folds.iter().map(|s| s.n).sum::<f64>(), 6.0);
+        // The cache estimator has no target on any row: no condition at all.
+        let (_, none) = fold_and_condition_stats(&rows, 1, &standardiser, 0.0, 2);
+        assert!(none.is_empty());
     }
 
     #[test]
