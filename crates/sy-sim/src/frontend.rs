@@ -556,9 +556,8 @@ async fn serve(st: Arc<SimState>, p: Prepared, arrived: Instant) -> Response {
     );
     let (tx, rx) = mpsc::unbounded_channel();
     let msg = EngineMsg::Add(EngineRequest {
-        prompt_len: isl,
-        hashes,
         prompt_hash: prompt_hash(&p.tokens),
+        tokens: p.tokens,
         max_tokens: p.max_tokens.unwrap_or(mcfg.default_max_tokens),
         tx,
         arrived,

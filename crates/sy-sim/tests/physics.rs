@@ -17,7 +17,10 @@ async fn cached_prompt_is_much_faster_than_cold() {
     let cold = stream(&c, &url, "efficient", &p, 2, None).await;
     let warm = stream(&c, &url, "efficient", &p, 2, None).await;
     assert_eq!(cold.cached_tokens, Some(0));
-    assert_eq!(warm.cached_tokens, Some(2000));
+    // A prompt cached in full reuses all blocks but the one holding its last token, which is
+    // computed again (vLLM's rule, the mocker's too: Dynamo 1.6.1 answers 480 for a repeated
+    // 512-token prompt at block size 32). Block size 16: 124 of 125 blocks.
+    assert_eq!(warm.cached_tokens, Some(1984));
     assert!(
         warm.ttft_ms() * 3.0 < cold.ttft_ms(),
         "warm {:.1} ms vs cold {:.1} ms",
@@ -169,7 +172,8 @@ async fn cached_context_is_not_free() {
         let p = prompt(300 + i as u32, n);
         stream(&c, &url, "efficient", &p, 1, None).await;
         let r = stream(&c, &url, "efficient", &p, 1, None).await;
-        assert_eq!(r.cached_tokens, Some(n as u64));
+        // All blocks but the last (see `cached_prompt_is_much_faster_than_cold`).
+        assert_eq!(r.cached_tokens, Some(n as u64 - 16));
         warm.push(r.ttft_ms());
     }
     assert!(
