@@ -78,6 +78,12 @@ pub struct ModelConfig {
     /// not. `sy-sim fit-config --sim-records` fits it. Default 0.
     #[serde(default)]
     pub frontend_untimed_ms: f64,
+    /// Simulated ms between the frontend receiving a request and the worker's engine seeing it,
+    /// inside the frontend's TTFT timer (Dynamo's request plane to the worker and the first
+    /// token's way back): a request reaches its worker this much after it arrived. Default 0;
+    /// about 2 ms against the local mocker stack (`docs/benchmarks.md`).
+    #[serde(default)]
+    pub request_plane_ms: f64,
     /// Which timing model the worker's engine runs: `step` (default: [`StepTimeConfig`], fitted
     /// by `sy-sim fit-config`) or `mocker` (Dynamo 1.6.1's mocker polynomial, `step` ignored).
     #[serde(default)]
@@ -374,6 +380,7 @@ impl ModelConfig {
             timing: TimingKind::Step,
             step: StepTimeConfig::default(),
             frontend_untimed_ms: 0.0,
+            request_plane_ms: 0.0,
         }
     }
 
@@ -524,6 +531,7 @@ impl SimConfig {
                 check_nonneg(&format!("{at}.step.{n}"), v)?;
             }
             check_nonneg(&format!("{at}.frontend_untimed_ms"), m.frontend_untimed_ms)?;
+            check_nonneg(&format!("{at}.request_plane_ms"), m.request_plane_ms)?;
         }
         self.faults.validate()?;
         check_nonneg(
@@ -586,6 +594,7 @@ impl SimConfig {
                     MAX_BATCHED_TOKENS as f64,
                 ),
                 ("frontend_untimed_ms", m.frontend_untimed_ms, MAX_MS),
+                ("request_plane_ms", m.request_plane_ms, MAX_MS),
             ] {
                 at_most(format!("{at}.{field}"), value, max)?;
             }

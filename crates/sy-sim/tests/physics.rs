@@ -100,6 +100,25 @@ async fn idle_worker_server_ttft_is_the_step_model() {
     h.shutdown().await;
 }
 
+/// `request_plane_ms` is inside Dynamo's TTFT timer: an idle worker's server TTFT is the timing
+/// model's plus exactly that much.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_plane_time_is_inside_the_server_ttft() {
+    let mut cfg = one_model(1, 1.0);
+    cfg.models[0].request_plane_ms = 3.0;
+    let m = cfg.models[0].clone();
+    let h = start(cfg).await;
+    let (c, url) = (client(), h.frontend_url());
+    let r = stream(&c, &url, "efficient", &prompt(900, 256), 1, None).await;
+    let (ttft, _) = r.server_timing();
+    let model = sy_sim::fit_config::predict(&m.step, 256, 0, m.max_num_batched_tokens, 1.0);
+    assert!(
+        (ttft - model - 3.0).abs() < 0.01,
+        "server TTFT {ttft} ms vs model {model} ms + 3 ms"
+    );
+    h.shutdown().await;
+}
+
 /// A request that reaches a worker while its last step runs starts after that step, even when
 /// the worker is idle by the time the engine reads it: its server TTFT includes the wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
