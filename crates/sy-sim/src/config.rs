@@ -78,9 +78,33 @@ pub struct ModelConfig {
     /// not. `sy-sim fit-config --sim-records` fits it. Default 0.
     #[serde(default)]
     pub frontend_untimed_ms: f64,
-    /// Step-time parameters.
+    /// Simulated ms between the frontend receiving a request and the worker's engine seeing it,
+    /// inside the frontend's TTFT timer (Dynamo's request plane to the worker and the first
+    /// token's way back): a request reaches its worker this much after it arrived. Default 0;
+    /// about 2 ms against the local mocker stack (`docs/benchmarks.md`).
+    #[serde(default)]
+    pub request_plane_ms: f64,
+    /// Which timing model the worker's engine runs: `step` (default: [`StepTimeConfig`], fitted
+    /// by `sy-sim fit-config`) or `mocker` (Dynamo 1.6.1's mocker polynomial, `step` ignored).
+    #[serde(default)]
+    pub timing: TimingKind,
+    /// Step-time parameters (`timing = "step"`).
     #[serde(default)]
     pub step: StepTimeConfig,
+}
+
+/// The timing model of a model's workers. Either way the scheduler and KV manager are the
+/// mocker's own (`aisimulate-core` 0.13.0's vLLM engine, which `dynamo-mocker` 1.6.1 runs) and the
+/// worker's speed is the engine's `speedup_ratio`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimingKind {
+    /// [`StepTimeConfig`]'s prefill and decode costs, as the engine's timing model.
+    #[default]
+    Step,
+    /// Dynamo's mocker polynomial (`aisimulate-core` 0.13.0, `engine/common/perf_model.rs`):
+    /// what `python -m dynamo.mocker --speedup-ratio S` runs, with `worker_speeds` as `S`.
+    Mocker,
 }
 
 fn default_workers() -> usize {
@@ -105,17 +129,18 @@ fn default_max_tokens() -> u32 {
     16
 }
 
-/// Step time, simulated milliseconds:
+/// Step time, simulated milliseconds, as the timing model of the mocker engine (which asks for
+/// a pass's prefill batch and its decode batch separately and adds them):
 ///
 /// ```text
-/// t = base_ms
-///   + prefill_ms_per_token      × fresh prefill tokens in the step
-///   + cached_ms_per_token       × cached prompt tokens of requests starting prefill this step
-///   + attention_ms_per_token_ctx × Σ_chunks c × (context before the chunk + c/2) / 1000
-///   + decode_ms_per_seq         × decoding sequences
-///   + decode_ms_per_ctx         × Σ_decoding context tokens / 1000
+/// prefill = base_ms + Σ_chunks [ prefill_ms_per_token       × chunk
+///                              + cached_ms_per_token        × context before the chunk
+///                              + attention_ms_per_token_ctx × chunk × (context before + chunk/2) / 1000 ]
+/// decode  = base_ms + Σ_decoding [ decode_ms_per_seq + decode_ms_per_ctx × context / 1000 ]
 /// ```
-/// divided by the worker's speed. A step with no work takes no time (the worker idles).
+/// each divided by the worker's speed (the engine's `speedup_ratio`). The engine gives a batch's
+/// mean chunk and mean context, so a batch of several chunks is costed at its means. A pass with
+/// no prefill (no decode) has no prefill (decode) time; a pass with both pays `base_ms` twice.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StepTimeConfig {
@@ -125,7 +150,8 @@ pub struct StepTimeConfig {
     /// Per fresh (uncached) prefill token.
     #[serde(default = "d_prefill")]
     pub prefill_ms_per_token: f64,
-    /// Per cached prompt token (reusing the prefix is cheaper than computing it, not free).
+    /// Per token of context already in the KV cache before a prefill chunk (the reused prefix,
+    /// earlier chunks): reusing the prefix is cheaper than computing it, not free.
     #[serde(default = "d_cached")]
     pub cached_ms_per_token: f64,
     /// Attention of prefill tokens over their context (cached or not), per token per 1k context.
@@ -172,6 +198,32 @@ impl Default for StepTimeConfig {
 }
 
 impl StepTimeConfig {
+    /// Simulated ms (at speed 1) of a prefill batch of `batch` chunks whose mean context after
+    /// the chunk is `mean_isl` tokens, of which `mean_prefix` were there before it.
+    pub fn prefill_ms(&self, batch: usize, mean_isl: usize, mean_prefix: usize) -> f64 {
+        if batch == 0 {
+            return 0.0;
+        }
+        let chunk = mean_isl.saturating_sub(mean_prefix) as f64;
+        let before = mean_prefix as f64;
+        self.base_ms
+            + batch as f64
+                * (self.prefill_ms_per_token * chunk
+                    + self.cached_ms_per_token * before
+                    + self.attention_ms_per_token_ctx * chunk * (before + chunk / 2.0) / 1000.0)
+    }
+
+    /// Simulated ms (at speed 1) of a decode batch of `batch` sequences of mean context
+    /// `mean_context` tokens.
+    pub fn decode_ms(&self, batch: usize, mean_context: usize) -> f64 {
+        if batch == 0 {
+            return 0.0;
+        }
+        self.base_ms
+            + batch as f64
+                * (self.decode_ms_per_seq + self.decode_ms_per_ctx * mean_context as f64 / 1000.0)
+    }
+
     /// All parameters zero: an infinitely fast engine (benchmarks).
     pub fn zero() -> Self {
         Self {
@@ -325,8 +377,10 @@ impl ModelConfig {
             max_num_seqs: default_max_num_seqs(),
             advertise_capacity: true,
             default_max_tokens: default_max_tokens(),
+            timing: TimingKind::Step,
             step: StepTimeConfig::default(),
             frontend_untimed_ms: 0.0,
+            request_plane_ms: 0.0,
         }
     }
 
@@ -477,6 +531,7 @@ impl SimConfig {
                 check_nonneg(&format!("{at}.step.{n}"), v)?;
             }
             check_nonneg(&format!("{at}.frontend_untimed_ms"), m.frontend_untimed_ms)?;
+            check_nonneg(&format!("{at}.request_plane_ms"), m.request_plane_ms)?;
         }
         self.faults.validate()?;
         check_nonneg(
@@ -539,6 +594,7 @@ impl SimConfig {
                     MAX_BATCHED_TOKENS as f64,
                 ),
                 ("frontend_untimed_ms", m.frontend_untimed_ms, MAX_MS),
+                ("request_plane_ms", m.request_plane_ms, MAX_MS),
             ] {
                 at_most(format!("{at}.{field}"), value, max)?;
             }

@@ -1,28 +1,36 @@
-//! The worker engine: one tokio task per worker stepping a vLLM-like scheduler.
+//! The worker engine: one tokio task per worker driving Dynamo's mocker engine.
 //!
-//! Each step admits, in order: one token for every decoding sequence, prefill chunks of
-//! sequences already prefilling, then new sequences from the FIFO queue (prefix-cache lookup,
-//! KV blocks allocated for prompt + output) — all within `max_num_batched_tokens` and
-//! `max_num_seqs`. The step's duration comes from [`StepTimeConfig`]; tokens are emitted at
-//! the end of the step. With a zero step time the task never sleeps (it yields between
-//! steps), so the hot path is a channel receive, a few hash-map lookups and a channel send.
+//! The scheduler, the KV manager (prefix cache, block allocation, eviction, preemption) and the
+//! timing model are the ones `python -m dynamo.mocker` runs in Dynamo 1.6.1: `dynamo-mocker`
+//! 1.6.1 drives `aisimulate-core` 0.13.0's vLLM engine (`aisimulate_core::engine::Engine`,
+//! `engine/scheduler/vllm/core.rs`) through its wall-clock driver (`dynamo-mocker`'s
+//! `src/generalized_live.rs`). This module is that driver for the simulator's clock instead:
+//! the engine eagerly computes a pass and its modeled end; the task sleeps `time_scale` × the
+//! pass's simulated duration on the precise timer, then completes the pass and hands its outputs
+//! to the requests' streams. Its KV events feed the worker's [`CachedBlocks`], what the routers
+//! match prompts against. Output token ids are the simulator's own (seeded), not the engine's.
 
-use std::collections::VecDeque;
+use std::collections::HashMap;
+use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use aisimulate_core::engine::generalized::{EngineIdentity, SchedulerCommand};
+use aisimulate_core::engine::{
+    Command, Engine, EngineFactory, EngineLaunchConfig, KvEvent, Output, Request, TimingModel,
+};
 use tokio::sync::mpsc;
+use uuid::Uuid;
 
-use crate::cache::BlockCache;
-use crate::config::StepTimeConfig;
+use crate::cache::CachedBlocks;
+use crate::config::{ModelConfig, StepTimeConfig, TimingKind};
 use crate::hashing::output_token;
 
 /// What the frontend hands to a worker.
 #[derive(Debug)]
 pub(crate) struct EngineRequest {
-    pub prompt_len: u64,
-    pub hashes: Vec<u64>,
+    pub tokens: Vec<u32>,
     pub prompt_hash: u64,
     pub max_tokens: u32,
     pub tx: mpsc::UnboundedSender<SeqEvent>,
@@ -55,7 +63,7 @@ pub(crate) enum SeqEvent {
         at: Instant,
         generated: u32,
     },
-    /// The worker died (killed): the request cannot finish.
+    /// The worker died (killed) or its engine refused the request: it cannot finish.
     Error,
 }
 
@@ -63,374 +71,461 @@ pub(crate) enum SeqEvent {
 #[derive(Debug, Clone)]
 pub(crate) struct EngineParams {
     pub block_size: u64,
+    pub kv_blocks: u64,
     pub max_num_batched_tokens: u64,
     pub max_num_seqs: usize,
+    pub timing: TimingKind,
     pub step: StepTimeConfig,
     pub speed: f64,
     pub time_scale: f64,
     pub seed: u64,
 }
 
+impl EngineParams {
+    /// The parameters of worker `index` of model `m`.
+    pub fn of(m: &ModelConfig, index: usize, time_scale: f64, seed: u64) -> Self {
+        Self {
+            block_size: u64::from(m.block_size),
+            kv_blocks: m.kv_blocks,
+            max_num_batched_tokens: m.max_num_batched_tokens,
+            max_num_seqs: m.max_num_seqs,
+            timing: m.timing,
+            step: m.step.clone(),
+            speed: m.speed(index),
+            time_scale,
+            seed,
+        }
+    }
+}
+
+/// The step-time model as the engine's timing model.
+struct StepTiming(StepTimeConfig);
+
+impl TimingModel for StepTiming {
+    fn prefill_batch_validation_can_fail(&self) -> bool {
+        false
+    }
+
+    fn prefill_prediction_can_fail(&self) -> bool {
+        false
+    }
+
+    fn predict_prefill_ms(
+        &self,
+        batch_size: usize,
+        mean_isl: usize,
+        mean_prefix: usize,
+    ) -> anyhow::Result<f64> {
+        Ok(self.0.prefill_ms(batch_size, mean_isl, mean_prefix))
+    }
+
+    fn predict_decode_ms(
+        &self,
+        batch_size: usize,
+        _active_kv_tokens: usize,
+        mean_context_length: usize,
+        _total_kv_tokens: usize,
+    ) -> anyhow::Result<f64> {
+        Ok(self.0.decode_ms(batch_size, mean_context_length))
+    }
+}
+
+/// Builds a worker's engine: the launch configuration `python -m dynamo.mocker` makes of
+/// `--block-size`, `--num-gpu-blocks-override`, `--max-num-seqs`, `--max-num-batched-tokens` and
+/// `--speedup-ratio` (prefix caching and chunked prefill on, their defaults), with KV events on.
+/// The error is the engine's own message.
+pub(crate) fn build_engine(p: &EngineParams, worker_id: u64) -> Result<Engine, String> {
+    let launch = EngineLaunchConfig::from_value(serde_json::json!({
+        "engine": {
+            "backend": "vllm",
+            "block_size": p.block_size,
+            "num_gpu_blocks": p.kv_blocks,
+            "max_num_seqs": p.max_num_seqs,
+            "max_num_batched_tokens": p.max_num_batched_tokens,
+            "speedup_ratio": p.speed,
+            "enable_prefix_caching": true,
+            "enable_chunked_prefill": true,
+        }
+    }))
+    .map_err(|e| format!("{e:#}"))?;
+    let mut rank = launch.engine;
+    rank.emit_kv_events = true;
+    let factory = match p.timing {
+        TimingKind::Mocker => EngineFactory::new(rank),
+        TimingKind::Step => {
+            EngineFactory::with_timing_model(rank, Arc::new(StepTiming(p.step.clone())))
+        }
+    }
+    .map_err(|e| format!("{e:#}"))?;
+    factory
+        .build(EngineIdentity::new(worker_id), NonZeroU32::MIN)
+        .map_err(|e| format!("{e:#}"))
+}
+
 /// State shared between the engine task and the HTTP side.
 #[derive(Debug)]
 pub(crate) struct EngineShared {
-    pub cache: Mutex<BlockCache>,
+    pub cache: Mutex<CachedBlocks>,
     pub alive: AtomicBool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sched {
-    None,
-    Decode,
-    Prefill(u64),
 }
 
 #[derive(Debug)]
 struct Seq {
-    prompt_len: u64,
-    hashes: Vec<u64>,
     prompt_hash: u64,
-    max_tokens: u32,
     tx: mpsc::UnboundedSender<SeqEvent>,
-    hit: usize,
-    registered: usize,
-    private: u64,
-    cached_tokens: u64,
-    computed: u64,
-    generated: u32,
     arrived: Instant,
+    cached_tokens: u64,
     prefill_started: Option<Instant>,
-    sched: Sched,
-    done: bool,
+    generated: u32,
 }
 
-impl Seq {
-    fn new(r: EngineRequest) -> Self {
-        Self {
-            prompt_len: r.prompt_len,
-            hashes: r.hashes,
-            prompt_hash: r.prompt_hash,
-            max_tokens: r.max_tokens.max(1),
-            tx: r.tx,
-            hit: 0,
-            registered: 0,
-            private: 0,
-            cached_tokens: 0,
-            computed: 0,
-            generated: 0,
-            arrived: r.arrived,
-            prefill_started: None,
-            sched: Sched::None,
-            done: false,
-        }
-    }
-
-    fn decoding(&self) -> bool {
-        self.computed >= self.prompt_len
-    }
-
-    fn context(&self) -> u64 {
-        self.computed + u64::from(self.generated)
-    }
-}
-
-/// Simulated milliseconds of one step.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct StepWork {
-    pub fresh_tokens: u64,
-    pub cached_tokens: u64,
-    pub attention_token_ctx: f64,
-    pub decodes: u64,
-    pub decode_ctx: u64,
-}
-
-impl StepWork {
-    fn is_empty(&self) -> bool {
-        self.fresh_tokens == 0 && self.decodes == 0 && self.cached_tokens == 0
-    }
-
-    /// Simulated ms of this step for parameters `p` at speed `speed`.
-    pub fn duration_ms(&self, p: &StepTimeConfig, speed: f64) -> f64 {
-        if self.is_empty() {
-            return 0.0;
-        }
-        let t = p.base_ms
-            + p.prefill_ms_per_token * self.fresh_tokens as f64
-            + p.cached_ms_per_token * self.cached_tokens as f64
-            + p.attention_ms_per_token_ctx * self.attention_token_ctx / 1000.0
-            + p.decode_ms_per_seq * self.decodes as f64
-            + p.decode_ms_per_ctx * self.decode_ctx as f64 / 1000.0;
-        t / speed.max(1e-9)
-    }
-}
-
-struct Engine {
-    p: EngineParams,
-    shared: Arc<EngineShared>,
-    waiting: VecDeque<Seq>,
-    running: Vec<Seq>,
-}
-
-fn lock_cache(shared: &EngineShared) -> std::sync::MutexGuard<'_, BlockCache> {
+fn lock_cache(shared: &EngineShared) -> std::sync::MutexGuard<'_, CachedBlocks> {
     match shared.cache.lock() {
         Ok(g) => g,
         Err(poisoned) => poisoned.into_inner(),
     }
 }
 
-impl Engine {
-    fn idle(&self) -> bool {
-        self.waiting.is_empty() && self.running.is_empty()
+struct Driver {
+    p: EngineParams,
+    shared: Arc<EngineShared>,
+    engine: Engine,
+    seqs: HashMap<Uuid, Seq>,
+    next_id: u128,
+    /// The engine's clock (simulated ms): never goes back.
+    engine_ms: f64,
+    origin: Instant,
+}
+
+impl Driver {
+    /// Simulated ms of the wall instant `t` on the engine's clock (the engine's own
+    /// bookkeeping; durations come from its timing model).
+    fn sim_now(&mut self, t: Instant) -> f64 {
+        let wall_ms = t.saturating_duration_since(self.origin).as_secs_f64() * 1000.0;
+        let sim = if self.p.time_scale > 0.0 {
+            wall_ms / self.p.time_scale
+        } else {
+            self.engine_ms
+        };
+        self.engine_ms = self.engine_ms.max(sim);
+        self.engine_ms
+    }
+
+    fn apply_kv(&self, events: &[KvEvent]) {
+        if events.is_empty() {
+            return;
+        }
+        let mut cache = lock_cache(&self.shared);
+        for e in events {
+            cache.apply(e);
+        }
+    }
+
+    fn command(&mut self, command: Command) -> bool {
+        let now = self.sim_now(Instant::now());
+        match self
+            .engine
+            .apply_command_effects(SchedulerCommand::new(0, command), now)
+        {
+            Ok(effects) => {
+                for r in &effects.by_rank {
+                    self.apply_kv(&r.effects.kv_events);
+                }
+                true
+            }
+            Err(e) => {
+                tracing::warn!("simulated worker engine refused a command: {e:#}");
+                false
+            }
+        }
+    }
+
+    fn submit(&mut self, r: EngineRequest) {
+        let id = Uuid::from_u128(self.next_id);
+        self.next_id += 1;
+        let request = Request {
+            request_id: id,
+            tokens: r.tokens,
+            max_output_tokens: r.max_tokens.max(1) as usize,
+            output_token_ids: None,
+        };
+        let tx = r.tx;
+        if !self.command(Command::Submit(request)) {
+            let _ = tx.send(SeqEvent::Error);
+            return;
+        }
+        self.seqs.insert(
+            id,
+            Seq {
+                prompt_hash: r.prompt_hash,
+                tx,
+                arrived: r.arrived,
+                cached_tokens: 0,
+                prefill_started: None,
+                generated: 0,
+            },
+        );
+    }
+
+    /// Requests whose client went away leave the engine (their blocks are released).
+    fn cancel_closed(&mut self) {
+        let closed: Vec<Uuid> = self
+            .seqs
+            .iter()
+            .filter(|(_, s)| s.tx.is_closed())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in closed {
+            self.seqs.remove(&id);
+            self.command(Command::CancelRequest {
+                request_id: id,
+                discard_pending_output: true,
+            });
+        }
     }
 
     fn fail_all(&mut self) {
-        for s in self.waiting.drain(..).chain(self.running.drain(..)) {
+        for (_, s) in self.seqs.drain() {
             let _ = s.tx.send(SeqEvent::Error);
         }
     }
 
-    /// When the planned step starts. While the worker is busy (`chain`: the end of the previous
-    /// step, reset when the worker goes idle), steps follow each other back to back unless the
-    /// previous one ended more than 5 ms ago. A step that admits requests to an idle worker
-    /// starts when the earliest of them reached the frontend, but never before the worker's
-    /// previous step ended (`prev_end`): the simulator's own handling of a request (parsing,
-    /// tokenizing, hashing, routing; ~0.4 ms at N = 128 and ~1.5 ms at N = 1500 in a debug
-    /// build) is host time, not simulated time, so an idle worker's simulated TTFT is the
-    /// step-time model's.
-    fn step_start(
-        &self,
-        now: Instant,
-        chain: Option<Instant>,
-        prev_end: Option<Instant>,
-    ) -> Instant {
-        let recent = now.checked_sub(Duration::from_millis(5)).unwrap_or(now);
-        if let Some(t) = chain.filter(|t| *t > recent) {
-            return t;
-        }
-        let admitted = self
-            .running
-            .iter()
-            .filter(|s| s.prefill_started.is_none() && s.sched != Sched::None)
-            .map(|s| s.arrived)
-            .min();
-        match admitted {
-            Some(a) => a.max(prev_end.unwrap_or(a)).min(now),
-            None => now,
-        }
-    }
-
-    /// Plans one step; returns its work. Sequences admitted by it have no `prefill_started` yet:
-    /// [`Engine::started`] sets it once the step's start is known.
-    fn schedule(&mut self) -> StepWork {
-        let mut w = StepWork::default();
-        let mut budget = self.p.max_num_batched_tokens;
-        let mut cache = lock_cache(&self.shared);
-        // Cancelled requests (client gone) release their blocks before planning.
-        let mut i = 0;
-        while i < self.running.len() {
-            if self.running[i].tx.is_closed() {
-                let s = self.running.remove(i);
-                cache.release(&s.hashes[..s.hit.max(s.registered)], s.private);
-            } else {
-                i += 1;
-            }
-        }
-        self.waiting.retain(|s| !s.tx.is_closed());
-        for s in self.running.iter_mut() {
-            s.sched = Sched::None;
-            if s.decoding() && budget > 0 {
-                budget -= 1;
-                s.sched = Sched::Decode;
-                w.decodes += 1;
-                w.decode_ctx += s.context();
-            }
-        }
-        for s in self.running.iter_mut() {
-            if budget == 0 {
-                break;
-            }
-            if !s.decoding() {
-                let c = (s.prompt_len - s.computed).min(budget);
-                budget -= c;
-                s.sched = Sched::Prefill(c);
-                w.fresh_tokens += c;
-                w.attention_token_ctx += c as f64 * (s.computed as f64 + c as f64 / 2.0);
-            }
-        }
-        let bs = self.p.block_size.max(1);
-        let capacity = cache.capacity();
-        while budget > 0 && self.running.len() < self.p.max_num_seqs {
-            let Some(head) = self.waiting.front() else {
-                break;
-            };
-            let hit = cache.match_prefix(&head.hashes);
-            let total = (head.prompt_len + u64::from(head.max_tokens))
-                .div_ceil(bs)
-                .min(capacity)
-                .max(hit as u64);
-            let private = total - hit as u64;
-            if !cache.can_admit(&head.hashes, hit, private) {
-                break;
-            }
-            let Some(mut s) = self.waiting.pop_front() else {
-                break;
-            };
-            cache.admit(&s.hashes, hit, private);
-            s.hit = hit;
-            s.private = private;
-            s.cached_tokens = hit as u64 * bs;
-            // At least the last prompt token is computed, even on a full hit.
-            s.computed = s.cached_tokens.min(s.prompt_len.saturating_sub(1));
-            w.cached_tokens += s.computed;
-            let c = (s.prompt_len - s.computed).min(budget);
-            budget -= c;
-            s.sched = Sched::Prefill(c);
-            w.fresh_tokens += c;
-            w.attention_token_ctx += c as f64 * (s.computed as f64 + c as f64 / 2.0);
-            self.running.push(s);
-        }
-        w
-    }
-
-    /// Marks the sequences admitted by the planned step as prefilling since `start`.
-    fn started(&mut self, start: Instant) {
-        for s in self.running.iter_mut() {
-            if s.prefill_started.is_none() && s.sched != Sched::None {
-                s.prefill_started = Some(start);
-            }
-        }
-    }
-
-    /// Applies the planned step at its end time `at`: progress, tokens, completions.
-    fn apply(&mut self, at: Instant) {
+    /// Delivers one output of a pass that ended at `at`.
+    fn deliver(&mut self, o: &Output, at: Instant) {
         let seed = self.p.seed;
-        let mut cache = lock_cache(&self.shared);
-        for s in self.running.iter_mut() {
-            match s.sched {
-                Sched::None => continue,
-                Sched::Prefill(c) => {
-                    s.computed += c;
-                    if !s.decoding() {
-                        continue;
-                    }
-                    // Prefill finished: its full blocks become cached blocks.
-                    for h in &s.hashes[s.hit..] {
-                        cache.register(*h);
-                    }
-                    s.private = s.private.saturating_sub((s.hashes.len() - s.hit) as u64);
-                    s.registered = s.hashes.len();
-                    let first = FirstToken {
-                        cached_tokens: s.cached_tokens,
-                        prefill_started: s.prefill_started.unwrap_or(at),
-                        at,
-                    };
-                    let id = output_token(seed, s.prompt_hash, 0);
-                    s.generated = 1;
-                    if s.tx
-                        .send(SeqEvent::Token {
-                            id,
-                            first: Some(first),
-                        })
-                        .is_err()
-                    {
-                        s.done = true;
-                        continue;
-                    }
-                }
-                Sched::Decode => {
-                    let id = output_token(seed, s.prompt_hash, s.generated);
-                    s.generated += 1;
-                    if s.tx.send(SeqEvent::Token { id, first: None }).is_err() {
-                        s.done = true;
-                        continue;
-                    }
-                }
-            }
-            if s.generated >= s.max_tokens {
-                let _ = s.tx.send(SeqEvent::Finished {
-                    at,
-                    generated: s.generated,
-                });
-                s.done = true;
-            }
+        let Some(s) = self.seqs.get_mut(&o.request_id) else {
+            return;
+        };
+        if o.rejected {
+            let _ = s.tx.send(SeqEvent::Error);
+            self.seqs.remove(&o.request_id);
+            return;
         }
-        let mut i = 0;
-        while i < self.running.len() {
-            if self.running[i].done {
-                let s = self.running.remove(i);
-                cache.release(&s.hashes[..s.hit.max(s.registered)], s.private);
-            } else {
-                i += 1;
-            }
+        let mut gone = false;
+        if o.token_id.is_some() {
+            let first = (s.generated == 0).then(|| FirstToken {
+                cached_tokens: o.cached_tokens.map_or(s.cached_tokens, |c| c as u64),
+                prefill_started: s.prefill_started.unwrap_or(at),
+                at,
+            });
+            let id = output_token(seed, s.prompt_hash, s.generated);
+            s.generated += 1;
+            gone = s.tx.send(SeqEvent::Token { id, first }).is_err();
         }
+        if o.completed && !gone {
+            let _ = s.tx.send(SeqEvent::Finished {
+                at,
+                generated: s.generated,
+            });
+        }
+        if o.completed || gone {
+            self.seqs.remove(&o.request_id);
+        }
+    }
+}
+
+/// When a pass starts on the wall clock. While the worker is busy (`chain`: the end of the
+/// previous pass, reset when the worker goes idle), passes follow each other back to back unless
+/// the previous one ended more than 5 ms ago (the mocker's driver allows the same catch-up,
+/// `ABSOLUTE_PASS_MAX_CATCH_UP`). A pass that admits requests to an idle worker starts when the
+/// earliest of them reached the frontend (`admitted`), but never before the worker's previous
+/// pass ended (`prev_end`): the simulator's own handling of a request (parsing, tokenizing,
+/// hashing, routing) is host time, not simulated time, so an idle worker's simulated TTFT is the
+/// timing model's.
+fn pass_start(
+    now: Instant,
+    chain: Option<Instant>,
+    prev_end: Option<Instant>,
+    admitted: Option<Instant>,
+) -> Instant {
+    let recent = now.checked_sub(Duration::from_millis(5)).unwrap_or(now);
+    if let Some(t) = chain.filter(|t| *t > recent) {
+        return t;
+    }
+    match admitted {
+        Some(a) => a.max(prev_end.unwrap_or(a)).min(now),
+        None => now,
     }
 }
 
 /// Runs a worker until it is killed or every sender is gone.
 pub(crate) async fn run_engine(
     p: EngineParams,
+    engine: Engine,
     shared: Arc<EngineShared>,
     mut rx: mpsc::UnboundedReceiver<EngineMsg>,
 ) {
-    let mut e = Engine {
+    let mut d = Driver {
         p,
         shared,
-        waiting: VecDeque::new(),
-        running: Vec::new(),
+        engine,
+        seqs: HashMap::new(),
+        next_id: 1,
+        engine_ms: 0.0,
+        origin: Instant::now(),
     };
-    // The end of the previous step while the worker stays busy (`None` once it went idle), and
-    // the end of its last step ever.
-    let mut last_end: Option<Instant> = None;
+    // The end of the previous pass while the worker stays busy (`None` once it went idle), and
+    // the end of its last pass ever.
+    let mut chain: Option<Instant> = None;
     let mut prev_end: Option<Instant> = None;
-    loop {
-        if e.idle() {
-            last_end = None;
+    'run: loop {
+        if d.seqs.is_empty() {
+            chain = None;
             match rx.recv().await {
-                Some(EngineMsg::Add(r)) => e.waiting.push_back(Seq::new(r)),
-                Some(EngineMsg::Kill) | None => break,
+                Some(EngineMsg::Add(r)) => d.submit(r),
+                Some(EngineMsg::Kill) | None => break 'run,
             }
         }
-        let mut killed = false;
         loop {
             match rx.try_recv() {
-                Ok(EngineMsg::Add(r)) => e.waiting.push_back(Seq::new(r)),
-                Ok(EngineMsg::Kill) => {
-                    killed = true;
-                    break;
-                }
+                Ok(EngineMsg::Add(r)) => d.submit(r),
+                Ok(EngineMsg::Kill) => break 'run,
                 Err(_) => break,
             }
         }
-        if killed {
-            break;
-        }
-        let now = Instant::now();
-        let work = e.schedule();
-        if work.is_empty() {
-            // Nothing schedulable (everything cancelled): wait for news.
-            if e.idle() {
-                continue;
+        d.cancel_closed();
+        if !d.engine.is_ready() {
+            if !d.seqs.is_empty() {
+                // Requests the engine cannot run yet and no pass to wait for: wait for news.
+                tokio::task::yield_now().await;
             }
-            tokio::task::yield_now().await;
             continue;
         }
-        let sim_ms = work.duration_ms(&e.p.step, e.p.speed);
-        let dt = crate::config::wall(e.p.time_scale, sim_ms);
-        let start = e.step_start(now, last_end, prev_end);
-        e.started(start);
+        let now = Instant::now();
+        let start_ms = d.sim_now(now);
+        let started = match d.engine.execute_pass(start_ms) {
+            Ok(Some(s)) => s,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!("simulated worker engine failed a pass: {e:#}");
+                break 'run;
+            }
+        };
+        let mut admitted: Option<Instant> = None;
+        let mut newly: Vec<Uuid> = Vec::new();
+        for r in &started.by_rank {
+            d.apply_kv(&r.effects.kv_events);
+            for a in &r.effects.admissions {
+                if let Some(s) = d.seqs.get_mut(&a.request_id)
+                    && s.prefill_started.is_none()
+                {
+                    s.cached_tokens = a.reused_input_tokens as u64;
+                    admitted = Some(admitted.map_or(s.arrived, |t: Instant| t.min(s.arrived)));
+                    newly.push(a.request_id);
+                }
+            }
+        }
+        let sim_ms = (started.end_ms - started.started_at_ms).max(0.0);
+        let dt = crate::config::wall(d.p.time_scale, sim_ms);
+        let start = pass_start(now, chain, prev_end, admitted);
+        for id in newly {
+            if let Some(s) = d.seqs.get_mut(&id) {
+                s.prefill_started = Some(start);
+            }
+        }
         let end = start + dt;
         if dt.is_zero() {
             tokio::task::yield_now().await;
         } else {
             // Not tokio's timer: it ends a sleep 0–1.5 ms late, which made every simulated
-            // TTFT about a millisecond longer than the step-time model (20 % on a 6 ms prefill).
+            // TTFT about a millisecond longer than the timing model (20 % on a 6 ms prefill).
             crate::precise_timer::sleep_until(end).await;
         }
-        last_end = Some(end);
+        chain = Some(end);
         prev_end = Some(end);
-        // Tokens carry the step's simulated end, not the host's (later) wake-up time.
-        e.apply(end);
+        d.engine_ms = d.engine_ms.max(started.end_ms);
+        let completed = match d.engine.complete_pass(started.pass_id, started.end_ms) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("simulated worker engine failed to complete a pass: {e:#}");
+                break 'run;
+            }
+        };
+        // Tokens carry the pass's simulated end, not the host's (later) wake-up time.
+        for r in &completed.effects.by_rank {
+            d.apply_kv(&r.effects.kv_events);
+            for o in &r.effects.outputs {
+                d.deliver(o, end);
+            }
+        }
     }
-    e.shared.alive.store(false, Ordering::SeqCst);
-    e.fail_all();
+    d.shared.alive.store(false, Ordering::SeqCst);
+    d.fail_all();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(timing: TimingKind) -> EngineParams {
+        EngineParams {
+            block_size: 16,
+            kv_blocks: 64,
+            max_num_batched_tokens: 256,
+            max_num_seqs: 8,
+            timing,
+            step: StepTimeConfig::default(),
+            speed: 1.0,
+            time_scale: 0.0,
+            seed: 1,
+        }
+    }
+
+    /// The engine's KV events name the blocks by the same sequence hashes the routers compute
+    /// (`dynamo-tokens`), so a prompt served once matches itself in full afterwards.
+    #[test]
+    fn kv_events_use_the_routers_block_hashes() -> Result<(), String> {
+        let p = params(TimingKind::Step);
+        let mut engine = build_engine(&p, 7)?;
+        let tokens: Vec<u32> = (100..164).collect();
+        let hashes = crate::hashing::sequence_hashes(&tokens, 16);
+        let mut cache = CachedBlocks::default();
+        let submit = Command::Submit(Request {
+            request_id: Uuid::from_u128(1),
+            tokens,
+            max_output_tokens: 2,
+            output_token_ids: None,
+        });
+        let effects = engine
+            .apply_command_effects(SchedulerCommand::new(0, submit), 0.0)
+            .map_err(|e| e.to_string())?;
+        let mut events: Vec<KvEvent> = effects
+            .by_rank
+            .into_iter()
+            .flat_map(|r| r.effects.kv_events)
+            .collect();
+        let mut now = 0.0;
+        let mut outputs = 0;
+        while let Some(started) = engine.execute_pass(now).map_err(|e| e.to_string())? {
+            events.extend(
+                started
+                    .by_rank
+                    .iter()
+                    .flat_map(|r| r.effects.kv_events.clone()),
+            );
+            now = started.end_ms;
+            let done = engine
+                .complete_pass(started.pass_id, now)
+                .map_err(|e| e.to_string())?;
+            for r in done.effects.by_rank {
+                outputs += r.effects.outputs.len();
+                events.extend(r.effects.kv_events);
+            }
+        }
+        for e in &events {
+            cache.apply(e);
+        }
+        assert_eq!(outputs, 2);
+        assert_eq!(cache.match_prefix(&hashes), 4);
+        Ok(())
+    }
+
+    #[test]
+    fn both_timing_models_build() {
+        assert!(build_engine(&params(TimingKind::Step), 1).is_ok());
+        assert!(build_engine(&params(TimingKind::Mocker), 1).is_ok());
+        let mut bad = params(TimingKind::Step);
+        bad.block_size = 0;
+        assert!(build_engine(&bad, 1).is_err());
+    }
 }

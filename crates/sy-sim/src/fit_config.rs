@@ -6,9 +6,9 @@
 //! `max_num_batched_tokens`,
 //!
 //! ```text
-//! TTFT = Σ_chunks [ base_ms + prefill_ms_per_token·chunk
+//! TTFT = Σ_chunks [ base_ms + prefill_ms_per_token·chunk + cached_ms_per_token·(context before it)
 //!                   + attention_ms_per_token_ctx·chunk·(context before it + chunk/2)/1000 ]
-//!        + cached_ms_per_token·c                                   (all divided by the speed)
+//!                                                                  (all divided by the speed)
 //! ```
 //!
 //! which is linear in the four parameters. Per model, the Q-grid records (no load) are grouped by
@@ -92,16 +92,19 @@ pub struct ModelFit {
 
 /// Coefficients of (base_ms, prefill_ms_per_token, cached_ms_per_token,
 /// attention_ms_per_token_ctx) in the idle-worker TTFT of a prompt of `n` tokens of which the
-/// worker reuses `cached`, with a step budget of `mbt` tokens, at speed `speed`.
+/// worker reuses `cached`, with a step budget of `mbt` tokens, at speed `speed`: one prefill pass
+/// per chunk, each costing [`StepTimeConfig::prefill_ms`] of one request (the engine computes at
+/// least the prompt's last token).
 pub fn ttft_features(n: u64, cached: u64, mbt: u64, speed: f64) -> [f64; 4] {
     let reused = cached.min(n.saturating_sub(1));
     let mut ctx = reused;
     let mut left = n - reused;
-    let mut x = [0.0, 0.0, reused as f64, 0.0];
+    let mut x = [0.0; 4];
     while left > 0 {
         let c = left.min(mbt.max(1));
         x[0] += 1.0;
         x[1] += c as f64;
+        x[2] += ctx as f64;
         x[3] += c as f64 * (ctx as f64 + c as f64 / 2.0) / 1000.0;
         ctx += c;
         left -= c;
@@ -507,11 +510,12 @@ mod tests {
 
     #[test]
     fn features_chunk_the_fresh_tokens_and_charge_the_reused_prefix() {
-        // 3000 tokens, 1000 reused, budget 1024: chunks 1024 + 976.
+        // 3000 tokens, 1000 reused, budget 1024: chunks 1024 + 976, after 1000 and 2024 tokens
+        // of context.
         let x = ttft_features(3000, 1000, 1024, 1.0);
         assert_eq!(x[0], 2.0);
         assert_eq!(x[1], 2000.0);
-        assert_eq!(x[2], 1000.0);
+        assert_eq!(x[2], 3024.0);
         let want = (1024.0 * (1000.0 + 512.0) + 976.0 * (2024.0 + 488.0)) / 1000.0;
         assert!((x[3] - want).abs() < 1e-9);
         // A full hit still computes the last token; speed divides everything.

@@ -555,14 +555,18 @@ async fn serve(st: Arc<SimState>, p: Prepared, arrived: Instant) -> Response {
         isl.div_ceil(bs.max(1)),
     );
     let (tx, rx) = mpsc::unbounded_channel();
+    // Dynamo's request plane: the worker sees the request this much after the frontend did.
+    let reaches_worker = arrived + st.wall(mcfg.request_plane_ms);
     let msg = EngineMsg::Add(EngineRequest {
-        prompt_len: isl,
-        hashes,
         prompt_hash: prompt_hash(&p.tokens),
+        tokens: p.tokens,
         max_tokens: p.max_tokens.unwrap_or(mcfg.default_max_tokens),
         tx,
-        arrived,
+        arrived: reaches_worker,
     });
+    if reaches_worker > Instant::now() {
+        crate::precise_timer::sleep_until(reaches_worker).await;
+    }
     if worker.tx.send(msg).is_err() {
         return error(500, "Internal Server Error", FAILED_TO_GENERATE);
     }

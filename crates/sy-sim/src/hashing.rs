@@ -1,8 +1,8 @@
 //! Deterministic hashing and random numbers (no global state, no OS entropy).
 //!
-//! Block hashes are *chained*: the hash of block i covers every token of blocks 0..=i, so two
-//! prompts share a cached block only if they share the whole prefix up to it (as in vLLM and
-//! Dynamo's "sequence hashes").
+//! Block hashes are Dynamo's own *sequence hashes* (`dynamo-tokens` 1.6.1): the hash of block i
+//! covers every token of blocks 0..=i, so two prompts share a cached block only if they share the
+//! whole prefix up to it.
 
 /// SplitMix64 step: a fast, well-mixed 64-bit generator.
 #[derive(Debug, Clone)]
@@ -45,14 +45,26 @@ pub fn hash_tokens(prev: u64, tokens: &[u32]) -> u64 {
     mix64(h ^ tokens.len() as u64)
 }
 
-/// Chained hashes of every *full* block of `tokens` (a partial last block has no hash).
+/// The seed of Dynamo 1.6.1's token block hashes (`dynamo_tokens::CHAIN_XXH3_SEED`, which the
+/// router's request-side hashing and the mocker's KV events also use).
+const BLOCK_HASH_SEED: u64 = dynamo_tokens::CHAIN_XXH3_SEED;
+
+/// Dynamo's sequence hashes of every *full* block of `tokens` (a partial last block has none):
+/// block 0's is its token hash, block i's chains block i−1's with block i's token hash
+/// (`dynamo_tokens::compute_block_hash_for_tokens` and `compute_next_sequence_hash`, 1.6.1). They
+/// are the `block_hash`es of the mocker engine's KV events and the `sequence_hashes` a Dynamo
+/// 1.6.1 selection service answers.
 pub fn sequence_hashes(tokens: &[u32], block_size: u32) -> Vec<u64> {
     let bs = block_size.max(1) as usize;
     let mut out = Vec::with_capacity(tokens.len() / bs);
-    let mut prev = 0x5EED_B10C_u64;
+    let mut prev: Option<u64> = None;
     for block in tokens.chunks_exact(bs) {
-        prev = hash_tokens(prev, block);
-        out.push(prev);
+        let local = dynamo_tokens::compute_block_hash_for_tokens(block, BLOCK_HASH_SEED);
+        let seq = prev.map_or(local, |p| {
+            dynamo_tokens::compute_next_sequence_hash(p, local)
+        });
+        out.push(seq);
+        prev = Some(seq);
     }
     out
 }

@@ -10,9 +10,10 @@
 //! (`/v1/completions`, `/v1/chat/completions`, `/v1/models`, `/health`, `/metrics`) and a
 //! *selection service* (`/workers`, `/ready`, `/select`, `/select_and_reserve`,
 //! `/reservations…`, `/loads`, `/potential_loads`, `/overlap_scores`). Behind them, every
-//! worker is one tokio task stepping a vLLM-like scheduler over a block prefix cache
-//! ([`cache`]), with step times from [`config::StepTimeConfig`] scaled by the global
-//! `time_scale`. Faults ([`config::FaultConfig`]) come from the config and can be changed at
+//! worker is one tokio task driving Dynamo 1.6.1's mocker engine (the vLLM scheduler and KV
+//! manager of `aisimulate-core` 0.13.0 that `dynamo-mocker` 1.6.1 runs), with the timing model of
+//! [`config::TimingKind`] scaled by the global `time_scale`; its KV events feed the router's view
+//! of its cache ([`cache`]), and block hashes are Dynamo's own ([`hashing`], `dynamo-tokens`). Faults ([`config::FaultConfig`]) come from the config and can be changed at
 //! runtime through the [`SimHandle`], which also kills and restarts workers.
 //!
 //! See `docs/simulator.md` for what is modelled, what is not, and how to fit the parameters.
@@ -39,6 +40,7 @@ use tokio::task::JoinHandle;
 
 pub use config::{
     DropMode, FaultConfig, LifecycleConfig, ModelConfig, RouterConfig, SimConfig, StepTimeConfig,
+    TimingKind,
 };
 pub use selection::MISSING_CAPACITY_SENTINEL;
 
@@ -107,7 +109,12 @@ pub async fn spawn_on(
     for (m, mc) in config.models.iter().enumerate() {
         for i in 0..mc.workers {
             let id = state.next_worker_id();
-            state.start_worker(m, i, id, std::time::Duration::ZERO);
+            state
+                .start_worker(m, i, id, std::time::Duration::ZERO)
+                .map_err(|message| SimError::Config {
+                    source_name: "config".to_owned(),
+                    message: format!("models[{m}] ({}): {message}", mc.name),
+                })?;
             register_in_selection(&state, id)?;
         }
     }
@@ -239,7 +246,11 @@ impl SimHandle {
         let new_id = self.state.next_worker_id();
         let discovery = self.state.wall(self.state.lifecycle.discovery_delay_ms);
         self.state
-            .start_worker(old.model, old.index, new_id, discovery);
+            .start_worker(old.model, old.index, new_id, discovery)
+            .map_err(|message| SimError::Config {
+                source_name: "config".to_owned(),
+                message,
+            })?;
         if self.state.lifecycle.auto_register_restarted {
             register_in_selection(&self.state, new_id)?;
             lock(&self.state.selection).deregister(id);

@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 
 use tokio::sync::mpsc;
 
-use crate::cache::BlockCache;
+use crate::cache::CachedBlocks;
 use crate::config::{FaultConfig, LifecycleConfig, ModelConfig, RouterConfig, SimConfig};
-use crate::engine::{EngineMsg, EngineParams, EngineShared, run_engine};
+use crate::engine::{EngineMsg, EngineParams, EngineShared, build_engine, run_engine};
 use crate::hashing::SplitMix64;
 use crate::selection::SelectionState;
 
@@ -57,7 +57,7 @@ impl Worker {
         self.engine.alive.load(Ordering::SeqCst)
     }
 
-    pub fn cache(&self) -> MutexGuard<'_, BlockCache> {
+    pub fn cache(&self) -> MutexGuard<'_, CachedBlocks> {
         lock(&self.engine.cache)
     }
 }
@@ -145,30 +145,24 @@ impl SimState {
     }
 
     /// Starts a worker engine for `model` (worker index `index` picks its speed); the frontend
-    /// discovers it after `discovery_delay` (a fault; zero normally).
+    /// discovers it after `discovery_delay` (a fault; zero normally). An error is the engine's
+    /// refusal of the model's parameters.
     pub fn start_worker(
         &self,
         model: usize,
         index: usize,
         id: u64,
         discovery_delay: std::time::Duration,
-    ) -> Arc<Worker> {
+    ) -> Result<Arc<Worker>, String> {
         let m = &self.models[model].cfg;
-        let params = EngineParams {
-            block_size: u64::from(m.block_size),
-            max_num_batched_tokens: m.max_num_batched_tokens,
-            max_num_seqs: m.max_num_seqs,
-            step: m.step.clone(),
-            speed: m.speed(index),
-            time_scale: self.time_scale,
-            seed: self.seed,
-        };
+        let params = EngineParams::of(m, index, self.time_scale, self.seed);
+        let engine = build_engine(&params, id)?;
         let shared = Arc::new(EngineShared {
-            cache: Mutex::new(BlockCache::new(m.kv_blocks)),
+            cache: Mutex::new(CachedBlocks::default()),
             alive: AtomicBool::new(true),
         });
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run_engine(params, Arc::clone(&shared), rx));
+        tokio::spawn(run_engine(params, engine, Arc::clone(&shared), rx));
         let w = Arc::new(Worker {
             id,
             model,
@@ -182,7 +176,7 @@ impl SimState {
         });
         write(&self.workers).insert(id, Arc::clone(&w));
         write(&self.models[model].workers).push(Arc::clone(&w));
-        w
+        Ok(w)
     }
 
     /// Whether the frontend currently knows (lists and routes to) `w`: listed, discovered,
