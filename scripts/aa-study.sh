@@ -42,7 +42,7 @@ import json, math, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 n = len(rows)
 false = sum(r["verdict"] != "no significant difference" for r in rows)
-excl = sum(1 for r in rows if r["ci95"] and (r["ci95"]["low"] > 0 or r["ci95"]["high"] < 0))
+excl = sum(1 for r in rows if r["ci95"] and (r["ci95"]["lo"] > 0 or r["ci95"]["hi"] < 0))
 z = 1.959963984540054
 def wilson(k, n):
     p = k / n; d = 1 + z * z / n

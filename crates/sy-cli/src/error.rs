@@ -43,10 +43,10 @@ impl ToolError {
     }
 }
 
-impl From<sy_run::RunError> for ToolError {
-    /// A path the user gave that cannot be used is bad input; a failed write is a runtime
-    /// failure.
-    fn from(e: sy_run::RunError) -> Self {
+/// Any library error ([`sy_run::Fault`]): its message, and bad input (exit code 2) or a runtime
+/// failure (exit code 1) as the error says.
+impl<E: sy_run::Fault> From<E> for ToolError {
+    fn from(e: E) -> Self {
         ToolError::classify(&e, e.is_bad_input())
     }
 }
@@ -63,27 +63,20 @@ pub enum RunDirError {
     NotADirectory(std::path::PathBuf),
 }
 
-impl From<RunDirError> for ToolError {
-    fn from(e: RunDirError) -> Self {
-        ToolError::BadInput(e.to_string())
+impl RunDirError {
+    /// Always: a `--run-dir` that cannot be used is the input's fault.
+    pub fn is_bad_input(&self) -> bool {
+        true
     }
 }
 
-/// `From<E> for ToolError` for library error types `E` with an `is_bad_input(&self) -> bool`
-/// method: the message is `E`'s, the exit code 2 when `is_bad_input`, else 1. One call per
-/// library, beside its error types: `sy_cli::tool_error_from!(MarginError, InputsError);`.
-#[macro_export]
-macro_rules! tool_error_from {
-    ($($t:ty),+ $(,)?) => {
-        $(
-            impl From<$t> for $crate::ToolError {
-                fn from(e: $t) -> Self {
-                    $crate::ToolError::classify(&e, e.is_bad_input())
-                }
-            }
-        )+
-    };
-}
+sy_run::impl_fault!(RunDirError);
+
+/// `sy_run::Fault` (and so `From<E> for ToolError`) for library error types `E` with an
+/// `is_bad_input(&self) -> bool` method: the message is `E`'s, the exit code 2 when
+/// `is_bad_input`, else 1. One call per crate, beside its error types:
+/// `sy_cli::tool_error_from!(MarginError, CliError);`.
+pub use sy_run::impl_fault as tool_error_from;
 
 /// Runs a tool's body and maps its result to an exit code, printing the error chain on stderr.
 pub fn run_main(body: impl FnOnce() -> Result<(), ToolError>) -> ExitCode {

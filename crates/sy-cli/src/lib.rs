@@ -15,7 +15,7 @@ pub use allocator::{Arenas, keep_freed_memory};
 pub use common::{
     CacheArgs, CommonArgs, dir_of, init_tracing, lock_output_dirs, print_completions,
 };
-pub use error::{ExitStatus, RunDirError, ToolError, run_main};
+pub use error::{ExitStatus, RunDirError, ToolError, run_main, tool_error_from};
 pub use progress::{Phases, progress_bar, spinner};
 pub use sy_run::{
     RunError, atomic_write, atomic_write_all, atomic_write_json, check_output_path, file_sha256,

@@ -12,7 +12,9 @@
 //! Every outcome is returned — failures carry a [`ErrorClass`] instead of being dropped.
 
 use std::borrow::Cow;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+
+use sy_wire::unix_ms_now;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -143,13 +145,6 @@ pub struct CompletionClient {
     bearer: Option<String>,
     first_token_timeout: Duration,
     request_timeout: Duration,
-}
-
-fn unix_ms_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64() * 1000.0)
-        .unwrap_or(0.0)
 }
 
 fn ms(d: Duration) -> f64 {

@@ -17,7 +17,9 @@
 //! Values the server did not give stay `None`. A prefill capacity of 0 or Dynamo's 10,000,000
 //! default is kept as reported (the guard in `sy-selector` rejects it) but yields no `p`.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
+
+use sy_wire::unix_ms_now;
 
 pub use sy_wire::ObservedFields;
 use sy_wire::observed::p_of;
@@ -193,13 +195,6 @@ impl CandidateObservation {
     pub fn to_observation(&self) -> sy_selector::Observation {
         self.fields().observation(Some(&self.model))
     }
-}
-
-fn unix_ms_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64() * 1000.0)
-        .unwrap_or(0.0)
 }
 
 /// A candidate to observe.

@@ -177,15 +177,24 @@ impl SelectionClient {
         body.selection_id = Some(selection_id.to_string());
         body.allowed_worker_ids = allowed.map(<[u64]>::to_vec);
         body.expected_output_tokens = expected_output_tokens;
-        // Remember the id before sending: if the answer is lost, the delete still happens.
+        self.book(selection_id, &body).await
+    }
+
+    /// Sends a reservation: the id is remembered before sending (if the answer is lost, the
+    /// delete still happens) and forgotten when the frontend refused outright (4xx other than
+    /// "id in use": nothing was booked).
+    async fn book(
+        &self,
+        selection_id: &str,
+        body: &SelectRequest,
+    ) -> Result<SelectResponse, CallError> {
         self.ledger.insert(selection_id);
         let answer = self
-            .post("select_and_reserve", "/select_and_reserve", &body)
+            .post("select_and_reserve", "/select_and_reserve", body)
             .await;
         if let Err(e) = &answer
             && e.status.is_some_and(|s| s != 409 && s < 500)
         {
-            // Refused outright (4xx other than "id in use"): nothing was booked.
             self.ledger.remove(selection_id);
         }
         answer
@@ -210,16 +219,7 @@ impl SelectionClient {
             dp_rank,
         });
         body.expected_output_tokens = expected_output_tokens;
-        self.ledger.insert(selection_id);
-        let answer = self
-            .post("select_and_reserve", "/select_and_reserve", &body)
-            .await;
-        if let Err(e) = &answer
-            && e.status.is_some_and(|s| s != 409 && s < 500)
-        {
-            self.ledger.remove(selection_id);
-        }
-        answer
+        self.book(selection_id, &body).await
     }
 
     /// Query-only `POST /select` pinned to one worker and rank: its overlap (`overlap.dp` per

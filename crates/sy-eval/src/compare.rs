@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use sy_selector::{Model, Variant};
 
 use crate::records::{BlockResult, SessionRecord, TurnRecord};
-use crate::stats::{
+use sy_stats::sessions::{
     Distribution, Estimate, Summary, distribution, paired_mean_difference, summarise,
 };
 
@@ -343,10 +343,10 @@ fn difference_of(
     let failed_sessions = (failed(var_blocks), failed(base_blocks));
     let verdict = match session_time_ms.and_then(|e| e.ci95) {
         _ if !aa && paired_turns > 0 && changed_turns == 0 => SAME_DECISIONS,
-        Some(ci) if ci.low > 0.0 && material => "loss",
+        Some(ci) if ci.lo > 0.0 && material => "loss",
         _ if failed_sessions.0 > failed_sessions.1 => MORE_FAILURES,
         Some(ci) if ci.excludes_zero() && !material => "no material difference",
-        Some(ci) if ci.high < 0.0 => "gain",
+        Some(ci) if ci.hi < 0.0 => "gain",
         _ => "no significant difference",
     };
     Difference {
@@ -456,7 +456,7 @@ fn same_decisions_warning(d: &Difference) -> Option<String> {
     (d.verdict == SAME_DECISIONS && ci.excludes_zero()).then(|| {
         format!(
             "{}: the same model as {} on all {} paired turns, yet the session time differs by {:+.1} ms [{:.1}, {:.1}]: not an effect of the rule's choices but of worker placement, timing jitter or the routing overhead (see its table)",
-            d.variant, d.baseline, d.paired_turns, est.value, ci.low, ci.high
+            d.variant, d.baseline, d.paired_turns, est.value, ci.lo, ci.hi
         )
     })
 }
@@ -611,7 +611,7 @@ mod tests {
         let cache = &c.differences[0];
         assert_eq!((cache.variant, cache.pairs), (Variant::Cache, 12));
         assert_eq!(cache.verdict, "gain");
-        assert!(cache.session_time_ms.unwrap().ci95.unwrap().high < 0.0);
+        assert!(cache.session_time_ms.unwrap().ci95.unwrap().hi < 0.0);
         // Count chose Stage's model on every turn: the rule changed nothing.
         let count = &c.differences[1];
         assert_eq!((count.paired_turns, count.changed_turns), (12, 0));
@@ -673,7 +673,7 @@ mod tests {
         let blocks = vec![block(Variant::Stage, 0, &base, false), failing];
         let c = compare(&[Variant::Stage, Variant::Cache], &blocks, 5);
         let d = &c.differences[0];
-        assert!(d.session_time_ms.unwrap().ci95.unwrap().high < 0.0, "{d:?}");
+        assert!(d.session_time_ms.unwrap().ci95.unwrap().hi < 0.0, "{d:?}");
         assert_eq!(d.failed_sessions, (2, 0));
         assert_eq!(d.verdict, MORE_FAILURES);
         // The success rate per arm, with its Wilson interval.
@@ -703,8 +703,8 @@ mod tests {
         let ci = e.ci95.unwrap();
         assert!((e.value + 10.0).abs() < 1e-9, "{e:?}");
         let half = 3.182_446_305 * (8.0f64 / 3.0).sqrt() / 2.0;
-        assert!((ci.high - (-10.0 + half)).abs() < 1e-6, "{ci:?}");
-        assert!((ci.low - (-10.0 - half)).abs() < 1e-6, "{ci:?}");
+        assert!((ci.hi - (-10.0 + half)).abs() < 1e-6, "{ci:?}");
+        assert!((ci.lo - (-10.0 - half)).abs() < 1e-6, "{ci:?}");
     }
 
     #[test]

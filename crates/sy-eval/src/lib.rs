@@ -34,7 +34,6 @@ pub mod records;
 pub mod report;
 pub mod run;
 pub mod sessions;
-pub mod stats;
 
 pub use error::EvalError;
 pub use plan::{EvalPlan, LoadedPlan, PlanError};

@@ -7,11 +7,11 @@ use sy_report::{Bar, Bars, Lines, Plot, Report, Series};
 
 use crate::compare::{Comparison, VariantSummary};
 use crate::records::BlockResult;
-use crate::stats::{Distribution, Estimate, Summary};
+use sy_stats::sessions::{Distribution, Estimate, Summary};
 
 fn est(e: &Estimate) -> String {
     match e.ci95 {
-        Some(ci) => format!("{:.1} [{:.1}, {:.1}]", e.value, ci.low, ci.high),
+        Some(ci) => format!("{:.1} [{:.1}, {:.1}]", e.value, ci.lo, ci.hi),
         None => format!("{:.1}", e.value),
     }
 }
@@ -202,7 +202,7 @@ fn bars(variants: &[VariantSummary]) -> Plot {
                 Bar {
                     label: v.variant.to_string(),
                     value: mean.map_or(0.0, |m| m.value),
-                    interval: mean.and_then(|m| m.ci95).map(|ci| (ci.low, ci.high)),
+                    interval: mean.and_then(|m| m.ci95).map(|ci| (ci.lo, ci.hi)),
                     annotation: format!("overrides {:.0}%", v.override_rate * 100.0),
                 }
             })

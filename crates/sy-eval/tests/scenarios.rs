@@ -91,7 +91,7 @@ fn where_the_rule_should_help_the_session_time_gain_excludes_zero() {
     assert_eq!(d["variant"], "cache");
     let ci = &d["session_time_ms"]["ci95"];
     assert!(
-        ci["high"].as_f64().unwrap() < 0.0,
+        ci["hi"].as_f64().unwrap() < 0.0,
         "the interval of the session-time difference must exclude zero (a gain): {d}"
     );
     assert!(d["changed_turns"].as_u64().unwrap() > 0, "{d}");

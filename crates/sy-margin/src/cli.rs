@@ -62,14 +62,25 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
         level: cli.level,
         records_cache: cli.cache.path(run_dir),
         skip_invalid: cli.skip_invalid,
-        show_progress: cli.common.show_progress(),
     };
     sy_cli::check_output_path(&opts.out, "--out")?;
     let mut dirs = vec![sy_cli::dir_of(&opts.out)];
     dirs.extend(opts.records_cache.as_deref().map(sy_cli::dir_of));
     let _locks = sy_cli::lock_output_dirs("sy-margin", sy_run::RunKind::Calibration, &dirs)?;
     sy_run::check_output_target(&opts.out)?;
-    let m = crate::run(&opts)?;
+    let mut phases = Some(sy_cli::Phases::new(cli.common.show_progress()));
+    let m = crate::write_margins(&opts, &mut |phase| match phase {
+        Some(name) => {
+            if let Some(p) = phases.as_mut() {
+                p.start(name);
+            }
+        }
+        None => {
+            if let Some(p) = phases.take() {
+                p.finish();
+            }
+        }
+    })?;
     if cli.common.json {
         let summary = serde_json::json!({
             "out": opts.out.display().to_string(),

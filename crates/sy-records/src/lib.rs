@@ -2,8 +2,9 @@
 //!
 //! One [`Record`] is one candidate of one paired probe: `sy-collect` sends the same prompt to the
 //! efficient and the capable model (at the same instant under load, one after the other in the
-//! no-load grid) and writes one record per candidate, both with the same `probe_id`. Records are appended to `records.jsonl` as they complete
-//! ([`jsonl`]), and converted to Parquet at the end of a run ([`write_parquet`]).
+//! no-load grid) and writes one record per candidate, both with the same `probe_id`. Records are
+//! appended to `records.jsonl` as they complete ([`jsonl`]), and converted to Parquet at the end
+//! of a run ([`write_parquet`]).
 //!
 //! Field names carry their unit (`_ms`, `_tokens`, `_blocks`) so that a column is never ambiguous
 //! in Parquet, CSV or JSONL. `schemas/record.schema.json` describes the same shape.
@@ -24,25 +25,35 @@
 //!
 //! Conditions are always keyed by `(run_id, condition_id)`, so records of several runs (one run
 //! directory per GPU node) can be merged without their condition ids colliding.
+//!
+//! The source is a folder per concern: `codec/` (the flat column layout, listed once in
+//! `codec/layout.rs`, and the file formats), `load/` (inputs, readers, validation, pairing
+//! across rows), `table/` (the probe table and its cache), `splits/` (the split rule and
+//! `splits.json`), `synth/` (synthetic records) and `check/` (the data-quality checks).
 
 pub mod check;
+mod codec;
 mod error;
-mod frame;
-pub mod jsonl;
 mod load;
 mod observation;
 mod pairing;
 mod record;
-pub mod rundir;
 mod splits;
 pub mod synth;
 mod table;
-mod write;
 
+pub use codec::jsonl;
+pub use load::rundir;
+
+pub use codec::Format;
+pub use codec::layout::{ALL_COLUMNS, PROBE_TABLE_COLUMNS, REQUIRED_COLUMNS};
+pub use codec::rows::records_to_frame;
+pub use codec::write::{
+    PARQUET_ROW_GROUP_ROWS, parquet_bytes, write_csv, write_jsonl, write_parquet, write_records,
+};
 pub use error::{RecordsError, RowIssue};
-pub use frame::{ALL_COLUMNS, PROBE_TABLE_COLUMNS, REQUIRED_COLUMNS, records_to_frame};
 pub use load::{
-    FileSummary, Format, LoadOptions, LoadedRecords, PickSummary, RUN_DIR_RECORD_FILES, RowOrigin,
+    FileSummary, LoadOptions, LoadedRecords, PickSummary, RUN_DIR_RECORD_FILES, RowOrigin,
     load_records, resolve_inputs, validate_record,
 };
 pub use pairing::pair_indices;
@@ -54,9 +65,6 @@ pub use splits::{
     SplitTable, assign_split, split_point,
 };
 pub use table::{ConditionIndex, ProbePair, ProbeTable, Row, StagedCache};
-pub use write::{
-    PARQUET_ROW_GROUP_ROWS, parquet_bytes, write_csv, write_jsonl, write_parquet, write_records,
-};
 
 /// The key of a condition across merged runs: `"{run_id}/{condition_id}"` (for display and maps
 /// that need one string; [`SplitTable`] keys by the pair).

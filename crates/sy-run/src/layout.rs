@@ -3,24 +3,33 @@
 //! kind or version.
 //!
 //! ```text
-//! runs/demo/
+//! runs/demo/           what it holds (who writes it; the type it is read into)
 //!   plan.toml          the plan as collected (sy-collect)
-//!   records.jsonl      paired probe records, appended per unit (sy-collect)
+//!   records.jsonl      paired probe records, appended per unit (sy-collect; sy_records::Record)
 //!   attempts.jsonl     retried and incomplete attempts, never dropped (sy-collect)
-//!   records.parquet    the records, columnar (sy-collect, at the end of a run)
-//!   manifest.json      what was collected, against what, and whether it is complete (sy-collect)
+//!   records.parquet    the records, columnar (sy-collect, at the end of a run; sy_records::Record)
+//!   manifest.json      what was collected, against what, and whether it is complete
+//!                      (sy-collect; sy_collect::manifest::Manifest)
 //!   probe-table.cache  the validated, paired records as columns, for the next tool to map
-//!                      instead of reading the records again (the first calibration tool)
-//!   splits.json        the grouped fit / uncertainty / selection split (sy-fit)
-//!   fit.json           Q tables, standardisers, ridge corrections (sy-fit)
-//!   margins.json       90th-percentile margins per estimator (sy-margin)
-//!   selection.json     threshold search, evaluation, choice, intervals (sy-select)
-//!   bundle.json        the frozen rule (sy-select; read by sy-selector at run time)
+//!                      instead of reading the records again (the first calibration tool;
+//!                      sy_records::ProbeTable)
+//!   splits.json        the grouped fit / uncertainty / selection split (sy-fit;
+//!                      sy_records::SplitTable)
+//!   fit.json           Q tables, standardisers, ridge corrections (sy-fit;
+//!                      sy_calibration::fitting::FitFile)
+//!   margins.json       90th-percentile margins per estimator (sy-margin;
+//!                      sy_calibration::margins::MarginsFile)
+//!   selection.json     threshold search, evaluation, choice, intervals (sy-select;
+//!                      sy_select::select::SelectionFile)
+//!   bundle.json        the frozen rule (sy-select; read at run time: sy_selector::Bundle)
 //!   bundles/           one bundle per variant, same parameters (sy-select)
 //!   report.md, plots/  the report and its figures (sy-select)
 //!   .sy-run.lock       the lock of the tool writing here, with its PID and command
 //!                      ([`crate::RunLock`]; every writing tool)
 //! ```
+//!
+//! The types live with the code that computes them (a library reads each one through
+//! [`read_artifact`], which checks the name, kind and version defined here).
 //!
 //! Every name above is defined here once; the tools take paths from [`Artifact::file_name`].
 

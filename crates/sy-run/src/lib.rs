@@ -5,10 +5,14 @@
 //! [`RunError`]; [`RunError::is_bad_input`] tells a bad path (exit code 2) from a failed write
 //! (exit code 1).
 //!
+//! [`Fault`] says whose fault any library error is, for the tools' exit codes.
+//!
 //! [`layout`] owns the run directory: every artifact's file name, writer, schema version and
 //! the checked read ([`read_artifact`]) that refuses a file of another kind or version.
 
 pub mod atomic;
+mod clock;
+mod fault;
 pub mod guard;
 pub mod layout;
 
@@ -16,6 +20,8 @@ pub use atomic::{
     Durability, RunError, Staged, atomic_write, atomic_write_all, atomic_write_json,
     check_output_path, file_sha256, json_bytes, json_error_with_field, stage_file, stage_open,
 };
+pub use clock::now_rfc3339;
+pub use fault::Fault;
 pub use guard::{
     EVAL_MANIFEST_FILE, LOCK_FILE_NAME, RunKind, RunLock, check_input_file, check_output_dir,
     check_output_target, check_plan_name, check_run_kind, ensure_dir, escape_control, open_append,

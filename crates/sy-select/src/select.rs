@@ -189,12 +189,6 @@ fn bundle_evidence(h: &Headline, u: &Uncertainty, s: Option<&Stability>) -> serd
     })
 }
 
-fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    now.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
-}
-
 /// The provenance chain: fit.json was fitted on these records, and margins.json was computed
 /// from these records, this fit.json and this splits.json (`margins.json` lists them in
 /// `input_files`: the records, then fit.json, then splits.json).
@@ -371,7 +365,7 @@ fn provenance(
         tool_versions,
         input_files: inputs.input_files.clone(),
         split_seed: inputs.splits.seed,
-        created_at: opts.created_at.clone().unwrap_or_else(now_rfc3339),
+        created_at: opts.created_at.clone().unwrap_or_else(sy_run::now_rfc3339),
         uncertainty: Some(bundle_evidence(headline, uncertainty, stability)),
     }
 }

@@ -13,7 +13,7 @@ use std::process::Command;
 
 use serde_json::Value;
 use sy_calibration::margins::testkit::{true_estimators, write_fit};
-use sy_margin::MarginOptions;
+use sy_calibration::margins::{MarginOptions, write_margins};
 use sy_records::synth::{SynthSpec, generate};
 use sy_records::{SplitFractions, SplitTable, write_jsonl};
 use sy_selector::{Bundle, DecisionInput, Model, Variant};
@@ -57,16 +57,18 @@ fn prepare_with(dir: &Path, edit: impl Fn(&mut [sy_records::Record])) -> Vec<sy_
         &dir.join("splits.json"),
     )
     .unwrap();
-    sy_margin::run(&MarginOptions {
-        records: vec![dir.to_path_buf()],
-        fit: dir.join("fit.json"),
-        splits: dir.join("splits.json"),
-        out: dir.join("margins.json"),
-        level: 0.9,
-        skip_invalid: false,
-        show_progress: false,
-        records_cache: None,
-    })
+    write_margins(
+        &MarginOptions {
+            records: vec![dir.to_path_buf()],
+            fit: dir.join("fit.json"),
+            splits: dir.join("splits.json"),
+            out: dir.join("margins.json"),
+            level: 0.9,
+            skip_invalid: false,
+            records_cache: None,
+        },
+        &mut |_| {},
+    )
     .unwrap();
     records
 }

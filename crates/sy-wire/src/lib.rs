@@ -25,7 +25,7 @@ pub mod selection;
 
 pub use failure::ErrorClass;
 pub use frontend::*;
-pub use observed::ObservedFields;
+pub use observed::{ObservedFields, unix_ms_now};
 pub use selection::*;
 
 /// Unmodelled JSON fields, kept verbatim.

@@ -9,6 +9,15 @@
 use serde::{Deserialize, Serialize};
 use sy_selector::{Observation, Recorded};
 
+/// Now, in milliseconds since the Unix epoch: the clock of a record's and an observation's
+/// wall-clock times (`sent_at_unix_ms`, `observed_at_unix_ms`); 0 if the clock is before 1970.
+pub fn unix_ms_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0)
+}
+
 /// One candidate's observation (the record's observation columns, in file order).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ObservedFields {

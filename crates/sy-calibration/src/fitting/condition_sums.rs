@@ -14,13 +14,13 @@
 
 use sy_records::{ConditionIndex, ProbeTable, Split, SplitTable};
 use sy_selector::{
-    FeatureMoments, LoadCorrection, Model, ModelEstimators, QTable, Standardiser,
+    Estimator, FeatureMoments, LoadCorrection, Model, ModelEstimators, QTable, Standardiser,
     target_from_baseline,
 };
 
 use crate::fitting::fit::{
-    ESTIMATORS, FitConfig, FitError, NoTarget, assign_folds, check_alpha_grid, condition_places,
-    cv_and_solve, estimator_name, load_rows, per_model, places_by_index, usable_row,
+    FitConfig, FitError, NoTarget, assign_folds, check_alpha_grid, condition_places, cv_and_solve,
+    load_rows, per_model, places_by_index, usable_row,
 };
 use crate::fitting::qbuild::{QBuildError, QTableReport, build_q_table};
 use crate::fitting::ridge::SuffStats;
@@ -170,9 +170,9 @@ fn model_estimators(
         .map_err(|_| {
             no_rows("no ok load-phase records with valid N, R and P in the fit split".into())
         })?;
-    // `ei` indexes `ESTIMATORS` (blind, cache), as the targets do.
+    // `ei` indexes `Estimator::ALL` (blind, cache), as the targets do.
     let correction = |ei: usize| {
-        let estimator = estimator_name(ESTIMATORS[ei]);
+        let estimator = Estimator::ALL[ei].as_str();
         let folds = fold_sums(&model.sums, places, ei, k);
         let (n, sum) = folds
             .iter()

@@ -25,12 +25,11 @@ use serde::{Deserialize, Serialize};
 use sy_records::{ConditionIndex, Phase, ProbeTable, Split, SplitTable, Status};
 use sy_selector::{
     Estimator, Field, InvalidInput, LoadCorrection, ModelEstimators, PredictError, QTable,
-    Standardiser, raw_features, regression_target,
+    Standardiser, quantile_unsorted, raw_features, regression_target,
 };
 
 use crate::fitting::qbuild::{QBuildError, QTableReport, build_q_table};
 use crate::fitting::ridge::{RidgeError, RidgeSolution, SuffStats, solve};
-use crate::fitting::stats::quantile_unsorted;
 
 /// Default number of cross-validation folds.
 pub const DEFAULT_FOLDS: usize = 5;
@@ -379,15 +378,6 @@ impl NoTarget {
     }
 }
 
-pub(crate) const ESTIMATORS: [Estimator; 2] = [Estimator::Blind, Estimator::Cache];
-
-pub(crate) fn estimator_name(e: Estimator) -> &'static str {
-    match e {
-        Estimator::Blind => "blind",
-        Estimator::Cache => "cache",
-    }
-}
-
 /// Fits both models (see the module docs), one per thread: each reads its Q table and its
 /// fit-split rows straight from the table (nothing is prepared for the other splits' rows),
 /// then fits them.
@@ -464,8 +454,8 @@ pub(crate) fn usable_row(r: &sy_records::Row<'_>, q: &QTable) -> Result<Usable, 
     let obs = r.rule_observation();
     let raw = raw_features(&obs).map_err(|e| e.field.as_str())?;
     let ttft = r.ttft_ms().ok_or("ttft_ms")?;
-    let target =
-        ESTIMATORS.map(|e| regression_target(q, e, &obs, ttft).map_err(|err| NoTarget::of(&err)));
+    let target = Estimator::ALL
+        .map(|e| regression_target(q, e, &obs, ttft).map_err(|err| NoTarget::of(&err)));
     Ok(Usable { raw, ttft, target })
 }
 
@@ -594,12 +584,9 @@ fn model_correction(
     config: &FitConfig,
     warnings: &mut Vec<String>,
 ) -> Result<(LoadCorrection, CorrectionReport), FitError> {
-    // `Row::target` holds the estimators in the order of `ESTIMATORS`.
-    let ei = match est {
-        Estimator::Blind => 0,
-        Estimator::Cache => 1,
-    };
-    let estimator = estimator_name(est);
+    // `Row::target` holds the estimators in the order of `Estimator::ALL`.
+    let ei = Estimator::ALL.iter().position(|e| *e == est).unwrap_or(0);
+    let estimator = est.as_str();
     let (corr, report) =
         fit_correction(rows, ei, standardiser, k, config).map_err(|e| match e {
             CorrError::Ridge(source) => FitError::Ridge {
@@ -823,9 +810,9 @@ fn fit_quality(
         std_ms: (se / n - mean * mean).max(0.0).sqrt(),
         mae_ms: abs.iter().sum::<f64>() / n,
         // Order statistics by selection (the same numbers as from sorted values).
-        p50_abs_ms: quantile_unsorted(&mut abs, 0.5),
-        p90_abs_ms: quantile_unsorted(&mut abs, 0.9),
-        p99_abs_ms: quantile_unsorted(&mut abs, 0.99),
+        p50_abs_ms: quantile_unsorted(&mut abs, 0.5).unwrap_or(f64::NAN),
+        p90_abs_ms: quantile_unsorted(&mut abs, 0.9).unwrap_or(f64::NAN),
+        p99_abs_ms: quantile_unsorted(&mut abs, 0.99).unwrap_or(f64::NAN),
         max_abs_ms: abs.iter().copied().fold(0.0, f64::max),
     };
     (r2(tss_t), r2(tss_ttft), residuals)

@@ -23,7 +23,6 @@ pub mod fit;
 pub mod fitfile;
 pub mod qbuild;
 pub mod ridge;
-pub mod stats;
 
 pub use condition_sums::{ConditionSumsTable, KnownRow, KnownRows};
 pub use fit::{FitConfig, FitError, FitResult, ModelFit, ModelFits, fit};

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use sy_records::{Phase, ProbeTable, Status};
 use sy_selector::QTable;
 
-use crate::fitting::stats::{median, quantile_sorted};
+use sy_selector::{quantile_sorted, quantile_unsorted};
 
 /// One cell of a Q table, as measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -181,7 +181,7 @@ pub fn build_q_table(
     let planned: Vec<u64> = ns.keys().copied().collect();
     let n_axis: Vec<f64> = ns
         .values_mut()
-        .map(|v| median(v).unwrap_or(f64::NAN))
+        .map(|v| quantile_unsorted(v, 0.5).unwrap_or(f64::NAN))
         .collect();
     let mut values = Vec::with_capacity(n_axis.len() * fs.len());
     let mut report_cells = Vec::with_capacity(n_axis.len() * fs.len());
@@ -249,12 +249,12 @@ fn measured_cell(
     {
         ttfts.sort_by(f64::total_cmp);
         cell.count = ttfts.len();
-        cell.median_ms = Some(quantile_sorted(ttfts, 0.5));
-        cell.p25_ms = Some(quantile_sorted(ttfts, 0.25));
-        cell.p75_ms = Some(quantile_sorted(ttfts, 0.75));
+        cell.median_ms = quantile_sorted(ttfts, 0.5);
+        cell.p25_ms = quantile_sorted(ttfts, 0.25);
+        cell.p75_ms = quantile_sorted(ttfts, 0.75);
         cell.min_ms = ttfts.first().copied();
         cell.max_ms = ttfts.last().copied();
-        cell.observed_f_median = median(ofs);
+        cell.observed_f_median = quantile_unsorted(ofs, 0.5);
     }
     cell
 }
@@ -299,7 +299,7 @@ fn observed_f_axis(planned: &[f64], cells: &CellSamples) -> (Vec<f64>, Option<FA
             .filter(|((_, fb), _)| *fb == f.to_bits())
             .flat_map(|(_, (_, ofs))| ofs.iter().copied())
             .collect();
-        match median(&mut all) {
+        match quantile_unsorted(&mut all, 0.5) {
             Some(m) => axis.push(m),
             None => {
                 let why = FAxisFallback::NoObservedFraction { planned_f: f };

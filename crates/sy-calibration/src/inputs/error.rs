@@ -5,9 +5,9 @@
 
 use std::path::PathBuf;
 
-use sy_cli::RunError;
 use sy_records::RecordsError;
 use sy_run::ArtifactError;
+use sy_run::RunError;
 use sy_selector::{InputFile, ParamsError};
 
 /// The files of a provenance list in a message: path and the first 12 characters of the hash.
@@ -122,4 +122,4 @@ impl InputsError {
     }
 }
 
-sy_cli::tool_error_from!(InputsError);
+sy_run::impl_fault!(InputsError);

@@ -116,7 +116,7 @@ pub fn check_split_of_fit(
 pub fn input_file(path: &Path) -> Result<InputFile, InputsError> {
     Ok(InputFile {
         path: path.display().to_string(),
-        sha256: sy_cli::file_sha256(path)?,
+        sha256: sy_run::file_sha256(path)?,
     })
 }
 

@@ -21,10 +21,11 @@
 //!
 //! Output: `margins.json` in the run directory (`schemas/margins.schema.json`).
 //!
-//! Errors are typed ([`error`]): the binaries turn them into `sy_cli::ToolError` (and its exit
-//! code) at the edge.
+//! [`write_margins`] is `sy-margin`'s run. Errors are typed ([`error`]); the binaries turn them
+//! into their exit code at the edge (through `sy_run::Fault`).
 
 pub mod error;
+mod run;
 pub mod stats;
 pub mod testkit;
 
@@ -39,7 +40,8 @@ use sy_selector::{
 };
 
 pub use crate::inputs::FitEstimators;
-pub use error::MarginsFileError;
+pub use error::{MarginError, MarginsFileError};
+pub use run::{MarginOptions, write_margins};
 pub use stats::{
     AdvantageError, ConditionMaxima, ConditionScore, MarginEstimate, RepeatSummary,
     margin_from_pairs,

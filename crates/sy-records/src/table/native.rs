@@ -5,7 +5,7 @@
 //! per-column conversion, and validated by the same rule as every other row
 //! ([`crate::load::validate_fields`]). The fast path only ever accepts: a column of another type,
 //! a missing or unparsable cell or a row the rule refuses sends the whole frame back to the
-//! row-precise path ([`crate::frame::with_probe_columns`]), which converts what the file holds and
+//! row-precise path ([`crate::codec::probe_columns::with_probe_columns`]), which converts what the file holds and
 //! names the first problem. The fast path therefore changes how fast a valid file is read, never
 //! what a file reads as (`parquet_cells_give_the_same_rows_errors_and_skips_in_both_loaders` in
 //! `tests/table.rs` checks this on corrupted frames).
@@ -14,7 +14,8 @@ use polars::datatypes::{PolarsDataType, StaticArray};
 use polars::prelude::*;
 
 use super::RowValues;
-use crate::frame::{REQUIRED_COLUMNS, parse_phase, parse_role, parse_status};
+use crate::codec::layout::REQUIRED_COLUMNS;
+use crate::codec::values::{parse_phase, parse_role, parse_status};
 use crate::record::RECORD_SCHEMA_VERSION;
 
 /// One column of a frame in its native type: absent or all-null columns read as nulls.

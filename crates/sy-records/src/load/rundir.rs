@@ -22,6 +22,13 @@ use sha2::{Digest, Sha256};
 
 use crate::error::RecordsError;
 
+/// Record file names looked for in a run directory, in order of preference.
+pub const RUN_DIR_RECORD_FILES: &[&str] = &[
+    Artifact::RecordsParquet.file_name(),
+    Artifact::Records.file_name(),
+    "records.csv",
+];
+
 fn format_err(path: &Path, message: String) -> RecordsError {
     RecordsError::Format {
         path: path.to_path_buf(),
@@ -56,7 +63,7 @@ pub fn record_file_of_run_dir(dir: &Path) -> Result<PathBuf, RecordsError> {
     if parquet.is_file() && jsonl.is_file() && newer(&jsonl, &parquet) {
         return Ok(jsonl);
     }
-    crate::load::RUN_DIR_RECORD_FILES
+    RUN_DIR_RECORD_FILES
         .iter()
         .map(|name| dir.join(name))
         .find(|c| c.is_file())
@@ -65,7 +72,7 @@ pub fn record_file_of_run_dir(dir: &Path) -> Result<PathBuf, RecordsError> {
                 dir,
                 format!(
                     "run directory has no records (looked for {})",
-                    crate::load::RUN_DIR_RECORD_FILES.join(", ")
+                    RUN_DIR_RECORD_FILES.join(", ")
                 ),
             )
         })

@@ -5,8 +5,9 @@ use std::path::Path;
 
 use polars::prelude::*;
 
+use crate::codec::Format;
+use crate::codec::rows::records_to_frame;
 use crate::error::RecordsError;
-use crate::frame::records_to_frame;
 use crate::record::Record;
 
 /// Rows per Parquet row group (the loader reads the file in slices of about this size).
@@ -72,10 +73,10 @@ pub fn write_csv(records: &[Record], path: &Path) -> Result<(), RecordsError> {
 
 /// Writes records in the format of `path`'s extension (`.parquet`, `.csv`, `.jsonl`).
 pub fn write_records(records: &[Record], path: &Path) -> Result<(), RecordsError> {
-    match crate::load::Format::from_path(path) {
-        Some(crate::load::Format::Parquet) => write_parquet(records, path),
-        Some(crate::load::Format::Csv) => write_csv(records, path),
-        Some(crate::load::Format::Jsonl) => write_jsonl(records, path),
+    match Format::from_path(path) {
+        Some(Format::Parquet) => write_parquet(records, path),
+        Some(Format::Csv) => write_csv(records, path),
+        Some(Format::Jsonl) => write_jsonl(records, path),
         None => Err(RecordsError::Format {
             path: path.to_path_buf(),
             message: "unknown record file type: expected .parquet, .csv or .jsonl".to_string(),

@@ -1,43 +1,32 @@
-//! Summary statistics with grouped (session-level) bootstrap intervals.
+//! Summary statistics of session-structured samples, with their bootstrap intervals: the
+//! evaluation's (`sy-eval`) sessions nested in rounds.
 //!
 //! Turns of one session are dependent (they share the conversation, the cache and the worker),
 //! so intervals resample whole *sessions*, never turns: a per-turn statistic is computed on all
 //! turns of the resampled sessions. A difference between variants pairs the same session shape
 //! (same round, same index) across the two variants and resamples the pairs, so the interval is
-//! on the *difference*, not two overlapping intervals. Percentiles use the one linear-interpolation
-//! definition of `sy-stats` ([`sy_stats::quantile_sorted`]).
+//! on the *difference*, not two overlapping intervals. Percentiles use the one definition,
+//! [`crate::quantile_sorted`]; intervals are this crate's [`Interval`] (for a bootstrap, `resamples`
+//! counts the finite resampled statistics and `groups` the sessions; for the Student-t interval
+//! over rounds, `resamples` is 0 and `groups` the rounds).
 //!
-//! Why not `sy_stats::bootstrap`: it resamples one level of groups. Here sessions are nested in
-//! rounds (blocks run at different times, and the sessions of one block share the machine's and
-//! the deployment's state of that time: measured in docs/eval.md), so [`nested`] resamples rounds,
-//! then sessions within each drawn round; with one round it is `sy_stats`' grouped bootstrap.
+//! Sessions are nested in rounds (blocks run at different times, and the sessions of one block
+//! share the machine's and the deployment's state of that time: measured in docs/eval.md), so
+//! [`nested`] resamples rounds, then sessions within each drawn round; with one round it is the
+//! grouped bootstrap of [`crate::bootstrap`] over sessions. Its draws come from a seeded ChaCha8
+//! generator (the evaluation's figures are reproducible from their seed).
 
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use sy_stats::quantile_sorted;
 
-/// Resamples per interval.
-pub const BOOTSTRAP_RESAMPLES: usize = 2000;
+use crate::{DEFAULT_LEVEL, DEFAULT_RESAMPLES, Interval, quantile_sorted};
+
 /// A tail percentile needs at least this many samples beyond it to be reported without a
 /// warning (`n · (1 − q) ≥ 5`).
 pub const TAIL_MIN_BEYOND: f64 = 5.0;
 
-/// The central 95% of the bootstrap distribution.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Interval {
-    pub low: f64,
-    pub high: f64,
-}
-
-impl Interval {
-    /// Whether zero lies outside the interval.
-    pub fn excludes_zero(&self) -> bool {
-        self.low > 0.0 || self.high < 0.0
-    }
-}
-
-/// A statistic with its grouped bootstrap interval.
+/// A statistic with its interval (at [`DEFAULT_LEVEL`]; none with fewer than two sessions).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
     pub value: f64,
@@ -102,10 +91,10 @@ pub fn nested(rounds: &[Vec<Vec<f64>>], s: Stat, seed: u64) -> Option<Estimate> 
         return Some(Estimate { value, ci95: None });
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut stats = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
+    let mut stats = Vec::with_capacity(DEFAULT_RESAMPLES as usize);
     let mut buf = Vec::with_capacity(pooled.len() * 2);
     let nr = rounds.len();
-    for _ in 0..BOOTSTRAP_RESAMPLES {
+    for _ in 0..DEFAULT_RESAMPLES as usize {
         buf.clear();
         for _ in 0..nr {
             let round = rounds[if nr > 1 { rng.random_range(0..nr) } else { 0 }];
@@ -123,7 +112,14 @@ pub fn nested(rounds: &[Vec<Vec<f64>>], s: Stat, seed: u64) -> Option<Estimate> 
         quantile_sorted(&stats, 0.025),
         quantile_sorted(&stats, 0.975),
     ) {
-        (Some(low), Some(high)) => Some(Interval { low, high }),
+        (Some(lo), Some(hi)) => Some(Interval {
+            estimate: value,
+            lo,
+            hi,
+            level: DEFAULT_LEVEL,
+            resamples: u32::try_from(stats.len()).unwrap_or(u32::MAX),
+            groups: u32::try_from(sessions).unwrap_or(u32::MAX),
+        }),
         _ => None,
     };
     Some(Estimate { value, ci95 })
@@ -150,7 +146,7 @@ pub fn summarise(rounds: &[Vec<Vec<f64>>], seed: u64) -> Option<Summary> {
 
 /// The paired difference `mean(b − a)` over session pairs grouped by round. With two or more
 /// rounds: the mean of the rounds' mean differences with a Student-t interval over rounds
-/// (R − 1 degrees of freedom; [`sy_stats::student::mean_t_interval`]): the rounds are the
+/// (R − 1 degrees of freedom; [`crate::student::mean_t_interval`]): the rounds are the
 /// independent units (a round's sessions share the machine's and the deployment's state of its
 /// time), and a bootstrap over a handful of rounds is too narrow (its percentile ends cannot
 /// show the t distribution's extra width at few degrees of freedom), while the t interval is exact
@@ -163,10 +159,17 @@ pub fn paired_mean_difference(rounds: &[Vec<(f64, f64)>], seed: u64) -> Option<E
             .iter()
             .map(|r| r.iter().map(|(a, b)| b - a).sum::<f64>() / r.len() as f64)
             .collect();
-        let (value, low, high) = sy_stats::student::mean_t_interval(&means, 0.95)?;
+        let (value, lo, hi) = crate::student::mean_t_interval(&means, DEFAULT_LEVEL)?;
         return Some(Estimate {
             value,
-            ci95: Some(Interval { low, high }),
+            ci95: Some(Interval {
+                estimate: value,
+                lo,
+                hi,
+                level: DEFAULT_LEVEL,
+                resamples: 0,
+                groups: u32::try_from(rounds.len()).unwrap_or(u32::MAX),
+            }),
         });
     }
     let diffs: Vec<Vec<Vec<f64>>> = rounds
@@ -239,7 +242,7 @@ mod tests {
         let groups = vec![vec![0.0; 100], vec![10.0]];
         let e = grouped(&groups, Stat::Mean, 3).unwrap();
         let ci = e.ci95.unwrap();
-        assert!(ci.low <= 0.0 + 1e-12 && ci.high >= 10.0 - 1e-12, "{e:?}");
+        assert!(ci.lo <= 0.0 + 1e-12 && ci.hi >= 10.0 - 1e-12, "{e:?}");
         assert!(summarise(&[groups], 3).unwrap().tail_warning.is_none());
         assert!(
             summarise(&[vec![vec![1.0, 2.0]]], 3)
@@ -292,8 +295,8 @@ mod tests {
             let ci = e.ci95.unwrap();
             let lo = groups.iter().flatten().copied().fold(f64::INFINITY, f64::min);
             let hi = groups.iter().flatten().copied().fold(f64::NEG_INFINITY, f64::max);
-            prop_assert!(ci.low <= ci.high);
-            prop_assert!(ci.low >= lo - 1e-9 && ci.high <= hi + 1e-9);
+            prop_assert!(ci.lo <= ci.hi);
+            prop_assert!(ci.lo >= lo - 1e-9 && ci.hi <= hi + 1e-9);
             prop_assert_eq!(grouped(&groups, Stat::Mean, seed), Some(e));
         }
     }

@@ -1,0 +1,145 @@
+//! The split rule: a condition's split from the seed, the fractions and its own id.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Which use a condition's measurements are reserved for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Split {
+    /// Standardiser statistics and ridge load corrections (`sy-fit`).
+    Fit,
+    /// Error margins delta_blind / delta_cache (`sy-margin`).
+    Uncertainty,
+    /// Threshold search and the choice of rule and estimator (`sy-select`).
+    Selection,
+}
+
+impl Split {
+    pub const ALL: [Split; 3] = [Split::Fit, Split::Uncertainty, Split::Selection];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Split::Fit => "fit",
+            Split::Uncertainty => "uncertainty",
+            Split::Selection => "selection",
+        }
+    }
+}
+
+impl fmt::Display for Split {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Fractions of conditions per split; non-negative, summing to 1.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitFractions {
+    pub fit: f64,
+    pub uncertainty: f64,
+    pub selection: f64,
+}
+
+impl Default for SplitFractions {
+    /// 60 / 20 / 20.
+    fn default() -> Self {
+        SplitFractions {
+            fit: 0.6,
+            uncertainty: 0.2,
+            selection: 0.2,
+        }
+    }
+}
+
+impl SplitFractions {
+    /// Checks the fractions: finite, ≥ 0, summing to 1 (within 1e-9), fit > 0.
+    pub fn new(fit: f64, uncertainty: f64, selection: f64) -> Result<Self, String> {
+        let all = [fit, uncertainty, selection];
+        if all.iter().any(|v| !v.is_finite() || *v < 0.0) {
+            return Err(format!(
+                "split fractions must be finite and ≥ 0, got {fit},{uncertainty},{selection}"
+            ));
+        }
+        let sum: f64 = all.iter().sum();
+        if (sum - 1.0).abs() > 1e-9 {
+            return Err(format!(
+                "split fractions must sum to 1, got {fit}+{uncertainty}+{selection} = {sum}"
+            ));
+        }
+        if fit == 0.0 {
+            return Err("the fit fraction must be > 0".to_string());
+        }
+        Ok(SplitFractions {
+            fit,
+            uncertainty,
+            selection,
+        })
+    }
+
+    /// The split of a point `u` in `[0, 1)`.
+    #[inline]
+    pub fn split_at(&self, u: f64) -> Split {
+        if u < self.fit {
+            Split::Fit
+        } else if u < self.fit + self.uncertainty {
+            Split::Uncertainty
+        } else {
+            Split::Selection
+        }
+    }
+}
+
+impl FromStr for SplitFractions {
+    type Err = String;
+
+    /// `"0.6,0.2,0.2"` or `"60,20,20"` / `"60/20/20"` (percentages when the sum is 100).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let parts: Vec<&str> = s.split([',', '/', ':']).map(str::trim).collect();
+        if parts.len() != 3 {
+            return Err(format!(
+                "expected three fractions FIT,UNCERTAINTY,SELECTION (e.g. 0.6,0.2,0.2), got {s:?}"
+            ));
+        }
+        let mut v = [0.0; 3];
+        for (slot, p) in v.iter_mut().zip(&parts) {
+            *slot = p
+                .parse::<f64>()
+                .map_err(|_| format!("split fraction {p:?} is not a number"))?;
+        }
+        let sum: f64 = v.iter().sum();
+        if (sum - 100.0).abs() < 1e-6 {
+            v.iter_mut().for_each(|x| *x /= 100.0);
+        }
+        SplitFractions::new(v[0], v[1], v[2])
+    }
+}
+
+/// The hash point of a condition in `[0, 1)`.
+pub fn split_point(seed: u64, run_id: &str, condition_id: &str) -> f64 {
+    let mut h = Sha256::new();
+    h.update(b"sy-split-v1\0");
+    h.update(seed.to_le_bytes());
+    h.update((run_id.len() as u64).to_le_bytes());
+    h.update(run_id.as_bytes());
+    h.update(condition_id.as_bytes());
+    let d = h.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&d[..8]);
+    let x = u64::from_be_bytes(first);
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The split of one condition under a seed and fractions.
+pub fn assign_split(
+    seed: u64,
+    fractions: &SplitFractions,
+    run_id: &str,
+    condition_id: &str,
+) -> Split {
+    fractions.split_at(split_point(seed, run_id, condition_id))
+}
