@@ -36,7 +36,8 @@ macro_rules! row_columns {
         $apply!($($args)*;
             condition, phase, role, status, repeat, model, decode_length, planned_n, planned_f,
             present, n, k, r, prefill_tokens_booked, prefill_capacity_tokens,
-            observed_at_unix_ms, sent_at_unix_ms, ttft_ms, client_server_gap_ms, pick, origins)
+            observed_at_unix_ms, sent_at_unix_ms, ttft_ms, client_server_gap_ms, attempts, pick,
+            origins)
     };
 }
 
@@ -290,6 +291,8 @@ pub struct ProbeTable {
     sent_at_unix_ms: Column<f64>,
     ttft_ms: Column<f64>,
     client_server_gap_ms: Column<f64>,
+    /// Attempts made for the record's unit (1 = no retry).
+    attempts: Column<u32>,
     /// 0 no reservation; 1 reserved, `pick_differs` unknown; 2 / 3 reserved, differs false / true.
     pick: Column<u8>,
     origins: Column<RowOrigin>,
@@ -424,6 +427,11 @@ impl<'a> Row<'a> {
     /// When the probe was sent, milliseconds since the Unix epoch.
     pub fn sent_at_unix_ms(&self) -> f64 {
         self.table.sent_at_unix_ms[self.i]
+    }
+    /// Attempts made for the record's unit (1 = no retry; the retried attempts' own records are
+    /// in the run directory's `attempts.jsonl`).
+    pub fn attempts(&self) -> u32 {
+        self.table.attempts[self.i]
     }
     pub fn client_server_gap_ms(&self) -> Option<f64> {
         let t = self.table;
@@ -873,6 +881,7 @@ impl ProbeTable {
         self.ttft_ms.push(row.ttft_ms.unwrap_or(0.0));
         self.client_server_gap_ms
             .push(row.client_server_gap_ms.unwrap_or(0.0));
+        self.attempts.push(row.attempts);
         self.pick.push(match (row.reserved, row.pick_differs) {
             (false, _) => 0,
             (true, None) => 1,
@@ -1419,6 +1428,7 @@ struct RowValues<'a> {
     served_dp_rank: Option<u32>,
     ttft_ms: Option<f64>,
     client_server_gap_ms: Option<f64>,
+    attempts: u32,
 }
 
 impl<'a> RowValues<'a> {
@@ -1452,6 +1462,7 @@ impl<'a> RowValues<'a> {
             served_dp_rank: r.served_dp_rank,
             ttft_ms: r.ttft_ms,
             client_server_gap_ms: r.client_server_gap_ms,
+            attempts: r.attempts,
         }
     }
 
@@ -1491,6 +1502,7 @@ impl<'a> RowValues<'a> {
             served_dp_rank: c.served_dp_rank[i],
             ttft_ms: c.ttft_ms[i],
             client_server_gap_ms: c.client_server_gap_ms[i],
+            attempts: c.attempts[i],
         })
     }
 
