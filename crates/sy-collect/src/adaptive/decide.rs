@@ -66,7 +66,7 @@ fn split_for_fit(conditions: &ConditionIndex) -> Vec<Option<Split>> {
             let c = u32::try_from(c).unwrap_or(u32::MAX);
             conditions.is_load(c).then(|| {
                 dealt += 1;
-                if dealt % 4 == 0 {
+                if dealt.is_multiple_of(4) {
                     Split::Uncertainty
                 } else {
                     Split::Fit
@@ -333,7 +333,11 @@ mod tests {
         };
         let l = look(&records, &rounds, &spec, 7).unwrap();
         assert_eq!(l.round, 2);
-        assert_eq!(l.judged_conditions + l.unjudged_conditions, 40, "round 0 only fits");
+        assert_eq!(
+            l.judged_conditions + l.unjudged_conditions,
+            40,
+            "round 0 only fits"
+        );
         assert!(l.judged_conditions >= 30, "{l:?}");
         let cs = l.sequence.unwrap();
         assert!(cs.lo <= cs.mean && cs.mean <= cs.hi);
