@@ -171,6 +171,10 @@ struct Tally {
     /// The headline by the share of the chosen variant's |change| carried by its top 5
     /// conditions ([`SHARE_BUCKETS`]).
     chosen_by_share: [Count; 4],
+    /// The fixed candidate's mean and p90 selected TTFT (percentile intervals, the variant
+    /// table's levels).
+    mean_level: Count,
+    p90_level: Count,
 }
 
 impl Tally {
@@ -200,6 +204,8 @@ impl Tally {
         }
         self.chosen_simultaneous_975
             .merge(&o.chosen_simultaneous_975);
+        self.mean_level.merge(&o.mean_level);
+        self.p90_level.merge(&o.p90_level);
         self.tail_sum += o.tail_sum;
         self.miss_below += o.miss_below;
         self.miss_above += o.miss_above;
@@ -252,6 +258,8 @@ fn one_study(s: Scenario, g: usize, truth: &[Truth; 4], seed: u64, resamples: u3
         }
         t.regret_pct
             .add(ok(&vs_oracle.mean_change).as_ref(), tr.regret);
+        t.mean_level.add(ok(&vs_stage.mean).as_ref(), tr.mean);
+        t.p90_level.add(ok(&vs_stage.quantile).as_ref(), tr.p90);
     }
     t.mean_t.add(
         ok(&studentized.each[FIXED]).as_ref(),
@@ -382,6 +390,57 @@ fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+/// One cell's rows of the headline, diagnosis and levels tables.
+fn write_rows(
+    (head, diagnosis, levels): (&mut String, &mut String, &mut String),
+    (effect, heavy, g, studies): (Effect, bool, usize, u64),
+    t: &Tally,
+) {
+    let (cl, ch) = clopper_pearson(t.chosen_simultaneous.covered, t.chosen_simultaneous.n, 0.95);
+    let _ = writeln!(
+        head,
+        "| {} | {} | {g} | {} | {} | {} | {} | {} | {:.1}–{:.1} | {} | {} | {} | {:.1} | {} | {} |",
+        effect.name,
+        if heavy { "heavy" } else { "log-normal" },
+        t.mean_pct.cell(),
+        t.mean_t.cell(),
+        t.chosen_pct.cell(),
+        t.chosen_t.cell(),
+        t.chosen_simultaneous.cell(),
+        100.0 * cl,
+        100.0 * ch,
+        t.regret_pct.cell(),
+        t.regret_t.cell(),
+        t.p90_pct.cell(),
+        t.tail_sum as f64 / studies as f64,
+        t.mean_student.cell(),
+        t.mean_symmetric.cell(),
+    );
+    let _ = writeln!(
+        diagnosis,
+        "| {} | {} | {g} | {} | {} | {} | {} | {} |",
+        effect.name,
+        if heavy { "heavy" } else { "log-normal" },
+        t.chosen_simultaneous.cell(),
+        t.miss_below,
+        t.miss_above,
+        t.chosen_simultaneous_975.cell(),
+        t.chosen_by_share
+            .iter()
+            .map(|c| format!("{} of {}", c.cell(), c.n))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    let _ = writeln!(
+        levels,
+        "| {} | {} | {g} | {} | {} |",
+        effect.name,
+        if heavy { "heavy" } else { "log-normal" },
+        t.mean_level.cell(),
+        t.p90_level.cell(),
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let studies: u64 = arg(&args, "--studies", 1000);
@@ -410,6 +469,9 @@ fn main() {
     let mut diagnosis = String::from(
         "\nThe headline's misses by side, its 97.5 % simultaneous interval, and the headline by the share of the chosen variant's |change| carried by its 5 largest conditions:\n\n| effect | noise | G | headline (95 %) | truth below (saving understated) | truth above | simultaneous 97.5 % | top-5 share < 70 % | 70–80 % | 80–90 % | ≥ 90 % |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
+    let mut levels = String::from(
+        "\nThe variant table's levels (a fixed candidate's mean and 90th-percentile selected TTFT, percentile intervals):\n\n| effect | noise | G | mean selected TTFT | p90 selected TTFT |\n|---|---|---|---|---|\n",
+    );
     let mut by_changed: Vec<(&str, [Count; 4])> = EFFECTS
         .iter()
         .map(|e| (e.name, [Count::default(); 4]))
@@ -436,41 +498,10 @@ fn main() {
                 }
                 let t = run_cell(s, g, &tr, studies, resamples, seed << 32);
                 seed += 1;
-                let (cl, ch) =
-                    clopper_pearson(t.chosen_simultaneous.covered, t.chosen_simultaneous.n, 0.95);
-                let _ = writeln!(
-                    head,
-                    "| {} | {} | {g} | {} | {} | {} | {} | {} | {:.1}–{:.1} | {} | {} | {} | {:.1} | {} | {} |",
-                    effect.name,
-                    if heavy { "heavy" } else { "log-normal" },
-                    t.mean_pct.cell(),
-                    t.mean_t.cell(),
-                    t.chosen_pct.cell(),
-                    t.chosen_t.cell(),
-                    t.chosen_simultaneous.cell(),
-                    100.0 * cl,
-                    100.0 * ch,
-                    t.regret_pct.cell(),
-                    t.regret_t.cell(),
-                    t.p90_pct.cell(),
-                    t.tail_sum as f64 / studies as f64,
-                    t.mean_student.cell(),
-                    t.mean_symmetric.cell(),
-                );
-                let _ = writeln!(
-                    diagnosis,
-                    "| {} | {} | {g} | {} | {} | {} | {} | {} |",
-                    effect.name,
-                    if heavy { "heavy" } else { "log-normal" },
-                    t.chosen_simultaneous.cell(),
-                    t.miss_below,
-                    t.miss_above,
-                    t.chosen_simultaneous_975.cell(),
-                    t.chosen_by_share
-                        .iter()
-                        .map(|c| format!("{} of {}", c.cell(), c.n))
-                        .collect::<Vec<_>>()
-                        .join(" | ")
+                write_rows(
+                    (&mut head, &mut diagnosis, &mut levels),
+                    (effect, heavy, g, studies),
+                    &t,
                 );
                 for (a, b) in pooled.iter_mut().zip(&t.p90_by_tail) {
                     a.merge(b);
@@ -512,6 +543,7 @@ fn main() {
     md.push_str(&tails);
     md.push_str(&changed_md);
     md.push_str(&diagnosis);
+    md.push_str(&levels);
     let _ = writeln!(
         md,
         "\n{:.0?} on {} threads.",

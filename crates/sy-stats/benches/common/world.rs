@@ -133,6 +133,9 @@ pub struct Truth {
     pub mean_change: f64,
     pub p90_change: f64,
     pub regret: f64,
+    /// The candidate's own mean and 90th percentile of selected TTFT (the report's levels).
+    pub mean: f64,
+    pub p90: f64,
 }
 
 pub fn truth(s: Scenario, seed: u64, conditions: usize) -> [Truth; 4] {
@@ -145,5 +148,7 @@ pub fn truth(s: Scenario, seed: u64, conditions: usize) -> [Truth; 4] {
         mean_change: mean(&p.cand[k]) - stage_mean,
         p90_change: quantile(&p.cand[k], P90) - stage_p90,
         regret: mean(&p.cand[k]) - oracle_mean,
+        mean: mean(&p.cand[k]),
+        p90: quantile(&p.cand[k], P90),
     })
 }
