@@ -58,6 +58,10 @@ pub struct Args {
     /// Continue an interrupted run in --run-dir, skipping complete (condition, repeat) units.
     #[arg(long)]
     pub resume: bool,
+    /// Collect the plan's [load] grid in rounds and stop when the change versus Stage is known
+    /// (the plan's [adaptive] section: rounds, budget, stopping rule; see docs/adaptive.md).
+    #[arg(long)]
+    pub adaptive: bool,
     /// Print the request count and estimated duration and GPU time per phase, writing
     /// nothing. With --target or a URL: the preflight, then a short pilot of the plan's own
     /// units on that target; without: built-in speeds.
@@ -219,6 +223,12 @@ fn print_dry_run(args: &Args, plan: &LoadedPlan, d: &DryRun) -> Result<(), ToolE
         d.estimated_seconds, d.basis
     );
     println!("  assuming {}", d.assumptions);
+    if let Some(r) = crate::adaptive::dry_run_range(&plan.plan) {
+        println!(
+            "  adaptive (--adaptive): {} to {} load units (first verdict possible .. budget), estimated {:.0} to {:.0} s with the Q grid (built-in speeds)",
+            r.load_units.0, r.load_units.1, r.seconds.0, r.seconds.1
+        );
+    }
     Ok(())
 }
 
@@ -352,6 +362,9 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
             None => None,
         },
     };
+    if args.adaptive {
+        return main_adaptive(&args, plan, opts);
+    }
     let summary = runtime()?.block_on(run(plan, opts))?;
     let m = &summary.manifest;
     if args.common.json {
@@ -378,6 +391,33 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
         )));
     }
     if !m.outstanding_reservations.is_empty() || m.loads_zero_at_end == Some(false) {
+        return Err(ToolError::Runtime(format!(
+            "the run finished but the selection service still shows booked load ({} reservations \
+             could not be deleted)",
+            m.outstanding_reservations.len()
+        )));
+    }
+    Ok(())
+}
+
+/// `--adaptive`: the rounds, then what they found.
+fn main_adaptive(args: &Args, plan: LoadedPlan, opts: RunOptions) -> Result<(), ToolError> {
+    let out = runtime()?.block_on(crate::adaptive::run_adaptive(plan, opts))?;
+    if args.common.json {
+        print_json(&out.file)?;
+    } else if !args.common.quiet {
+        for line in out.file.summary_lines() {
+            eprintln!("{line}");
+        }
+    }
+    if out.interrupted {
+        return Err(ToolError::Runtime(
+            "interrupted; the records so far are intact: rerun with --adaptive --resume".into(),
+        ));
+    }
+    if let Some(m) = out.last.as_ref().map(|s| &s.manifest)
+        && (!m.outstanding_reservations.is_empty() || m.loads_zero_at_end == Some(false))
+    {
         return Err(ToolError::Runtime(format!(
             "the run finished but the selection service still shows booked load ({} reservations \
              could not be deleted)",

@@ -25,6 +25,7 @@
 //! [`progress`], [`target`] (sim or Dynamo), [`preflight`] (discovery, registration, checks), [`run`] (the orchestration), [`cli`].
 
 pub mod accounting;
+pub mod adaptive;
 pub mod background;
 pub mod check;
 pub mod cli;

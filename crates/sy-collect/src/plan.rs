@@ -70,6 +70,9 @@ pub struct Plan {
     pub qgrid: Option<QgridPhase>,
     #[serde(default)]
     pub load: Option<LoadPhase>,
+    /// `sy-collect --adaptive`: rounds and stopping rule (see `crate::adaptive`).
+    #[serde(default)]
+    pub adaptive: Option<crate::adaptive::AdaptiveSpec>,
 }
 
 /// Where the deployment is and how patiently to talk to it.
@@ -431,6 +434,9 @@ impl Plan {
         }
         if let Some(l) = &self.load {
             l.validate(path)?;
+        }
+        if let Some(a) = &self.adaptive {
+            a.validate(self, path)?;
         }
         Ok(())
     }

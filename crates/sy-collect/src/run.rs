@@ -308,6 +308,17 @@ const MANIFEST_PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 /// Runs (or resumes) a plan. Must be called inside a tokio runtime.
 pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunSummary, CollectError> {
+    run_selected(plan, opts, None).await
+}
+
+/// [`run`] restricted to the plan's units in `only` (condition id, repeat), when given: the run
+/// counts those as its whole (`units_total`), so an adaptive collection's rounds each end with a
+/// complete run of the units drawn so far (`crate::adaptive`).
+pub async fn run_selected(
+    plan: LoadedPlan,
+    opts: RunOptions,
+    only: Option<&std::collections::BTreeSet<(String, u32)>>,
+) -> Result<RunSummary, CollectError> {
     let mut plan = plan;
     if let Some(seed) = opts.seed {
         plan.plan.seed = seed;
@@ -347,7 +358,7 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunSummary, Colle
 
     let bearer = bearer_of(&plan.plan)?;
     let target = Target::start(opts.target, &plan.plan, &opts.urls).await?;
-    let result = run_on_target(&plan, &opts, previous, bearer, &target).await;
+    let result = run_on_target(&plan, &opts, previous, bearer, &target, only).await;
     target.shutdown().await;
     drop(lock);
     result
@@ -359,6 +370,7 @@ async fn run_on_target(
     previous: Option<Manifest>,
     bearer: Option<String>,
     target: &Target,
+    only: Option<&std::collections::BTreeSet<(String, u32)>>,
 ) -> Result<RunSummary, CollectError> {
     let p = &plan.plan;
     let Clients {
@@ -393,7 +405,11 @@ async fn run_on_target(
 
     let warmup = warm_up(opts, p, &driver, &invocation_id, &cancel).await;
 
-    let schedule = Schedule::from_plan(p);
+    let mut schedule = Schedule::from_plan(p);
+    if let Some(only) = only {
+        let Schedule { conditions, units } = &mut schedule;
+        units.retain(|u| only.contains(&(conditions[u.condition].id.clone(), u.repeat)));
+    }
     let resume = prepare_run_dir(plan, opts, previous.as_ref())?;
     let started_at = now_rfc3339();
     let mut manifest = previous

@@ -45,7 +45,7 @@ pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
 /// Version of a record's layout (each line of `records.jsonl`, each row of `records.parquet`).
 pub const RECORD_SCHEMA_VERSION: u32 = 1;
 /// Version of the `probe-table.cache` layout (`sy_records::ProbeTable`'s columns and header).
-pub const PROBE_CACHE_SCHEMA_VERSION: u32 = 1;
+pub const PROBE_CACHE_SCHEMA_VERSION: u32 = 2;
 /// Version of the `splits.json` layout.
 pub const SPLITS_SCHEMA_VERSION: u32 = 1;
 /// Version of the `fit.json` layout. 2: each Q table row has its own cached-fraction axis (the

@@ -26,6 +26,7 @@
 
 pub mod choice;
 pub mod cli;
+pub mod design;
 pub mod error;
 pub mod evaluate;
 pub mod failures;

@@ -31,11 +31,7 @@ pub use sy_run::SELECTION_SCHEMA_VERSION;
 use sy_stats::BootstrapConfig;
 
 /// Default guard limits (the same for every variant; override with flags).
-pub const DEFAULT_LIMITS: GuardLimits = GuardLimits {
-    max_age_ms: 1000.0,
-    destination_limit: 64.0,
-    local_limit: 64,
-};
+pub const DEFAULT_LIMITS: GuardLimits = GuardLimits::DEFAULT;
 
 /// Columns of the r/p landscape kept in `selection.json`.
 pub const LANDSCAPE_P_COLUMNS: usize = 40;

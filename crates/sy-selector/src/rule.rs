@@ -63,6 +63,17 @@ pub struct GuardLimits {
     pub local_limit: u64,
 }
 
+impl GuardLimits {
+    /// The calibration's default limits (the tools' flags override them): an observation at
+    /// most 1 s old, fewer than 64 booked requests on the capable worker, fewer than 64 capable
+    /// calls in flight locally.
+    pub const DEFAULT: GuardLimits = GuardLimits {
+        max_age_ms: 1000.0,
+        destination_limit: 64.0,
+        local_limit: 64,
+    };
+}
+
 /// Every fixed parameter of the rule: both models' estimators, thresholds, margins, limits.
 /// Offline tools evaluate every variant with the same `RuleParams`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

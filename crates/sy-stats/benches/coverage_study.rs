@@ -38,152 +38,15 @@
 use std::fmt::Write as _;
 
 use sy_stats::binomial::{clopper_pearson, wilson};
-use sy_stats::{BootstrapConfig, GroupDraws, Interval, quantile, tail_groups};
+use sy_stats::{BootstrapConfig, GroupDraws, Interval, tail_groups};
 
-const REPEATS: usize = 6;
-const CANDIDATE_NOISE_MS: [f64; 4] = [3.0, 8.0, 15.0, 30.0];
 /// The candidate whose interval is checked without a choice (the "sd 8 ms" rule).
 const FIXED: usize = 1;
 const TRUTH_CONDITIONS: usize = 200_000;
-const P90: f64 = 0.9;
 
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        let mut r = Rng(seed ^ 0x9e37_79b9_7f4a_7c15);
-        r.next();
-        r
-    }
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn uniform(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.uniform(), self.uniform());
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
-}
-
-#[derive(Clone, Copy)]
-struct Effect {
-    name: &'static str,
-    helps: f64,
-    gain_median: f64,
-    gain_log_sd: f64,
-}
-
-const EFFECTS: [Effect; 5] = [
-    Effect {
-        name: "dense",
-        helps: 0.9,
-        gain_median: 12.0,
-        gain_log_sd: 0.6,
-    },
-    Effect {
-        name: "sparse",
-        helps: 0.27,
-        gain_median: 35.0,
-        gain_log_sd: 0.5,
-    },
-    Effect {
-        name: "concentrated",
-        helps: 0.27,
-        gain_median: 20.0,
-        gain_log_sd: 1.0,
-    },
-    Effect {
-        name: "extreme",
-        helps: 0.27,
-        gain_median: 12.0,
-        gain_log_sd: 1.5,
-    },
-    Effect {
-        name: "none",
-        helps: 0.27,
-        gain_median: 0.0,
-        gain_log_sd: 0.0,
-    },
-];
-
-#[derive(Clone, Copy)]
-struct Scenario {
-    effect: Effect,
-    heavy: bool,
-}
-
-/// Conditions' probes: Stage, the four candidates and the oracle per probe, with condition ids.
-#[derive(Default)]
-struct Probes {
-    stage: Vec<f64>,
-    cand: [Vec<f64>; 4],
-    oracle: Vec<f64>,
-    ids: Vec<u32>,
-}
-
-fn noise(rng: &mut Rng, heavy: bool) -> f64 {
-    let mut m = (0.15 * rng.normal()).exp();
-    if heavy && rng.uniform() < 0.05 {
-        // Pareto(x_m = 0.5, α = 2.5): an occasional slow probe, up to several times its level.
-        m *= 1.0 + 0.5 * rng.uniform().powf(-1.0 / 2.5);
-    }
-    m
-}
-
-fn generate(s: Scenario, conditions: usize, rng: &mut Rng) -> Probes {
-    let mut p = Probes::default();
-    for g in 0..conditions {
-        let level = 60.0 * (0.5 * rng.normal()).exp();
-        let (eff, cap) = if rng.uniform() < s.effect.helps {
-            let gain = s.effect.gain_median * (s.effect.gain_log_sd * rng.normal()).exp();
-            // A zero gain: both models equally fast; the candidates act on half such conditions.
-            (level + gain, level)
-        } else {
-            (level, level + 20.0 * (0.5 * rng.normal()).exp())
-        };
-        let acts: Vec<bool> = CANDIDATE_NOISE_MS
-            .iter()
-            .map(|sd| (eff - cap) + sd * rng.normal() > 0.0)
-            .collect();
-        for _ in 0..REPEATS {
-            let (e, c) = (eff * noise(rng, s.heavy), cap * noise(rng, s.heavy));
-            p.stage.push(e);
-            for (k, a) in acts.iter().enumerate() {
-                p.cand[k].push(if *a { c } else { e });
-            }
-            p.oracle.push(e.min(c));
-            p.ids.push(g as u32);
-        }
-    }
-    p
-}
-
-/// Per candidate: mean change, p90 change and regret.
-#[derive(Clone, Copy, Default)]
-struct Truth {
-    mean_change: f64,
-    p90_change: f64,
-    regret: f64,
-}
-
-fn truth(s: Scenario, seed: u64) -> [Truth; 4] {
-    let p = generate(s, TRUTH_CONDITIONS, &mut Rng::new(seed));
-    let n = p.stage.len() as f64;
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / n;
-    let (stage_mean, oracle_mean) = (mean(&p.stage), mean(&p.oracle));
-    let stage_p90 = quantile(&p.stage, P90);
-    std::array::from_fn(|k| Truth {
-        mean_change: mean(&p.cand[k]) - stage_mean,
-        p90_change: quantile(&p.cand[k], P90) - stage_p90,
-        regret: mean(&p.cand[k]) - oracle_mean,
-    })
-}
+#[path = "common/world.rs"]
+mod world;
+use world::*;
 
 /// Coverage counts of one interval.
 #[derive(Clone, Copy, Default)]
@@ -299,6 +162,19 @@ struct Tally {
     mean_symmetric: Count,
     chosen_by_changed: [Count; 4],
     tail_sum: u64,
+    /// Headline misses: the truth below the interval (a larger saving than the interval says)
+    /// and above it (a smaller saving, or a loss).
+    miss_below: u64,
+    miss_above: u64,
+    /// The headline simultaneous interval at 97.5 % (a more conservative critical value).
+    chosen_simultaneous_975: Count,
+    /// The headline by the share of the chosen variant's |change| carried by its top 5
+    /// conditions ([`SHARE_BUCKETS`]).
+    chosen_by_share: [Count; 4],
+    /// The fixed candidate's mean and p90 selected TTFT (percentile intervals, the variant
+    /// table's levels).
+    mean_level: Count,
+    p90_level: Count,
 }
 
 impl Tally {
@@ -323,7 +199,16 @@ impl Tally {
         for (a, b) in self.chosen_by_changed.iter_mut().zip(&o.chosen_by_changed) {
             a.merge(b);
         }
+        for (a, b) in self.chosen_by_share.iter_mut().zip(&o.chosen_by_share) {
+            a.merge(b);
+        }
+        self.chosen_simultaneous_975
+            .merge(&o.chosen_simultaneous_975);
+        self.mean_level.merge(&o.mean_level);
+        self.p90_level.merge(&o.p90_level);
         self.tail_sum += o.tail_sum;
+        self.miss_below += o.miss_below;
+        self.miss_above += o.miss_above;
     }
 }
 
@@ -373,6 +258,8 @@ fn one_study(s: Scenario, g: usize, truth: &[Truth; 4], seed: u64, resamples: u3
         }
         t.regret_pct
             .add(ok(&vs_oracle.mean_change).as_ref(), tr.regret);
+        t.mean_level.add(ok(&vs_stage.mean).as_ref(), tr.mean);
+        t.p90_level.add(ok(&vs_stage.quantile).as_ref(), tr.p90);
     }
     t.mean_t.add(
         ok(&studentized.each[FIXED]).as_ref(),
@@ -398,6 +285,25 @@ fn one_study(s: Scenario, g: usize, truth: &[Truth; 4], seed: u64, resamples: u3
     t.chosen_t.add(ok(&studentized.each[chosen]).as_ref(), tc);
     t.chosen_simultaneous
         .add(ok(&studentized.simultaneous[chosen]).as_ref(), tc);
+    if let Some(Ok(i)) = studentized.simultaneous.get(chosen) {
+        t.miss_below += u64::from(tc < i.lo);
+        t.miss_above += u64::from(tc > i.hi);
+    }
+    let conservative = BootstrapConfig {
+        level: 0.975,
+        ..cfg
+    };
+    if let Ok(d975) = GroupDraws::new(&p.ids, &conservative) {
+        let s975 = d975.mean_changes_studentized(&series, &p.stage);
+        t.chosen_simultaneous_975
+            .add(ok(&s975.simultaneous[chosen]).as_ref(), tc);
+    }
+    let share = top_share(&p.cand[chosen], &p.stage, &p.ids, g);
+    for (b, (lo, hi, _)) in SHARE_BUCKETS.iter().enumerate() {
+        if (*lo..*hi).contains(&share) {
+            t.chosen_by_share[b].add(ok(&studentized.simultaneous[chosen]).as_ref(), tc);
+        }
+    }
     let mut changed: Vec<u32> = (p.cand[chosen].iter().zip(&p.stage).zip(&p.ids))
         .filter(|((c, s), _)| c != s)
         .map(|(_, id)| *id)
@@ -409,6 +315,30 @@ fn one_study(s: Scenario, g: usize, truth: &[Truth; 4], seed: u64, resamples: u3
         }
     }
     t
+}
+
+/// Buckets of the share of a variant's total |change| carried by its 5 largest conditions.
+const SHARE_BUCKETS: [(f64, f64, &str); 4] = [
+    (0.0, 0.7, "< 70 %"),
+    (0.7, 0.8, "70–80 %"),
+    (0.8, 0.9, "80–90 %"),
+    (0.9, f64::INFINITY, "≥ 90 %"),
+];
+
+/// The share of Σ|d_g| carried by the 5 largest |d_g| (d_g: a condition's summed change of
+/// `series` versus `reference`); 1 when the variant changes nothing or acts in ≤ 5 conditions.
+fn top_share(series: &[f64], reference: &[f64], ids: &[u32], g: usize) -> f64 {
+    let mut d = vec![0.0f64; g];
+    for ((s, r), id) in series.iter().zip(reference).zip(ids) {
+        d[*id as usize] += s - r;
+    }
+    let mut a: Vec<f64> = d.iter().map(|x| x.abs()).collect();
+    a.sort_by(|x, y| y.total_cmp(x));
+    let total: f64 = a.iter().sum();
+    if total <= 0.0 {
+        return 1.0;
+    }
+    a.iter().take(5).sum::<f64>() / total
 }
 
 /// Buckets of the conditions in which the chosen variant changes the selection.
@@ -460,11 +390,63 @@ fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+/// One cell's rows of the headline, diagnosis and levels tables.
+fn write_rows(
+    (head, diagnosis, levels): (&mut String, &mut String, &mut String),
+    (effect, heavy, g, studies): (Effect, bool, usize, u64),
+    t: &Tally,
+) {
+    let (cl, ch) = clopper_pearson(t.chosen_simultaneous.covered, t.chosen_simultaneous.n, 0.95);
+    let _ = writeln!(
+        head,
+        "| {} | {} | {g} | {} | {} | {} | {} | {} | {:.1}–{:.1} | {} | {} | {} | {:.1} | {} | {} |",
+        effect.name,
+        if heavy { "heavy" } else { "log-normal" },
+        t.mean_pct.cell(),
+        t.mean_t.cell(),
+        t.chosen_pct.cell(),
+        t.chosen_t.cell(),
+        t.chosen_simultaneous.cell(),
+        100.0 * cl,
+        100.0 * ch,
+        t.regret_pct.cell(),
+        t.regret_t.cell(),
+        t.p90_pct.cell(),
+        t.tail_sum as f64 / studies as f64,
+        t.mean_student.cell(),
+        t.mean_symmetric.cell(),
+    );
+    let _ = writeln!(
+        diagnosis,
+        "| {} | {} | {g} | {} | {} | {} | {} | {} |",
+        effect.name,
+        if heavy { "heavy" } else { "log-normal" },
+        t.chosen_simultaneous.cell(),
+        t.miss_below,
+        t.miss_above,
+        t.chosen_simultaneous_975.cell(),
+        t.chosen_by_share
+            .iter()
+            .map(|c| format!("{} of {}", c.cell(), c.n))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    let _ = writeln!(
+        levels,
+        "| {} | {} | {g} | {} | {} |",
+        effect.name,
+        if heavy { "heavy" } else { "log-normal" },
+        t.mean_level.cell(),
+        t.p90_level.cell(),
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let studies: u64 = arg(&args, "--studies", 1000);
     let resamples: u32 = arg(&args, "--resamples", 2000);
     let out: Option<String> = arg(&args, "--out", String::new()).into();
+    let only: String = arg(&args, "--effects", String::new());
     let sizes: Vec<usize> = arg(&args, "--conditions", "30,60,120".to_string())
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
@@ -484,6 +466,12 @@ fn main() {
     let mut changed_md = String::from(
         "\nThe chosen variant's simultaneous mean-change interval by the conditions in which it changes the selection, per effect, all G and noises pooled:\n\n| effect | < 5 | 5–9 | 10–19 | ≥ 20 |\n|---|---|---|---|---|\n",
     );
+    let mut diagnosis = String::from(
+        "\nThe headline's misses by side, its 97.5 % simultaneous interval, and the headline by the share of the chosen variant's |change| carried by its 5 largest conditions:\n\n| effect | noise | G | headline (95 %) | truth below (saving understated) | truth above | simultaneous 97.5 % | top-5 share < 70 % | 70–80 % | 80–90 % | ≥ 90 % |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let mut levels = String::from(
+        "\nThe variant table's levels (a fixed candidate's mean and 90th-percentile selected TTFT, percentile intervals):\n\n| effect | noise | G | mean selected TTFT | p90 selected TTFT |\n|---|---|---|---|---|\n",
+    );
     let mut by_changed: Vec<(&str, [Count; 4])> = EFFECTS
         .iter()
         .map(|e| (e.name, [Count::default(); 4]))
@@ -492,9 +480,13 @@ fn main() {
     for &g in &sizes {
         let mut pooled = [Count::default(); 4];
         for effect in EFFECTS {
+            if !only.is_empty() && !only.split(',').any(|e| e == effect.name) {
+                seed += 2;
+                continue;
+            }
             for heavy in [false, true] {
                 let s = Scenario { effect, heavy };
-                let tr = truth(s, 0xface_0000 + seed);
+                let tr = truth(s, 0xface_0000 + seed, TRUTH_CONDITIONS);
                 if std::env::var_os("SY_STUDY_DEBUG").is_some() {
                     eprintln!(
                         "{} {heavy}: truths {:?}",
@@ -506,26 +498,10 @@ fn main() {
                 }
                 let t = run_cell(s, g, &tr, studies, resamples, seed << 32);
                 seed += 1;
-                let (cl, ch) =
-                    clopper_pearson(t.chosen_simultaneous.covered, t.chosen_simultaneous.n, 0.95);
-                let _ = writeln!(
-                    head,
-                    "| {} | {} | {g} | {} | {} | {} | {} | {} | {:.1}–{:.1} | {} | {} | {} | {:.1} | {} | {} |",
-                    effect.name,
-                    if heavy { "heavy" } else { "log-normal" },
-                    t.mean_pct.cell(),
-                    t.mean_t.cell(),
-                    t.chosen_pct.cell(),
-                    t.chosen_t.cell(),
-                    t.chosen_simultaneous.cell(),
-                    100.0 * cl,
-                    100.0 * ch,
-                    t.regret_pct.cell(),
-                    t.regret_t.cell(),
-                    t.p90_pct.cell(),
-                    t.tail_sum as f64 / studies as f64,
-                    t.mean_student.cell(),
-                    t.mean_symmetric.cell(),
+                write_rows(
+                    (&mut head, &mut diagnosis, &mut levels),
+                    (effect, heavy, g, studies),
+                    &t,
                 );
                 for (a, b) in pooled.iter_mut().zip(&t.p90_by_tail) {
                     a.merge(b);
@@ -566,6 +542,8 @@ fn main() {
     md.push_str(&head);
     md.push_str(&tails);
     md.push_str(&changed_md);
+    md.push_str(&diagnosis);
+    md.push_str(&levels);
     let _ = writeln!(
         md,
         "\n{:.0?} on {} threads.",

@@ -194,6 +194,7 @@ impl SplitMix64 {
 
 pub mod binomial;
 mod ranked;
+pub mod sequential;
 pub mod sessions;
 mod shared_draws;
 pub mod student;

@@ -227,6 +227,7 @@ pub const PROBE_TABLE_COLUMNS: &[&str] = &[
     "ttft_ms",
     "client_server_gap_ms",
     "status",
+    "attempts",
 ];
 
 /// Refuses a Parquet file (a typed format) whose numeric or boolean column is stored as text:

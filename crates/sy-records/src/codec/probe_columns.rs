@@ -47,6 +47,8 @@ pub(crate) struct ProbeColumns<'a> {
     pub served_dp_rank: Vec<Option<u32>>,
     pub ttft_ms: Vec<Option<f64>>,
     pub client_server_gap_ms: Vec<Option<f64>>,
+    /// Attempts made for the record's unit (1 when the column is absent).
+    pub attempts: Vec<u32>,
     /// Cell problems, unordered.
     pub issues: Vec<(usize, u16, &'static str, String)>,
 }
@@ -201,6 +203,10 @@ fn observation_columns<'a>(cols: &Cols<'a>, pc: &mut ProbeColumns<'a>) {
     pc.client_server_gap_ms = column(h, "client_server_gap_ms", is, |i| {
         cols.client_server_gap_ms.f64(i)
     });
+    pc.attempts = column(h, "attempts", is, |i| cols.attempts.u32(i))
+        .into_iter()
+        .map(|v| v.unwrap_or(1))
+        .collect();
 }
 
 /// Reads the calibration columns of `df` (see [`ProbeColumns`]).

@@ -72,6 +72,7 @@ impl ProbeTable {
         self.ttft_ms.push(row.ttft_ms.unwrap_or(0.0));
         self.client_server_gap_ms
             .push(row.client_server_gap_ms.unwrap_or(0.0));
+        self.attempts.push(row.attempts);
         self.pick.push(match (row.reserved, row.pick_differs) {
             (false, _) => 0,
             (true, None) => 1,

@@ -36,7 +36,8 @@ macro_rules! row_columns {
         $apply!($($args)*;
             condition, phase, role, status, repeat, model, decode_length, planned_n, planned_f,
             present, n, k, r, prefill_tokens_booked, prefill_capacity_tokens,
-            observed_at_unix_ms, sent_at_unix_ms, ttft_ms, client_server_gap_ms, pick, origins)
+            observed_at_unix_ms, sent_at_unix_ms, ttft_ms, client_server_gap_ms, attempts, pick,
+            origins)
     };
 }
 
@@ -116,6 +117,8 @@ pub struct ProbeTable {
     sent_at_unix_ms: Column<f64>,
     ttft_ms: Column<f64>,
     client_server_gap_ms: Column<f64>,
+    /// Attempts made for the record's unit (1 = no retry).
+    attempts: Column<u32>,
     /// 0 no reservation; 1 reserved, `pick_differs` unknown; 2 / 3 reserved, differs false / true.
     pick: Column<u8>,
     origins: Column<RowOrigin>,

@@ -78,6 +78,7 @@ pub(super) struct NativeFrame<'a> {
     served_dp_rank: Native<'a, UInt32Type>,
     ttft_ms: Native<'a, Float64Type>,
     client_server_gap_ms: Native<'a, Float64Type>,
+    attempts: Native<'a, UInt32Type>,
 }
 
 impl<'a> NativeFrame<'a> {
@@ -115,6 +116,7 @@ impl<'a> NativeFrame<'a> {
             served_dp_rank: Native::of(df, "served_dp_rank")?,
             ttft_ms: Native::of(df, "ttft_ms")?,
             client_server_gap_ms: Native::of(df, "client_server_gap_ms")?,
+            attempts: Native::of(df, "attempts")?,
         })
     }
 
@@ -162,6 +164,7 @@ impl<'a> NativeFrame<'a> {
             served_dp_rank: self.served_dp_rank.get(i),
             ttft_ms: self.ttft_ms.get(i),
             client_server_gap_ms: self.client_server_gap_ms.get(i),
+            attempts: self.attempts.get(i).unwrap_or(1),
         })
     }
 }

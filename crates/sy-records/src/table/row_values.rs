@@ -33,6 +33,7 @@ pub(super) struct RowValues<'a> {
     pub(super) served_dp_rank: Option<u32>,
     pub(super) ttft_ms: Option<f64>,
     pub(super) client_server_gap_ms: Option<f64>,
+    pub(super) attempts: u32,
 }
 
 impl<'a> RowValues<'a> {
@@ -66,6 +67,7 @@ impl<'a> RowValues<'a> {
             served_dp_rank: r.served_dp_rank,
             ttft_ms: r.ttft_ms,
             client_server_gap_ms: r.client_server_gap_ms,
+            attempts: r.attempts,
         }
     }
 
@@ -108,6 +110,7 @@ impl<'a> RowValues<'a> {
             served_dp_rank: c.served_dp_rank[i],
             ttft_ms: c.ttft_ms[i],
             client_server_gap_ms: c.client_server_gap_ms[i],
+            attempts: c.attempts[i],
         })
     }
 

@@ -68,6 +68,11 @@ impl<'a> Row<'a> {
     pub fn sent_at_unix_ms(&self) -> f64 {
         self.table.sent_at_unix_ms[self.i]
     }
+    /// Attempts made for the record's unit (1 = no retry; the retried attempts' own records are
+    /// in the run directory's `attempts.jsonl`).
+    pub fn attempts(&self) -> u32 {
+        self.table.attempts[self.i]
+    }
     pub fn client_server_gap_ms(&self) -> Option<f64> {
         let t = self.table;
         t.value(&t.client_server_gap_ms, present::CLIENT_SERVER_GAP, self.i)

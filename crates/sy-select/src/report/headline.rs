@@ -68,8 +68,12 @@ pub fn headline_lines_with(
             .iter()
             .map(|c| c.condition_id.as_str())
             .collect();
+        let (failed_attempts, attempts) = f
+            .per_model_attempts
+            .values()
+            .fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
         out.push(format!(
-            "Failures: {failed} of {records} records failed; {} of {} conditions flagged (see Failures).",
+            "Failures: {failed} of {records} records failed, {failed_attempts} of {attempts} attempts; {} of {} conditions flagged (see Failures).",
             flagged.len(),
             f.conditions_total
         ));
@@ -119,6 +123,9 @@ pub(super) fn answer(r: &mut Report, out: &SelectOutput) {
             Some(c) => format!("> **Caveat:** {c}"),
             None => line,
         };
+        md.push_str(&format!("{line}\n\n"));
+    }
+    for line in crate::design::design_lines(&out.options.records) {
         md.push_str(&format!("{line}\n\n"));
     }
     md.push_str(&format!(

@@ -1,0 +1,56 @@
+//! What can stop an adaptive collection's decision step (each names what it concerns).
+
+use std::path::PathBuf;
+
+/// A round's re-decision or the adaptive state failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AdaptiveError {
+    #[error("adaptive: the records so far cannot be tabled: {0}")]
+    Records(#[from] sy_records::RecordsError),
+    #[error("adaptive: round {round}: the rule cannot be fitted on the earlier rounds: {source}")]
+    Fit {
+        round: u32,
+        #[source]
+        source: sy_calibration::fitting::FitError,
+    },
+    #[error(
+        "adaptive: round {round}: no measured pair in the earlier rounds' uncertainty conditions \
+         for the {estimator} margin"
+    )]
+    NoMargin { round: u32, estimator: &'static str },
+    #[error("adaptive: {0}")]
+    Sequential(#[from] sy_stats::sequential::SequentialError),
+    #[error("adaptive: cannot read {path}: {message}")]
+    State { path: PathBuf, message: String },
+    #[error(
+        "adaptive: {path} belongs to another plan or seed (plan sha256 {found}, this plan {expected}): \
+         a resumed adaptive run must use the same plan"
+    )]
+    OtherPlan {
+        path: PathBuf,
+        found: String,
+        expected: String,
+    },
+    #[error("adaptive: cannot write {path}: {message}")]
+    Write { path: PathBuf, message: String },
+}
+
+impl AdaptiveError {
+    /// Whether the input is at fault (exit 2) rather than the run (exit 1).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            AdaptiveError::State { .. } | AdaptiveError::OtherPlan { .. }
+        )
+    }
+}
+
+impl From<AdaptiveError> for crate::CollectError {
+    fn from(e: AdaptiveError) -> Self {
+        if e.is_bad_input() {
+            crate::CollectError::BadInput(e.to_string())
+        } else {
+            crate::CollectError::Runtime(e.to_string())
+        }
+    }
+}

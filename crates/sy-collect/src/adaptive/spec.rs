@@ -1,0 +1,193 @@
+//! The plan's `[adaptive]` section: how an adaptive collection runs its rounds and when it stops.
+
+use serde::{Deserialize, Serialize};
+use sy_stats::sequential::SequentialConfig;
+
+use crate::plan::{Plan, PlanError};
+
+/// `[adaptive]`: collect the `[load]` grid's conditions in rounds, in a seeded random order, and
+/// stop when the change versus Stage is known (or the budget is spent). The `[qgrid]` phase runs
+/// whole in the first round (the Q tables need every cell).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdaptiveSpec {
+    /// New load conditions in the first round: they only fit the rule the next rounds are
+    /// judged with (no rule has been fitted before them).
+    pub first_round_conditions: u32,
+    /// New load conditions in every later round.
+    pub round_conditions: u32,
+    /// Repeats of every new condition (at most `[load] repeats`). The stopping rule reads these.
+    pub repeats: u32,
+    /// Extra units per round given to the conditions whose measured advantage is least certain
+    /// near the margin, one more repeat each (up to `[load] repeats`). They sharpen the fit and
+    /// the margins; the stopping rule does not read them.
+    pub refine_units: u32,
+    /// The no-useful-gain band: a change versus Stage known to lie within ±epsilon_ms is an
+    /// answer.
+    pub epsilon_ms: f64,
+    /// Error rate of the stopping rule over every look together.
+    pub alpha: f64,
+    /// Judged conditions at which the confidence sequence is tightest (t*).
+    pub design_conditions: u32,
+    /// No verdict before this many judged conditions.
+    pub min_conditions: u32,
+    /// Load units (paired probes) at most, every round together; 0 = the fixed plan's load
+    /// units (`[load]`'s conditions × repeats).
+    pub budget_units: u64,
+}
+
+impl Default for AdaptiveSpec {
+    fn default() -> Self {
+        AdaptiveSpec {
+            first_round_conditions: 24,
+            round_conditions: 12,
+            repeats: 2,
+            refine_units: 0,
+            epsilon_ms: 2.0,
+            alpha: 0.05,
+            design_conditions: 60,
+            min_conditions: 20,
+            budget_units: 0,
+        }
+    }
+}
+
+impl AdaptiveSpec {
+    /// The stopping rule's settings.
+    pub fn sequential(&self) -> SequentialConfig {
+        SequentialConfig {
+            alpha: self.alpha,
+            design_n: f64::from(self.design_conditions),
+            min_n: u64::from(self.min_conditions),
+        }
+    }
+
+    /// The budget in load units (0 in the plan = the fixed plan's load units).
+    pub fn budget(&self, plan: &Plan) -> u64 {
+        if self.budget_units > 0 {
+            return self.budget_units;
+        }
+        crate::schedule::Schedule::conditions_of(plan)
+            .iter()
+            .filter(|(c, _)| c.phase == sy_records::Phase::Load)
+            .map(|(_, r)| u64::from(*r))
+            .sum()
+    }
+
+    /// Checks the section against the rest of the plan (`path` for the messages).
+    pub fn validate(&self, plan: &Plan, path: &std::path::Path) -> Result<(), PlanError> {
+        let bad = |field: &str, message: String| PlanError::Invalid {
+            path: path.to_path_buf(),
+            field: format!("adaptive.{field}"),
+            message,
+        };
+        let Some(load) = &plan.load else {
+            return Err(bad(
+                "",
+                "an adaptive plan needs a [load] phase (its conditions are what the rounds draw)"
+                    .into(),
+            ));
+        };
+        if self.first_round_conditions < 4 {
+            return Err(bad(
+                "first_round_conditions",
+                format!(
+                    "must be ≥ 4 (3 fit the estimators, 1 measures the margins), got {}",
+                    self.first_round_conditions
+                ),
+            ));
+        }
+        if self.round_conditions == 0 {
+            return Err(bad("round_conditions", "must be > 0".into()));
+        }
+        if self.repeats == 0 || self.repeats > load.repeats {
+            return Err(bad(
+                "repeats",
+                format!(
+                    "must be in 1..={} ([load] repeats), got {}",
+                    load.repeats, self.repeats
+                ),
+            ));
+        }
+        if !(self.epsilon_ms.is_finite() && self.epsilon_ms >= 0.0) {
+            return Err(bad(
+                "epsilon_ms",
+                format!("must be finite and ≥ 0, got {}", self.epsilon_ms),
+            ));
+        }
+        if !(self.alpha > 0.0 && self.alpha < 0.5) {
+            return Err(bad(
+                "alpha",
+                format!("must be in (0, 0.5), got {}", self.alpha),
+            ));
+        }
+        if self.design_conditions == 0 {
+            return Err(bad("design_conditions", "must be > 0".into()));
+        }
+        if self.min_conditions < 2 {
+            return Err(bad(
+                "min_conditions",
+                format!("must be ≥ 2, got {}", self.min_conditions),
+            ));
+        }
+        let first = u64::from(self.first_round_conditions) * u64::from(self.repeats);
+        if self.budget_units > 0 && self.budget_units < first {
+            return Err(bad(
+                "budget_units",
+                format!(
+                    "{} cannot pay for the first round ({} conditions × {} repeats = {first})",
+                    self.budget_units, self.first_round_conditions, self.repeats
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn plan(adaptive: &str) -> Result<(), PlanError> {
+        let text = format!(
+            "seed = 1\n[load]\nn = [256]\nf = [0.0]\nrepeats = 4\nprefill_contention = [0, 2]\n[adaptive]\n{adaptive}"
+        );
+        let p = Plan::from_toml_str(&text, Path::new("p.toml"))?;
+        p.adaptive
+            .as_ref()
+            .map_or(Ok(()), |a| a.validate(&p, Path::new("p.toml")))
+    }
+
+    #[test]
+    fn defaults_are_valid_and_bad_fields_are_named() {
+        assert!(plan("").is_ok());
+        for (field, text) in [
+            ("adaptive.repeats", "repeats = 5"),
+            ("adaptive.repeats", "repeats = 0"),
+            ("adaptive.alpha", "alpha = 0.7"),
+            ("adaptive.epsilon_ms", "epsilon_ms = -1.0"),
+            ("adaptive.min_conditions", "min_conditions = 1"),
+            ("adaptive.round_conditions", "round_conditions = 0"),
+            ("adaptive.budget_units", "budget_units = 3"),
+        ] {
+            let e = plan(text).unwrap_err().to_string();
+            assert!(e.contains(field), "{text}: {e}");
+        }
+        let e = plan("rounds = 3").unwrap_err().to_string();
+        assert!(e.contains("rounds"), "unknown field named: {e}");
+    }
+
+    #[test]
+    fn the_budget_defaults_to_the_fixed_plans_load_units() {
+        let text = "seed = 1\n[load]\nn = [256]\nf = [0.0]\nrepeats = 4\nprefill_contention = [0, 2]\n[adaptive]\n";
+        let p = Plan::from_toml_str(text, Path::new("p.toml")).unwrap();
+        let a = p.adaptive.clone().unwrap();
+        assert_eq!(a.budget(&p), 2 * 4);
+        let a = AdaptiveSpec {
+            budget_units: 5,
+            ..a
+        };
+        assert_eq!(a.budget(&p), 5);
+    }
+}
