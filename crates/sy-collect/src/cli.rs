@@ -10,7 +10,7 @@ use crate::estimate::{DryRun, dry_run};
 use crate::plan::{LoadedPlan, Plan};
 use crate::preflight::PreflightOptions;
 use crate::run::{RunOptions, run};
-use crate::target::{TargetKind, UrlOverrides};
+use sy_drive::{Endpoints, TargetKind};
 
 /// Calibration load generator: drives Dynamo (or the embedded simulator) with controlled
 /// workload conditions and records paired probes of both candidate models.
@@ -151,7 +151,7 @@ impl Args {
         })
     }
 
-    fn url_overrides(&self) -> Result<UrlOverrides, ToolError> {
+    fn url_overrides(&self) -> Result<Endpoints, ToolError> {
         for (flag, url) in [
             ("--frontend-url", &self.frontend_url),
             ("--selection-url", &self.selection_url),
@@ -164,7 +164,7 @@ impl Args {
                 )));
             }
         }
-        Ok(UrlOverrides {
+        Ok(Endpoints {
             frontend_url: self.frontend_url.clone(),
             selection_url: self.selection_url.clone(),
             sim_config: self.sim_config.clone(),

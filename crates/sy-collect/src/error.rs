@@ -24,6 +24,16 @@ impl From<crate::plan::PlanError> for CollectError {
     }
 }
 
+impl From<sy_drive::TargetError> for CollectError {
+    fn from(e: sy_drive::TargetError) -> Self {
+        if e.is_bad_input() {
+            CollectError::BadInput(e.to_string())
+        } else {
+            CollectError::Runtime(e.to_string())
+        }
+    }
+}
+
 impl From<crate::results::ResultsError> for CollectError {
     fn from(e: crate::results::ResultsError) -> Self {
         if e.is_bad_input() {

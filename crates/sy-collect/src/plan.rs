@@ -23,31 +23,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::limits::{Machine, check_cost};
+use sy_drive::limits::Machine;
+pub use sy_drive::{Models, PlanError, PromptSpec};
 
-/// Default frontend URL (matches `scripts/dynamo-local.sh`).
-pub const DEFAULT_FRONTEND_URL: &str = "http://127.0.0.1:18000";
-/// Default selection-service URL (matches `scripts/dynamo-local.sh`).
-pub const DEFAULT_SELECTION_URL: &str = "http://127.0.0.1:18092";
-
-/// A plan that failed to load or validate. Every message names the file and the field.
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    #[error("cannot read plan {path}: {source}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("plan {path}: {message}")]
-    Parse { path: PathBuf, message: String },
-    #[error("plan {path}: field `{field}`: {message}")]
-    Invalid {
-        path: PathBuf,
-        field: String,
-        message: String,
-    },
-}
+use crate::limits::check_cost;
 
 /// The whole plan file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -111,42 +90,6 @@ impl Default for TargetSpec {
             retries: 2,
             retry_backoff_ms: 200,
             warmup_requests: None,
-        }
-    }
-}
-
-/// The served names of the two candidate models.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Models {
-    pub efficient: String,
-    pub capable: String,
-}
-
-impl Default for Models {
-    fn default() -> Self {
-        Self {
-            efficient: "efficient".into(),
-            capable: "capable".into(),
-        }
-    }
-}
-
-/// How prompts are built: token ids drawn from `[vocab_min, vocab_max)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PromptSpec {
-    /// Smallest token id used (take it from the model card: avoid special tokens).
-    pub vocab_min: u32,
-    /// One past the largest token id used.
-    pub vocab_max: u32,
-}
-
-impl Default for PromptSpec {
-    fn default() -> Self {
-        Self {
-            vocab_min: 1_000,
-            vocab_max: 2_000,
         }
     }
 }

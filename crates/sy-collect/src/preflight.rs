@@ -26,14 +26,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use sy_drive::{Driver, PromptFactory};
 use sy_dynamo::{Cancel, SelectionClient};
 use sy_wire::metric_names as mn;
 use sy_wire::{HealthResponse, ModelList, WorkerLifecycle, WorkerRecord, WorkerRegistration};
 
-use crate::accounting::Driver;
 use crate::error::CollectError;
 use crate::plan::Plan;
-use crate::prompt::PromptFactory;
 
 /// What Dynamo 1.6.1 silently uses as the prefill capacity of a worker registered without
 /// `max_num_batched_tokens`: P would read as ≈ 0 whatever the load.
@@ -1263,7 +1262,7 @@ fn check_rows(report: &mut PreflightReport, plan: &Plan) {
 /// the whole prompt pinned there and compares client and server TTFT. A failed request is a
 /// problem naming the worker, the rank and the likely cause.
 async fn probe_workers(report: &mut PreflightReport, driver: &Arc<Driver>, plan: &Plan) {
-    let prompts = PromptFactory::new(plan.seed, &crate::prompt::new_invocation_id(), &plan.prompt);
+    let prompts = PromptFactory::new(plan.seed, &sy_drive::new_invocation_id(), &plan.prompt);
     let mut gaps = Vec::new();
     let mut problems = Vec::new();
     for (i, w) in report.workers.iter_mut().enumerate() {

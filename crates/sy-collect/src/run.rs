@@ -8,27 +8,25 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use sy_run::Artifact;
 
+use sy_drive::{Driver, Endpoints, PromptFactory, Target, TargetKind, new_invocation_id};
 use sy_dynamo::{Cancel, ClientConfig, CompletionClient, SelectionClient};
 
-use crate::accounting::Driver;
 use crate::error::CollectError;
-use crate::manifest::{BackgroundCounts, Counts, Manifest, Session, TargetInfo, now_rfc3339};
+use crate::manifest::{BackgroundCounts, Counts, Manifest, Session, TargetInfo};
 use crate::plan::{LoadedPlan, Plan};
 use crate::preflight::{PreflightOptions, PreflightReport, preflight};
 use crate::probe::UnitRunner;
 use crate::progress::Progress;
-use crate::prompt::{PromptFactory, new_invocation_id};
 use crate::results::{self, RecordSink};
 use crate::schedule::Schedule;
 use crate::summary::PhaseTime;
-use crate::target::{Target, TargetKind, UrlOverrides};
 
 /// How to run.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub run_dir: PathBuf,
     pub target: TargetKind,
-    pub urls: UrlOverrides,
+    pub urls: Endpoints,
     pub resume: bool,
     pub show_progress: bool,
     /// Overrides the plan's seed.
@@ -105,11 +103,11 @@ fn bearer_of(p: &Plan) -> Result<Option<String>, CollectError> {
 pub async fn pilot_dry_run(
     p: &Plan,
     kind: TargetKind,
-    urls: &UrlOverrides,
+    urls: &Endpoints,
     describe: Option<&crate::deployment::LoadedDescription>,
 ) -> Result<(PreflightReport, Option<crate::estimate::DryRun>), CollectError> {
     let bearer = bearer_of(p)?;
-    let target = Target::start(kind, p, urls).await?;
+    let target = crate::target::start(kind, p, urls).await?;
     let result = async {
         let c = Clients::new(p, &target, bearer.clone())?;
         let driver = c.driver();
@@ -177,11 +175,11 @@ pub async fn pilot_dry_run(
 pub async fn preflight_only(
     p: &Plan,
     kind: TargetKind,
-    urls: &UrlOverrides,
+    urls: &Endpoints,
     opts: &PreflightOptions,
 ) -> Result<PreflightReport, CollectError> {
     let bearer = bearer_of(p)?;
-    let target = Target::start(kind, p, urls).await?;
+    let target = crate::target::start(kind, p, urls).await?;
     let result = async {
         let c = Clients::new(p, &target, bearer.clone())?;
         let driver = c.driver();
@@ -346,7 +344,7 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunSummary, Colle
     plan.plan.seed = seed;
 
     let bearer = bearer_of(&plan.plan)?;
-    let target = Target::start(opts.target, &plan.plan, &opts.urls).await?;
+    let target = crate::target::start(opts.target, &plan.plan, &opts.urls).await?;
     let result = run_on_target(&plan, &opts, previous, bearer, &target).await;
     target.shutdown().await;
     drop(lock);
@@ -395,7 +393,7 @@ async fn run_on_target(
 
     let schedule = Schedule::from_plan(p);
     let resume = prepare_run_dir(plan, opts, previous.as_ref())?;
-    let started_at = now_rfc3339();
+    let started_at = sy_drive::now_rfc3339();
     let mut manifest = previous
         .unwrap_or_else(|| new_manifest(plan, target, &versions, &schedule, started_at.clone()));
     start_session(
@@ -532,7 +530,7 @@ fn cancel_on_ctrl_c(cancel: &Cancel) -> tokio::task::JoinHandle<()> {
 fn new_manifest(
     plan: &LoadedPlan,
     target: &Target,
-    versions: &crate::target::TargetVersions,
+    versions: &sy_drive::target::TargetVersions,
     schedule: &Schedule,
     started_at: String,
 ) -> Manifest {
@@ -577,7 +575,7 @@ fn new_manifest(
 fn start_session(
     manifest: &mut Manifest,
     target: &Target,
-    versions: &crate::target::TargetVersions,
+    versions: &sy_drive::target::TargetVersions,
     session: Session,
 ) {
     manifest.target.frontend_url = target.frontend_url.clone();
@@ -792,7 +790,7 @@ fn finish_session(
         .map(|r| (r.condition_id.clone(), r.repeat))
         .collect::<std::collections::HashSet<_>>()
         .len() as u64;
-    let ended = now_rfc3339();
+    let ended = sy_drive::now_rfc3339();
     let previous_retries = manifest.counts.retried_attempts;
     manifest.counts = Counts::from_records(records, previous_retries + end.work.retried);
     let mut bg = manifest.background.clone();

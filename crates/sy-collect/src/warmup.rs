@@ -17,10 +17,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use sy_drive::{Driver, PromptFactory};
 
-use crate::accounting::Driver;
 use crate::plan::Plan;
-use crate::prompt::PromptFactory;
 
 /// Warm-up requests per (worker, rank) by default on a real deployment.
 pub const DEFAULT_MAX_PER_RANK: u32 = 6;

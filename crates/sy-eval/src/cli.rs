@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{CommandFactory, Parser};
 use sy_cli::{CommonArgs, ToolError};
-use sy_collect::TargetKind;
+use sy_drive::TargetKind;
 
 use crate::plan::LoadedPlan;
 use crate::run::{RunOptions, run};

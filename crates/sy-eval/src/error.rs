@@ -28,6 +28,16 @@ impl From<crate::plan::PlanError> for EvalError {
     }
 }
 
+impl From<sy_drive::TargetError> for EvalError {
+    fn from(e: sy_drive::TargetError) -> Self {
+        if e.is_bad_input() {
+            EvalError::BadInput(e.to_string())
+        } else {
+            EvalError::Runtime(e.to_string())
+        }
+    }
+}
+
 impl From<crate::sessions::TraceError> for EvalError {
     fn from(e: crate::sessions::TraceError) -> Self {
         EvalError::BadInput(e.to_string())

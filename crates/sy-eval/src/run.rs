@@ -16,7 +16,7 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use sy_collect::TargetKind;
+use sy_drive::{Endpoints, Target, TargetKind};
 use sy_dynamo::{Cancel, ClientConfig, SelectionClient};
 use sy_selector::{Bundle, Variant};
 
@@ -266,7 +266,7 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalE
         plan.plan.order,
         plan.plan.seed,
     );
-    let invocation_id = sy_collect::prompt::new_invocation_id();
+    let invocation_id = sy_drive::new_invocation_id();
     let fresh = EvalManifest {
         schema_version: 1,
         tool: "sy-eval".into(),
@@ -284,7 +284,7 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalE
         blocks: order.clone(),
         sessions_per_block: sessions.len(),
         invocation_ids: vec![],
-        started_at: sy_collect::manifest::now_rfc3339(),
+        started_at: sy_drive::now_rfc3339(),
         ended_at: None,
         complete: false,
     };
@@ -446,51 +446,33 @@ async fn run_one(
     progress: indicatif::ProgressBar,
 ) -> Result<BlockResult, EvalError> {
     let plan = &ctx.plan.plan;
-    let (sim, frontend_url, selection_url, start_state) = match ctx.opts.target {
+    let endpoints = Endpoints {
+        frontend_url: ctx
+            .opts
+            .frontend_url
+            .clone()
+            .or_else(|| plan.target.frontend_url.clone()),
+        selection_url: ctx
+            .opts
+            .selection_url
+            .clone()
+            .or_else(|| plan.target.selection_url.clone()),
+        sim_config: ctx
+            .opts
+            .sim_config
+            .clone()
+            .or_else(|| plan.target.sim_config.as_ref().map(|p| ctx.plan.resolve(p))),
+    };
+    let target = Target::start(ctx.opts.target, &endpoints).await?;
+    let (frontend_url, selection_url) = (target.frontend_url.clone(), target.selection_url.clone());
+    let start_state = match target.kind {
         TargetKind::Sim => {
-            let config = match ctx
-                .opts
-                .sim_config
-                .clone()
-                .or_else(|| plan.target.sim_config.as_ref().map(|p| ctx.plan.resolve(p)))
-            {
-                Some(p) => sy_sim::SimConfig::from_toml_path(&p)
-                    .map_err(|e| EvalError::BadInput(e.to_string()))?,
-                None => sy_sim::SimConfig::default(),
-            };
-            let handle = sy_sim::spawn(config)
-                .await
-                .map_err(|e| EvalError::Runtime(format!("cannot start the simulator: {e}")))?;
-            let (f, s) = (handle.frontend_url(), handle.selection_url());
-            (
-                Some(handle),
-                f,
-                s,
-                "fresh simulator: same configuration and seed, empty caches, nothing booked"
-                    .to_string(),
-            )
+            "fresh simulator: same configuration and seed, empty caches, nothing booked".to_string()
         }
         TargetKind::Dynamo => {
-            let f = ctx
-                .opts
-                .frontend_url
-                .clone()
-                .or_else(|| plan.target.frontend_url.clone())
-                .unwrap_or_else(|| sy_collect::plan::DEFAULT_FRONTEND_URL.into());
-            let s = ctx
-                .opts
-                .selection_url
-                .clone()
-                .or_else(|| plan.target.selection_url.clone())
-                .unwrap_or_else(|| sy_collect::plan::DEFAULT_SELECTION_URL.into());
-            let zero = quiescent(&f, &s, &plan.models).await?;
-            (
-                None,
-                f,
-                s,
-                format!(
-                    "shared deployment: fresh prompts for this block (no cross-block cache hits), caches not reset; nothing booked at start: {zero}"
-                ),
+            let zero = quiescent(&frontend_url, &selection_url, &plan.models).await?;
+            format!(
+                "shared deployment: fresh prompts for this block (no cross-block cache hits), caches not reset; nothing booked at start: {zero}"
             )
         }
     };
@@ -514,9 +496,7 @@ async fn run_one(
         start_state,
     };
     let result = run_block(&inputs, &id).await;
-    if let Some(h) = sim {
-        h.shutdown().await;
-    }
+    target.shutdown().await;
     result
 }
 
@@ -646,7 +626,7 @@ fn finish(
         &blocks,
     )
     .map_err(|e| EvalError::Runtime(e.to_string()))?;
-    manifest.ended_at = Some(sy_collect::manifest::now_rfc3339());
+    manifest.ended_at = Some(sy_drive::now_rfc3339());
     manifest.complete = true;
     write_json(&opts.run_dir.join(MANIFEST_FILE), &manifest)?;
     Ok(RunOutcome {
