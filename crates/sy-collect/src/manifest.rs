@@ -170,7 +170,7 @@ impl Counts {
 }
 
 impl Manifest {
-    pub fn read(path: &Path) -> Result<Manifest, String> {
-        sy_run::read_artifact(sy_run::Artifact::Manifest, path).map_err(|e| e.to_string())
+    pub fn read(path: &Path) -> Result<Manifest, sy_run::ArtifactError> {
+        sy_run::read_artifact(sy_run::Artifact::Manifest, path)
     }
 }

@@ -140,12 +140,11 @@ async fn one(
     rank: u32,
     tokens: &[u32],
     plan: &Plan,
-) -> Result<(), String> {
+) -> Result<(), sy_dynamo::CallError> {
     let max_tokens = plan.probe.max_tokens.max(1);
     let booking = driver
         .reserve_on_rank(model, tokens, max_tokens, (worker, rank), "warmup")
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     // Exactly max_tokens, as every request of a run: never end of sequence first.
     let out = driver
         .send(
@@ -160,7 +159,7 @@ async fn one(
         .await;
     driver.release(&booking).await;
     match out.error {
-        Some(e) => Err(e.to_string()),
+        Some(e) => Err(e),
         None => Ok(()),
     }
 }

@@ -15,7 +15,11 @@ mod tests {
         let t = super::now_rfc3339();
         let b = t.as_bytes();
         assert!(t.len() >= 20 && t.ends_with('Z'), "{t}");
-        assert_eq!((b[4], b[7], b[10], b[13], b[16]), (b'-', b'-', b'T', b':', b':'), "{t}");
+        assert_eq!(
+            (b[4], b[7], b[10], b[13], b[16]),
+            (b'-', b'-', b'T', b':', b':'),
+            "{t}"
+        );
         assert!(t[..4].parse::<u32>().is_ok_and(|y| y >= 2024), "{t}");
     }
 }

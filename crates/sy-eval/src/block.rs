@@ -107,9 +107,7 @@ fn client_config(inputs: &BlockInputs) -> ClientConfig {
 pub async fn run_block(inputs: &BlockInputs, id: &BlockId) -> Result<BlockResult, EvalError> {
     let started_at = sy_drive::now_rfc3339();
     let config = client_config(inputs);
-    let http = config
-        .http_client()
-        .map_err(|e| EvalError::Runtime(format!("cannot build the HTTP client: {e}")))?;
+    let http = config.http_client().map_err(EvalError::HttpClient)?;
     let selection = SelectionClient::new(&config, http.clone());
     let block_key = format!("r{}-{}-p{}", id.round, id.variant, id.position);
     let driver = Arc::new(Driver::new(
@@ -230,7 +228,7 @@ async fn run_sessions(
     }
     let mut done = Vec::with_capacity(sessions.len());
     while let Some(joined) = tasks.join_next().await {
-        done.push(joined.map_err(|e| EvalError::Runtime(format!("a session task failed: {e}")))?);
+        done.push(joined.map_err(EvalError::SessionTask)?);
     }
     done.sort_by_key(|(_, s)| s.session);
     let mut turns = Vec::new();

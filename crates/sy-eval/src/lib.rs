@@ -30,6 +30,7 @@ pub mod error;
 pub mod limits;
 pub mod observer;
 pub mod plan;
+pub mod quiescence;
 pub mod records;
 pub mod report;
 pub mod run;

@@ -59,3 +59,47 @@ pub fn busy_slot(capable: &str, prompt_tokens: u64, output_tokens: u64) -> SlotS
 fn saturate(tokens: u64) -> u32 {
     u32::try_from(tokens).unwrap_or(u32::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loops_put_prefill_first_on_every_target() {
+        let loops = Loops {
+            prefill: (2, 2048),
+            decode: (1, 64, 256),
+        };
+        let slots = loops.slots(&["e", "c"]);
+        let kinds: Vec<(&str, &str)> = slots.iter().map(|s| (s.kind, s.model.as_str())).collect();
+        assert_eq!(
+            kinds,
+            [
+                ("prefill", "e"),
+                ("prefill", "e"),
+                ("decode", "e"),
+                ("prefill", "c"),
+                ("prefill", "c"),
+                ("decode", "c")
+            ]
+        );
+        assert_eq!((slots[0].prompt_tokens, slots[0].max_tokens), (2048, 1));
+        assert_eq!((slots[2].prompt_tokens, slots[2].max_tokens), (64, 256));
+        assert!(slots.iter().all(|s| s.ignore_eos));
+        assert!(loops.slots(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_busy_slot_has_a_prompt_and_saturates_its_output() {
+        let busy = busy_slot("c", 0, u64::MAX);
+        assert_eq!(
+            (
+                busy.kind,
+                busy.model.as_str(),
+                busy.prompt_tokens,
+                busy.max_tokens
+            ),
+            ("busy", "c", 1, u32::MAX)
+        );
+    }
+}

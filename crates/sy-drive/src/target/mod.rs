@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 pub use error::TargetError;
-pub use versions::{TargetVersions, UNKNOWN_VERSION, dynamo_versions};
+pub use versions::{TargetVersions, UNKNOWN_VERSION, VersionError, dynamo_versions};
 
 /// Default frontend URL (matches `scripts/dynamo-local.sh`).
 pub const DEFAULT_FRONTEND_URL: &str = "http://127.0.0.1:18000";

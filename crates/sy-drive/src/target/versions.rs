@@ -23,33 +23,46 @@ impl TargetVersions {
     }
 }
 
+/// Why a component's version is not known (recorded as the version's source).
+#[derive(Debug, thiserror::Error)]
+pub enum VersionError {
+    /// No answer (the transport's message).
+    #[error("{0}")]
+    Unreachable(String),
+    #[error("HTTP {0}")]
+    Status(u16),
+    #[error("not JSON: {0}")]
+    NotJson(#[source] reqwest::Error),
+    #[error("no info.version")]
+    NoVersion,
+}
+
 /// `info.version` (and `info.title`) of an OpenAPI document at `url`: Dynamo's frontend serves
 /// one at `/openapi.json` whose version is the Dynamo release (1.6.1: `"1.6.1"`).
 async fn openapi_version(
     http: &reqwest::Client,
     bearer: Option<&str>,
     url: &str,
-) -> Result<(String, String), String> {
+) -> Result<(String, String), VersionError> {
     let mut req = http.get(url).timeout(std::time::Duration::from_secs(5));
     if let Some(t) = bearer {
         req = req.bearer_auth(t);
     }
-    let resp = req
-        .send()
-        .await
-        .map_err(|e| sy_dynamo::CallError::from_reqwest("", &e).message)?;
+    let resp = req.send().await.map_err(|e| {
+        VersionError::Unreachable(sy_dynamo::CallError::from_reqwest("", &e).message)
+    })?;
     let status = resp.status();
     if !status.is_success() {
-        return Err(format!("HTTP {}", status.as_u16()));
+        return Err(VersionError::Status(status.as_u16()));
     }
-    let doc: serde_json::Value = resp.json().await.map_err(|e| format!("not JSON: {e}"))?;
+    let doc: serde_json::Value = resp.json().await.map_err(VersionError::NotJson)?;
     let info = &doc["info"];
     match info["version"].as_str().map(str::trim) {
         Some(v) if !v.is_empty() => Ok((
             v.to_string(),
             info["title"].as_str().unwrap_or("").to_string(),
         )),
-        _ => Err("no info.version".into()),
+        _ => Err(VersionError::NoVersion),
     }
 }
 
