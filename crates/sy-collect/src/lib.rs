@@ -21,7 +21,8 @@
 //! - **Never lose a record.** Units are appended and synced as they finish ([`results`]);
 //!   `--resume` skips complete (condition, repeat) units and ignores a torn last line.
 //!
-//! Modules map to concerns: [`plan`] (TOML, validation), [`limits`] (what a plan may cost), [`schedule`] (conditions and units),
+//! Modules map to concerns: [`plan`] (the plan's tables), [`validate`] (reading and checking a
+//! plan file), [`limits`] (what a plan may cost), [`schedule`] (conditions and units),
 //! [`background`] (the slots of a condition), [`probe`], [`results`], [`manifest`],
 //! [`progress`], [`target`] (sim or Dynamo, URLs from flags then plan), [`preflight`] (discovery, registration, checks), [`run`] (the orchestration), [`cli`].
 
@@ -42,6 +43,7 @@ pub mod run;
 pub mod schedule;
 pub mod summary;
 pub mod target;
+pub mod validate;
 pub mod warmup;
 
 pub use error::CollectError;

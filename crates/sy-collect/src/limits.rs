@@ -14,8 +14,7 @@ use sy_drive::limits::{
     MAX_UNIT_TOKENS, Machine, files_needed,
 };
 
-use crate::plan::{BackgroundTarget, LoadPhase, Plan};
-use crate::schedule::fraction_label;
+use crate::plan::{BackgroundTarget, LoadPhase, Plan, fraction_label};
 
 /// Repeats of one condition.
 pub const MAX_REPEATS: u32 = 10_000;
