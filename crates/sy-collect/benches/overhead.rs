@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sy_collect::accounting::Driver;
+use sy_drive::Driver;
 use sy_dynamo::{Cancel, ClientConfig, CompletionClient, ProbeRequest, SelectionClient};
 
 fn env_f64(name: &str, default: f64) -> f64 {
@@ -68,15 +68,15 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let mut cfg = sy_sim::SimConfig::default();
+    let mut cfg = sy_drive::sim::SimConfig::default();
     for m in &mut cfg.models {
-        m.step = sy_sim::StepTimeConfig::zero();
+        m.step = sy_drive::sim::StepTimeConfig::zero();
         m.max_num_seqs = 4096;
         m.kv_blocks = 1 << 20;
     }
     cfg.faults.stall_rate = 1.0;
     cfg.faults.stall_ms = delay_ms;
-    let sim = sim_rt.block_on(sy_sim::spawn(cfg)).unwrap();
+    let sim = sim_rt.block_on(sy_drive::sim::spawn(cfg)).unwrap();
     let config = ClientConfig::new(sim.frontend_url(), sim.selection_url());
     let http = config.http_client().unwrap();
     let client = Arc::new(CompletionClient::new(&config, http.clone()));

@@ -6,11 +6,88 @@ use std::path::PathBuf;
 use clap::{CommandFactory, Parser};
 use sy_cli::{CommonArgs, ToolError};
 
+use crate::deployment::{DescriptionError, EndpointError};
 use crate::estimate::{DryRun, dry_run};
 use crate::plan::{LoadedPlan, Plan};
 use crate::preflight::PreflightOptions;
 use crate::run::{RunOptions, run};
-use crate::target::{TargetKind, UrlOverrides};
+use sy_drive::{Endpoints, TargetKind};
+
+/// A command line that cannot run (bad input, exit 2), or a run whose outcome is a failure
+/// (exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("--kv-events: worker {0} is given twice (list all its ranks in one argument)")]
+    KvEventsTwice(u64),
+    #[error(transparent)]
+    Description(#[from] DescriptionError),
+    #[error("{flag} {url}: expected an http:// URL")]
+    NotHttp { flag: &'static str, url: String },
+    #[error("cannot start the async runtime: {0}")]
+    AsyncRuntime(#[source] std::io::Error),
+    #[error(
+        "preflight: {problems} problem(s), the plan {} does not fit the deployment (see above)",
+        .plan.display()
+    )]
+    PlanDoesNotFit { problems: usize, plan: PathBuf },
+    #[error("preflight: {0} problem(s), the deployment is not fit to calibrate (see above)")]
+    DeploymentUnfit(usize),
+    #[error(
+        "{}: the run fails the data-quality check ({}); see {}",
+        .dir.display(),
+        .failed.join(", "),
+        .dir.join(sy_records::check::CHECK_FILE).display()
+    )]
+    CheckFailed { dir: PathBuf, failed: Vec<String> },
+    #[error(
+        "interrupted after {done}/{total} units; the records so far are intact: rerun with \
+         --resume"
+    )]
+    Interrupted { done: u64, total: u64 },
+    #[error(
+        "the run finished but the selection service still shows booked load ({0} reservations \
+         could not be deleted)"
+    )]
+    BookedLoadLeft(usize),
+}
+
+impl CliError {
+    /// Whether the caller's input is at fault (exit 2) rather than the run (exit 1).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            CliError::KvEventsTwice(_)
+                | CliError::Description(_)
+                | CliError::NotHttp { .. }
+                | CliError::PlanDoesNotFit { .. }
+        )
+    }
+}
+
+impl From<CliError> for ToolError {
+    fn from(e: CliError) -> Self {
+        if e.is_bad_input() {
+            ToolError::BadInput(e.to_string())
+        } else {
+            ToolError::Runtime(e.to_string())
+        }
+    }
+}
+
+/// A `--kv-events` argument that cannot be read; the message quotes it.
+#[derive(Debug, thiserror::Error)]
+pub enum KvEventsArgError {
+    #[error("{0}: expected WORKER_ID=tcp://HOST:PORT")]
+    NoWorkerId(String),
+    #[error("{arg}: worker id {id:?} is not an unsigned integer")]
+    BadWorkerId { arg: String, id: String },
+    #[error("{arg}: {source}")]
+    Endpoints {
+        arg: String,
+        #[source]
+        source: EndpointError,
+    },
+}
 
 /// Calibration load generator: drives Dynamo (or the embedded simulator) with controlled
 /// workload conditions and records paired probes of both candidate models.
@@ -107,15 +184,22 @@ pub enum Command {
     },
 }
 
-fn parse_kv_events(s: &str) -> Result<(u64, Vec<String>), String> {
+fn parse_kv_events(s: &str) -> Result<(u64, Vec<String>), KvEventsArgError> {
     let (id, ep) = s
         .split_once('=')
-        .ok_or_else(|| format!("{s}: expected WORKER_ID=tcp://HOST:PORT"))?;
+        .ok_or_else(|| KvEventsArgError::NoWorkerId(s.to_string()))?;
     let id = id
         .trim()
         .parse()
-        .map_err(|_| format!("{s}: worker id {id:?} is not an unsigned integer"))?;
-    let eps = crate::deployment::parse_endpoints(ep).map_err(|e| format!("{s}: {e}"))?;
+        .map_err(|_| KvEventsArgError::BadWorkerId {
+            arg: s.to_string(),
+            id: id.to_string(),
+        })?;
+    let eps =
+        crate::deployment::parse_endpoints(ep).map_err(|source| KvEventsArgError::Endpoints {
+            arg: s.to_string(),
+            source,
+        })?;
     Ok((id, eps))
 }
 
@@ -137,13 +221,11 @@ impl Args {
         let mut kv = std::collections::BTreeMap::new();
         for (id, eps) in &self.kv_events {
             if kv.insert(*id, eps.clone()).is_some() {
-                return Err(ToolError::BadInput(format!(
-                    "--kv-events: worker {id} is given twice (list all its ranks in one argument)"
-                )));
+                return Err(CliError::KvEventsTwice(*id).into());
             }
         }
         let describe = match &self.describe {
-            Some(p) => Some(crate::deployment::load(p).map_err(ToolError::BadInput)?),
+            Some(p) => Some(crate::deployment::load(p).map_err(CliError::from)?),
             None => None,
         };
         Ok(PreflightOptions {
@@ -155,7 +237,7 @@ impl Args {
         })
     }
 
-    fn url_overrides(&self) -> Result<UrlOverrides, ToolError> {
+    fn url_overrides(&self) -> Result<Endpoints, ToolError> {
         for (flag, url) in [
             ("--frontend-url", &self.frontend_url),
             ("--selection-url", &self.selection_url),
@@ -163,12 +245,14 @@ impl Args {
             if let Some(u) = url
                 && !u.starts_with("http://")
             {
-                return Err(ToolError::BadInput(format!(
-                    "{flag} {u}: expected an http:// URL"
-                )));
+                return Err(CliError::NotHttp {
+                    flag,
+                    url: u.clone(),
+                }
+                .into());
             }
         }
-        Ok(UrlOverrides {
+        Ok(Endpoints {
             frontend_url: self.frontend_url.clone(),
             selection_url: self.selection_url.clone(),
             sim_config: self.sim_config.clone(),
@@ -180,7 +264,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, ToolError> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| ToolError::Runtime(format!("cannot start the async runtime: {e}")))
+        .map_err(|e| CliError::AsyncRuntime(e).into())
 }
 
 /// `--json`: one compact JSON document on stdout (every tool's convention).
@@ -239,7 +323,7 @@ fn main_dry_run(args: &Args, plan: &LoadedPlan) -> Result<(), ToolError> {
     }
     let urls = args.url_overrides()?;
     let describe = match &args.describe {
-        Some(p) => Some(crate::deployment::load(p).map_err(ToolError::BadInput)?),
+        Some(p) => Some(crate::deployment::load(p).map_err(CliError::from)?),
         None => None,
     };
     let (pre, d) = runtime()?.block_on(crate::run::pilot_dry_run(
@@ -252,12 +336,10 @@ fn main_dry_run(args: &Args, plan: &LoadedPlan) -> Result<(), ToolError> {
         Some(d) => print_dry_run(args, plan, &d),
         None => {
             eprint!("{}", pre.render_text());
-            Err(pre
+            let e = pre
                 .blocking_error()
-                .unwrap_or_else(|| {
-                    crate::CollectError::Runtime("preflight failed: no pilot run".into())
-                })
-                .into())
+                .unwrap_or(crate::preflight::PreflightError::NoPilot);
+            Err(crate::CollectError::from(e).into())
         }
     }
 }
@@ -289,13 +371,12 @@ fn main_preflight(
         .count();
     match report.exit_code() {
         0 => Ok(()),
-        2 => Err(ToolError::BadInput(format!(
-            "preflight: {n} problem(s), the plan {} does not fit the deployment (see above)",
-            plan.path.display()
-        ))),
-        _ => Err(ToolError::Runtime(format!(
-            "preflight: {n} problem(s), the deployment is not fit to calibrate (see above)"
-        ))),
+        2 => Err(CliError::PlanDoesNotFit {
+            problems: n,
+            plan: plan.path.clone(),
+        }
+        .into()),
+        _ => Err(CliError::DeploymentUnfit(n).into()),
     }
 }
 
@@ -317,12 +398,11 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
         return if report.passed() {
             Ok(())
         } else {
-            Err(ToolError::Runtime(format!(
-                "{}: the run fails the data-quality check ({}); see {}",
-                dir.display(),
-                report.failed().join(", "),
-                dir.join(sy_records::check::CHECK_FILE).display()
-            )))
+            Err(CliError::CheckFailed {
+                dir: dir.clone(),
+                failed: report.failed().iter().map(|f| f.to_string()).collect(),
+            }
+            .into())
         };
     }
     let Some(plan_path) = args.plan.clone() else {
@@ -358,7 +438,7 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
         },
         warmup: args.no_warmup.then_some(0),
         describe: match &args.describe {
-            Some(p) => Some(crate::deployment::load(p).map_err(ToolError::BadInput)?),
+            Some(p) => Some(crate::deployment::load(p).map_err(CliError::from)?),
             None => None,
         },
     };
@@ -385,17 +465,14 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
         );
     }
     if summary.interrupted {
-        return Err(ToolError::Runtime(format!(
-            "interrupted after {}/{} units; the records so far are intact: rerun with --resume",
-            m.units_done, m.units_total
-        )));
+        return Err(CliError::Interrupted {
+            done: m.units_done,
+            total: m.units_total,
+        }
+        .into());
     }
     if !m.outstanding_reservations.is_empty() || m.loads_zero_at_end == Some(false) {
-        return Err(ToolError::Runtime(format!(
-            "the run finished but the selection service still shows booked load ({} reservations \
-             could not be deleted)",
-            m.outstanding_reservations.len()
-        )));
+        return Err(CliError::BookedLoadLeft(m.outstanding_reservations.len()).into());
     }
     Ok(())
 }

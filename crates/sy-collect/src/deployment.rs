@@ -87,32 +87,108 @@ pub struct LoadedDescription {
     pub endpoints: Vec<Vec<String>>,
 }
 
+/// A description file that cannot be used; the message names the file and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum DescriptionError {
+    #[error("{}: cannot read the description: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", .path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: toml::de::Error,
+    },
+    #[error(
+        "{}: workers[{index}].system_url {url:?}: expected http://HOST:PORT (the worker's \
+         DYN_SYSTEM_PORT)",
+        .path.display()
+    )]
+    SystemUrl {
+        path: PathBuf,
+        index: usize,
+        url: String,
+    },
+    #[error("{}: workers[{index}].gpus_per_rank: must be at least 1", .path.display())]
+    GpusPerRank { path: PathBuf, index: usize },
+    #[error("{}: workers[{index}].kv_events: {source}", .path.display())]
+    KvEvents {
+        path: PathBuf,
+        index: usize,
+        #[source]
+        source: EndpointError,
+    },
+}
+
+/// A KV-event endpoint list that cannot be used; the message quotes the list or the item.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EndpointError {
+    #[error("{list:?}: an empty item")]
+    EmptyItem { list: String },
+    #[error("{item:?}: expected tcp://HOST:PORT")]
+    NoPort { item: String },
+    #[error("{item:?}: no host")]
+    NoHost { item: String },
+    #[error(
+        "{item:?}: expected tcp://HOST:PORT, tcp://HOST:FIRST-LAST or a comma-separated list of \
+         them"
+    )]
+    NotAnEndpoint { item: String },
+    #[error("{item:?}: {port:?} is not a port")]
+    NotAPort { item: String, port: String },
+    #[error("{item:?}: the range ends before it starts")]
+    Backwards { item: String },
+    #[error("{list:?}: endpoint {endpoint} appears twice (every rank needs its own)")]
+    Twice { list: String, endpoint: String },
+}
+
+/// A duration flag that cannot be read; the message quotes the value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DurationError {
+    #[error("{0:?}: expected a duration such as 90s, 10m or 1h")]
+    NotADuration(String),
+    #[error("{value:?}: unknown unit {unit:?} (ms, s, m, h)")]
+    UnknownUnit { value: String, unit: String },
+    #[error("{0:?}: out of range")]
+    OutOfRange(String),
+}
+
 /// Reads and checks a description file; the error names the file and the field.
-pub fn load(path: &Path) -> Result<LoadedDescription, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{}: cannot read the description: {e}", path.display()))?;
+pub fn load(path: &Path) -> Result<LoadedDescription, DescriptionError> {
+    let text = std::fs::read_to_string(path).map_err(|source| DescriptionError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let description: Description =
-        toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|source| DescriptionError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })?;
     let mut endpoints = Vec::new();
-    for (i, w) in description.workers.iter().enumerate() {
+    for (index, w) in description.workers.iter().enumerate() {
         if !w.system_url.starts_with("http://") {
-            return Err(format!(
-                "{}: workers[{i}].system_url {:?}: expected http://HOST:PORT (the worker's \
-                 DYN_SYSTEM_PORT)",
-                path.display(),
-                w.system_url
-            ));
+            return Err(DescriptionError::SystemUrl {
+                path: path.to_path_buf(),
+                index,
+                url: w.system_url.clone(),
+            });
         }
         if w.gpus_per_rank == Some(0) {
-            return Err(format!(
-                "{}: workers[{i}].gpus_per_rank: must be at least 1",
-                path.display()
-            ));
+            return Err(DescriptionError::GpusPerRank {
+                path: path.to_path_buf(),
+                index,
+            });
         }
-        endpoints.push(
-            parse_endpoints(&w.kv_events)
-                .map_err(|e| format!("{}: workers[{i}].kv_events: {e}", path.display()))?,
-        );
+        endpoints.push(parse_endpoints(&w.kv_events).map_err(|source| {
+            DescriptionError::KvEvents {
+                path: path.to_path_buf(),
+                index,
+                source,
+            }
+        })?);
     }
     Ok(LoadedDescription {
         path: path.to_path_buf(),
@@ -122,43 +198,46 @@ pub fn load(path: &Path) -> Result<LoadedDescription, String> {
 }
 
 /// Parses a KV-event endpoint list into one `tcp://HOST:PORT` per rank.
-pub fn parse_endpoints(s: &str) -> Result<Vec<String>, String> {
+pub fn parse_endpoints(s: &str) -> Result<Vec<String>, EndpointError> {
     let mut out = Vec::new();
     let mut host: Option<String> = None;
     for item in s.split(',').map(str::trim) {
+        let it = || item.to_string();
         if item.is_empty() {
-            return Err(format!("{s:?}: an empty item"));
+            return Err(EndpointError::EmptyItem {
+                list: s.to_string(),
+            });
         }
         let ports = if let Some(rest) = item.strip_prefix("tcp://") {
             let (h, p) = rest
                 .rsplit_once(':')
-                .ok_or_else(|| format!("{item:?}: expected tcp://HOST:PORT"))?;
+                .ok_or_else(|| EndpointError::NoPort { item: it() })?;
             if h.is_empty() {
-                return Err(format!("{item:?}: no host"));
+                return Err(EndpointError::NoHost { item: it() });
             }
             host = Some(h.to_string());
             p
         } else if host.is_some() {
             item
         } else {
-            return Err(format!(
-                "{item:?}: expected tcp://HOST:PORT, tcp://HOST:FIRST-LAST or a comma-separated \
-                 list of them"
-            ));
+            return Err(EndpointError::NotAnEndpoint { item: it() });
         };
         let h = host.clone().unwrap_or_default();
-        let port = |p: &str| -> Result<u16, String> {
+        let port = |p: &str| -> Result<u16, EndpointError> {
             p.trim()
                 .parse::<u16>()
                 .ok()
                 .filter(|p| *p > 0)
-                .ok_or_else(|| format!("{item:?}: {p:?} is not a port"))
+                .ok_or_else(|| EndpointError::NotAPort {
+                    item: it(),
+                    port: p.to_string(),
+                })
         };
         match ports.split_once('-') {
             Some((a, b)) => {
                 let (a, b) = (port(a)?, port(b)?);
                 if b < a {
-                    return Err(format!("{item:?}: the range ends before it starts"));
+                    return Err(EndpointError::Backwards { item: it() });
                 }
                 out.extend((a..=b).map(|p| format!("tcp://{h}:{p}")));
             }
@@ -167,9 +246,10 @@ pub fn parse_endpoints(s: &str) -> Result<Vec<String>, String> {
     }
     let mut seen = std::collections::BTreeSet::new();
     if let Some(dup) = out.iter().find(|e| !seen.insert(e.as_str())) {
-        return Err(format!(
-            "{s:?}: endpoint {dup} appears twice (every rank needs its own)"
-        ));
+        return Err(EndpointError::Twice {
+            list: s.to_string(),
+            endpoint: dup.clone(),
+        });
     }
     Ok(out)
 }
@@ -196,41 +276,61 @@ pub fn format_endpoints(endpoints: &[String]) -> String {
 }
 
 /// A duration: `90s`, `10m`, `1h`, `500ms`, or bare seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     let t = s.trim();
     let (num, unit) = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .map_or((t, ""), |i| t.split_at(i));
     let v: f64 = num
         .parse()
-        .map_err(|_| format!("{s:?}: expected a duration such as 90s, 10m or 1h"))?;
+        .map_err(|_| DurationError::NotADuration(s.to_string()))?;
     let secs = match unit {
         "" | "s" => v,
         "ms" => v / 1e3,
         "m" | "min" => v * 60.0,
         "h" => v * 3600.0,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h)")),
+        _ => {
+            return Err(DurationError::UnknownUnit {
+                value: s.to_string(),
+                unit: unit.to_string(),
+            });
+        }
     };
     if !secs.is_finite() || !(0.0..=7.0 * 86400.0).contains(&secs) {
-        return Err(format!("{s:?}: out of range"));
+        return Err(DurationError::OutOfRange(s.to_string()));
     }
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// Why a worker's instance id could not be read from its `/metrics`.
+#[derive(Debug, thiserror::Error)]
+pub enum InstanceIdError {
+    #[error("GET {url}: {source}")]
+    Get {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("GET {url}: no worker_id label yet (the worker has not registered its endpoint)")]
+    NoLabel { url: String },
+}
+
 /// A worker's instance id from its system status server's `/metrics` (the `worker_id` label,
 /// hexadecimal, of Dynamo's `dynamo_component_*` series), or why not.
-pub async fn instance_id(http: &reqwest::Client, system_url: &str) -> Result<u64, String> {
+pub async fn instance_id(http: &reqwest::Client, system_url: &str) -> Result<u64, InstanceIdError> {
     let url = format!("{}/metrics", system_url.trim_end_matches('/'));
+    let get = |source| InstanceIdError::Get {
+        url: url.clone(),
+        source,
+    };
     let resp = http
         .get(&url)
         .timeout(Duration::from_secs(3))
         .send()
         .await
-        .map_err(|e| format!("GET {url}: {e}"))?;
-    let text = resp.text().await.map_err(|e| format!("GET {url}: {e}"))?;
-    instance_id_in(&text).ok_or_else(|| {
-        format!("GET {url}: no worker_id label yet (the worker has not registered its endpoint)")
-    })
+        .map_err(get)?;
+    let text = resp.text().await.map_err(get)?;
+    instance_id_in(&text).ok_or_else(|| InstanceIdError::NoLabel { url: url.clone() })
 }
 
 /// The first `worker_id="…"` label of a Prometheus page, hexadecimal.
@@ -349,9 +449,10 @@ mod tests {
         )
         .unwrap();
         let e = load(&p).unwrap_err();
-        assert!(e.contains("workers[0].kv_events"), "{e}");
+        assert!(matches!(e, DescriptionError::KvEvents { index: 0, .. }));
+        assert!(e.to_string().contains("workers[0].kv_events"), "{e}");
         std::fs::write(&p, "[[workers]]\nsystem_url = \"http://x:1\"\n").unwrap();
-        assert!(load(&p).unwrap_err().contains("kv_events"));
+        assert!(load(&p).unwrap_err().to_string().contains("kv_events"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

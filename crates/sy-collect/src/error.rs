@@ -1,45 +1,56 @@
-//! The collector's errors: bad input (exit 2) or a runtime failure (exit 1).
+//! The collector's error: one variant per concern, each its own typed error naming the file,
+//! field or URL concerned; [`CollectError::is_bad_input`] decides the exit code (2 bad input,
+//! 1 a runtime failure).
 
-/// A failed run. Messages name the file, field or URL concerned.
+use sy_drive::{PlanError, TargetError};
+
+use crate::preflight::PreflightError;
+use crate::results::ResultsError;
+use crate::run::{RunDirError, RunFailure};
+
+/// A failed run.
 #[derive(Debug, thiserror::Error)]
 pub enum CollectError {
-    #[error("{0}")]
-    BadInput(String),
-    #[error("{0}")]
-    Runtime(String),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Output(#[from] sy_run::RunError),
+    #[error(transparent)]
+    RunDir(#[from] RunDirError),
+    #[error(transparent)]
+    Results(#[from] ResultsError),
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error(transparent)]
+    Preflight(#[from] PreflightError),
+    #[error(transparent)]
+    Run(#[from] RunFailure),
+    #[error(transparent)]
+    Adaptive(#[from] crate::adaptive::AdaptiveError),
+}
+
+impl CollectError {
+    /// Whether the caller's input is at fault (exit 2) rather than the run (exit 1).
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            CollectError::Plan(_) => true,
+            CollectError::Output(e) => e.is_bad_input(),
+            CollectError::RunDir(e) => e.is_bad_input(),
+            CollectError::Results(e) => e.is_bad_input(),
+            CollectError::Target(e) => e.is_bad_input(),
+            CollectError::Preflight(e) => e.is_bad_input(),
+            CollectError::Run(e) => e.is_bad_input(),
+            CollectError::Adaptive(e) => e.is_bad_input(),
+        }
+    }
 }
 
 impl From<CollectError> for sy_cli::ToolError {
     fn from(e: CollectError) -> Self {
-        match e {
-            CollectError::BadInput(m) => sy_cli::ToolError::BadInput(m),
-            CollectError::Runtime(m) => sy_cli::ToolError::Runtime(m),
-        }
-    }
-}
-
-impl From<crate::plan::PlanError> for CollectError {
-    fn from(e: crate::plan::PlanError) -> Self {
-        CollectError::BadInput(e.to_string())
-    }
-}
-
-impl From<crate::results::ResultsError> for CollectError {
-    fn from(e: crate::results::ResultsError) -> Self {
         if e.is_bad_input() {
-            CollectError::BadInput(e.to_string())
+            sy_cli::ToolError::BadInput(e.to_string())
         } else {
-            CollectError::Runtime(e.to_string())
-        }
-    }
-}
-
-impl From<sy_run::RunError> for CollectError {
-    fn from(e: sy_run::RunError) -> Self {
-        if e.is_bad_input() {
-            CollectError::BadInput(e.to_string())
-        } else {
-            CollectError::Runtime(e.to_string())
+            sy_cli::ToolError::Runtime(e.to_string())
         }
     }
 }

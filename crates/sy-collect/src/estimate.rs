@@ -23,11 +23,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
+use sy_drive::{Driver, PromptFactory};
 
-use crate::accounting::Driver;
 use crate::plan::Plan;
 use crate::probe::UnitRunner;
-use crate::prompt::PromptFactory;
 use crate::schedule::{Condition, Schedule, Unit};
 
 /// Microseconds per uncached prompt token assumed without a pilot (the Dynamo mocker at
@@ -259,7 +258,7 @@ pub async fn pilot(plan: &Plan, driver: Arc<Driver>, gpu_workers: u64) -> Pilot 
         driver: driver.clone(),
         prompts: Arc::new(PromptFactory::new(
             plan.seed,
-            &crate::prompt::new_invocation_id(),
+            &sy_drive::new_invocation_id(),
             &plan.prompt,
         )),
         plan: Arc::new(plan.clone()),

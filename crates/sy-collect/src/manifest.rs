@@ -170,14 +170,7 @@ impl Counts {
 }
 
 impl Manifest {
-    pub fn read(path: &Path) -> Result<Manifest, String> {
-        sy_run::read_artifact(sy_run::Artifact::Manifest, path).map_err(|e| e.to_string())
+    pub fn read(path: &Path) -> Result<Manifest, sy_run::ArtifactError> {
+        sy_run::read_artifact(sy_run::Artifact::Manifest, path)
     }
-}
-
-/// Now, RFC 3339 UTC.
-pub fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| "unknown".into())
 }

@@ -26,14 +26,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use sy_drive::{Driver, PromptFactory};
 use sy_dynamo::{Cancel, SelectionClient};
 use sy_wire::metric_names as mn;
 use sy_wire::{HealthResponse, ModelList, WorkerLifecycle, WorkerRecord, WorkerRegistration};
 
-use crate::accounting::Driver;
-use crate::error::CollectError;
 use crate::plan::Plan;
-use crate::prompt::PromptFactory;
 
 /// What Dynamo 1.6.1 silently uses as the prefill capacity of a worker registered without
 /// `max_num_batched_tokens`: P would read as ≈ 0 whatever the load.
@@ -186,25 +184,21 @@ impl PreflightReport {
         }
     }
 
-    /// The first blocking problem as an error (what `sy-collect` stops on before a run).
-    pub fn blocking_error(&self) -> Option<CollectError> {
+    /// The blocking problems as an error (what `sy-collect` stops on before a run).
+    pub fn blocking_error(&self) -> Option<PreflightError> {
         let worst = self.problems.iter().max_by_key(|p| p.severity)?;
-        let all: Vec<&str> = self
-            .problems
-            .iter()
-            .filter(|p| p.severity != Severity::Warning)
-            .map(|p| p.message.as_str())
-            .collect();
-        let text = format!(
-            "preflight failed: {} (run `sy-collect preflight` for the full table; \
-             --no-preflight skips it)",
-            all.join("; ")
-        );
-        match worst.severity {
-            Severity::Plan => Some(CollectError::BadInput(text)),
-            Severity::Deployment => Some(CollectError::Runtime(text)),
-            Severity::Warning => None,
+        if worst.severity == Severity::Warning {
+            return None;
         }
+        Some(PreflightError::Blocked {
+            problems: self
+                .problems
+                .iter()
+                .filter(|p| p.severity != Severity::Warning)
+                .map(|p| p.message.clone())
+                .collect(),
+            plan_at_fault: worst.severity == Severity::Plan,
+        })
     }
 
     fn problem(&mut self, severity: Severity, message: String) {
@@ -468,30 +462,99 @@ fn parse_worker_label(s: &str) -> Option<u64> {
         .or_else(|| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok())
 }
 
+/// Why the preflight could not run or stops the run. Bad input only when a blocking problem is
+/// the plan's.
+#[derive(Debug, thiserror::Error)]
+pub enum PreflightError {
+    #[error(
+        "preflight failed: {} (run `sy-collect preflight` for the full table; --no-preflight \
+         skips it)",
+        .problems.join("; ")
+    )]
+    Blocked {
+        problems: Vec<String>,
+        /// The worst problem is the plan's (exit 2), not the deployment's (exit 1).
+        plan_at_fault: bool,
+    },
+    #[error(
+        "target unreachable: the frontend at {frontend_url} did not answer GET /v1/models \
+         ({source}): {HINT}"
+    )]
+    FrontendUnreachable {
+        frontend_url: String,
+        #[source]
+        source: GetError,
+    },
+    #[error("GET {frontend_url}/v1/models: not an OpenAI model list: {source}")]
+    NotAModelList {
+        frontend_url: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "target unreachable: the selection service at {selection_url} did not answer GET \
+         /workers ({source}): {HINT}"
+    )]
+    SelectionUnreachable {
+        selection_url: String,
+        #[source]
+        source: sy_dynamo::CallError,
+    },
+    #[error("preflight failed: no pilot run")]
+    NoPilot,
+}
+
+impl PreflightError {
+    /// Whether the plan is at fault (exit 2) rather than the deployment (exit 1).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            PreflightError::Blocked {
+                plan_at_fault: true,
+                ..
+            }
+        )
+    }
+}
+
+/// Why one GET against a Dynamo service gave no body.
+#[derive(Debug, thiserror::Error)]
+pub enum GetError {
+    /// No answer (the transport's message).
+    #[error("{0}")]
+    Unreachable(String),
+    #[error("{0}")]
+    Body(#[source] reqwest::Error),
+    /// Not 2xx: the status and the start of the body.
+    #[error("HTTP {status}: {body}")]
+    Status { status: u16, body: String },
+}
+
 /// One GET against a Dynamo service: the body text, or why not.
 async fn get_text(
     http: &reqwest::Client,
     bearer: Option<&str>,
     url: &str,
-) -> Result<String, String> {
+) -> Result<String, GetError> {
     let mut req = http.get(url).timeout(Duration::from_secs(5));
     if let Some(t) = bearer {
         req = req.bearer_auth(t);
     }
     let resp = req.send().await.map_err(|e| {
-        sy_dynamo::CallError::from_reqwest("", &e)
-            .message
-            .trim_start_matches(": ")
-            .to_string()
+        GetError::Unreachable(
+            sy_dynamo::CallError::from_reqwest("", &e)
+                .message
+                .trim_start_matches(": ")
+                .to_string(),
+        )
     })?;
     let status = resp.status();
-    let text = resp.text().await.map_err(|e| e.to_string())?;
+    let text = resp.text().await.map_err(GetError::Body)?;
     if !status.is_success() {
-        return Err(format!(
-            "HTTP {}: {}",
-            status.as_u16(),
-            text.chars().take(200).collect::<String>()
-        ));
+        return Err(GetError::Status {
+            status: status.as_u16(),
+            body: text.chars().take(200).collect(),
+        });
     }
     Ok(text)
 }
@@ -515,29 +578,27 @@ async fn discover(
     bearer: Option<&str>,
     frontend_url: &str,
     selection: &SelectionClient,
-) -> Result<Discovery, CollectError> {
+) -> Result<Discovery, PreflightError> {
     let models_text = get_text(http, bearer, &format!("{frontend_url}/v1/models"))
         .await
-        .map_err(|e| {
-            CollectError::Runtime(format!(
-                "target unreachable: the frontend at {frontend_url} did not answer GET \
-                 /v1/models ({e}): {HINT}"
-            ))
+        .map_err(|source| PreflightError::FrontendUnreachable {
+            frontend_url: frontend_url.to_string(),
+            source,
         })?;
     let models: Vec<String> = serde_json::from_str::<ModelList>(&models_text)
         .map(|l| l.data.into_iter().map(|m| m.id).collect())
-        .map_err(|e| {
-            CollectError::Runtime(format!(
-                "GET {frontend_url}/v1/models: not an OpenAI model list: {e}"
-            ))
+        .map_err(|source| PreflightError::NotAModelList {
+            frontend_url: frontend_url.to_string(),
+            source,
         })?;
-    let registered = selection.workers().await.map_err(|e| {
-        CollectError::Runtime(format!(
-            "target unreachable: the selection service at {} did not answer GET /workers ({e}): \
-             {HINT}",
-            selection.base_url()
-        ))
-    })?;
+    let registered =
+        selection
+            .workers()
+            .await
+            .map_err(|source| PreflightError::SelectionUnreachable {
+                selection_url: selection.base_url().to_string(),
+                source,
+            })?;
     let mut instances = BTreeMap::new();
     match get_text(http, bearer, &format!("{frontend_url}/health")).await {
         Ok(t) => {
@@ -659,7 +720,7 @@ async fn settle(
     selection: &SelectionClient,
     plan_models: &[String],
     opts: &PreflightOptions,
-) -> Result<(Discovery, Vec<String>), CollectError> {
+) -> Result<(Discovery, Vec<String>), PreflightError> {
     let t0 = Instant::now();
     let only_ranks = opts.wait.is_none();
     let limit = opts.wait.unwrap_or(RANK_WAIT);
@@ -790,13 +851,24 @@ fn registered_endpoints(w: &WorkerRecord) -> BTreeMap<u32, String> {
     m
 }
 
+/// Why `POST /workers` did not register a worker.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    #[error("{0}")]
+    Http(#[source] reqwest::Error),
+    #[error("HTTP {status}: {body}")]
+    Status { status: u16, body: String },
+    #[error("unexpected answer: {0}")]
+    Answer(#[source] serde_json::Error),
+}
+
 /// Registers a worker the frontend lists, from the frontend's own figures for its model.
 async fn register(
     http: &reqwest::Client,
     bearer: Option<&str>,
     selection_url: &str,
     reg: &WorkerRegistration,
-) -> Result<WorkerRecord, String> {
+) -> Result<WorkerRecord, RegisterError> {
     let mut req = http
         .post(format!("{selection_url}/workers"))
         .timeout(Duration::from_secs(5))
@@ -804,37 +876,82 @@ async fn register(
     if let Some(t) = bearer {
         req = req.bearer_auth(t);
     }
-    let resp = req.send().await.map_err(|e| e.to_string())?;
+    let resp = req.send().await.map_err(RegisterError::Http)?;
     let status = resp.status();
-    let text = resp.text().await.map_err(|e| e.to_string())?;
+    let text = resp.text().await.map_err(RegisterError::Http)?;
     if !status.is_success() {
-        return Err(format!("HTTP {}: {}", status.as_u16(), text));
+        return Err(RegisterError::Status {
+            status: status.as_u16(),
+            body: text,
+        });
     }
-    serde_json::from_str(&text).map_err(|e| format!("unexpected answer: {e}"))
+    serde_json::from_str(&text).map_err(RegisterError::Answer)
+}
+
+/// Why the preflight cannot register a worker the frontend lists (names the worker and what to
+/// pass).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RegistrationProblem {
+    #[error(
+        "worker {id} ({model}) is not registered and the frontend reports no data-parallel rank \
+         for it yet ({} has no series for it): it is still starting; re-run with --wait \
+         DURATION",
+        mn::ROUTER_WORKER_REGISTERED
+    )]
+    NoRanks { id: u64, model: String },
+    #[error("worker {id} ({model}): the frontend reports ranks {ranks:?}, not a contiguous range")]
+    RanksNotContiguous {
+        id: u64,
+        model: String,
+        ranks: Vec<u32>,
+    },
+    #[error(
+        "worker {id} ({model}) is not registered with the selection service and the frontend \
+         does not report its KV-event endpoint: pass {}",
+        kv_events_arg(.id.to_owned(), .ranks)
+    )]
+    NoKvEvents {
+        id: u64,
+        model: String,
+        ranks: Vec<u32>,
+    },
+    #[error(
+        "worker {id} ({model}) has {} data-parallel rank(s) {ranks:?} but {} KV-event \
+         endpoint(s) were given ({}): give one per rank, e.g. {}",
+        .ranks.len(),
+        .endpoints.len(),
+        .endpoints.join(","),
+        kv_events_arg(.id.to_owned(), .ranks)
+    )]
+    KvEventsPerRank {
+        id: u64,
+        model: String,
+        ranks: Vec<u32>,
+        endpoints: Vec<String>,
+    },
 }
 
 /// The registration of an instance from the frontend's figures: its ranks (the router's gauges;
 /// never guessed), the model's capacities, and the KV-event endpoints given for it, one per
-/// rank. `Err`: why it cannot be registered (names the worker and what to pass).
+/// rank. `Err`: why it cannot be registered.
 fn registration_for(
     id: u64,
     model: &str,
     d: &Discovery,
     endpoints: Option<&Vec<String>>,
-) -> Result<WorkerRegistration, String> {
+) -> Result<WorkerRegistration, RegistrationProblem> {
     let g = d.gauges.get(model).cloned().unwrap_or_default();
     let ranks: Vec<u32> = d
         .ranks
         .get(&id)
         .map(|r| r.iter().copied().collect())
         .unwrap_or_default();
+    let model_name = || model.to_string();
     if ranks.is_empty() {
-        return Err(format!(
-            "worker {id} ({model}) is not registered and the frontend reports no data-parallel \
-             rank for it yet ({} has no series for it): it is still starting; re-run with \
-             --wait DURATION",
-            mn::ROUTER_WORKER_REGISTERED
-        ));
+        return Err(RegistrationProblem::NoRanks {
+            id,
+            model: model_name(),
+        });
     }
     let start = ranks[0];
     let contiguous = ranks
@@ -842,26 +959,26 @@ fn registration_for(
         .enumerate()
         .all(|(i, r)| *r == start + i as u32);
     if !contiguous {
-        return Err(format!(
-            "worker {id} ({model}): the frontend reports ranks {ranks:?}, not a contiguous range"
-        ));
+        return Err(RegistrationProblem::RanksNotContiguous {
+            id,
+            model: model_name(),
+            ranks,
+        });
     }
     let Some(eps) = endpoints else {
-        return Err(format!(
-            "worker {id} ({model}) is not registered with the selection service and the frontend \
-             does not report its KV-event endpoint: pass {}",
-            kv_events_arg(id, &ranks)
-        ));
+        return Err(RegistrationProblem::NoKvEvents {
+            id,
+            model: model_name(),
+            ranks,
+        });
     };
     if eps.len() != ranks.len() {
-        return Err(format!(
-            "worker {id} ({model}) has {} data-parallel rank(s) {ranks:?} but {} KV-event \
-             endpoint(s) were given ({}): give one per rank, e.g. {}",
-            ranks.len(),
-            eps.len(),
-            eps.join(","),
-            kv_events_arg(id, &ranks)
-        ));
+        return Err(RegistrationProblem::KvEventsPerRank {
+            id,
+            model: model_name(),
+            ranks,
+            endpoints: eps.clone(),
+        });
     }
     Ok(WorkerRegistration {
         worker_id: id,
@@ -909,7 +1026,7 @@ pub async fn preflight(
     driver: &Arc<Driver>,
     plan: &Plan,
     opts: &PreflightOptions,
-) -> Result<PreflightReport, CollectError> {
+) -> Result<PreflightReport, PreflightError> {
     let t0 = Instant::now();
     let selection = &driver.selection;
     let plan_models = vec![plan.models.efficient.clone(), plan.models.capable.clone()];
@@ -1060,7 +1177,7 @@ async fn collect_rows(
                         .unwrap_or_default();
                     needed.push(kv_events_arg(id, &ranks));
                 }
-                report.problem(Severity::Deployment, why.clone());
+                report.problem(Severity::Deployment, why.to_string());
                 None
             }
             (Ok(_), false) => None,
@@ -1263,7 +1380,7 @@ fn check_rows(report: &mut PreflightReport, plan: &Plan) {
 /// the whole prompt pinned there and compares client and server TTFT. A failed request is a
 /// problem naming the worker, the rank and the likely cause.
 async fn probe_workers(report: &mut PreflightReport, driver: &Arc<Driver>, plan: &Plan) {
-    let prompts = PromptFactory::new(plan.seed, &crate::prompt::new_invocation_id(), &plan.prompt);
+    let prompts = PromptFactory::new(plan.seed, &sy_drive::new_invocation_id(), &plan.prompt);
     let mut gaps = Vec::new();
     let mut problems = Vec::new();
     for (i, w) in report.workers.iter_mut().enumerate() {
@@ -1601,11 +1718,16 @@ mod tests {
         assert!(r.blocking_error().is_none());
         r.problem(Severity::Deployment, "d".into());
         assert_eq!(r.exit_code(), 1);
-        assert!(matches!(r.blocking_error(), Some(CollectError::Runtime(_))));
+        assert!(matches!(
+            r.blocking_error(),
+            Some(PreflightError::Blocked {
+                plan_at_fault: false,
+                ..
+            })
+        ));
         r.problem(Severity::Plan, "p".into());
         assert_eq!(r.exit_code(), 2);
-        assert!(
-            matches!(r.blocking_error(), Some(CollectError::BadInput(m)) if m.contains("d; p"))
-        );
+        let e = r.blocking_error().unwrap();
+        assert!(e.is_bad_input() && e.to_string().contains("d; p"), "{e}");
     }
 }

@@ -15,11 +15,12 @@ use sy_dynamo::observe::{Candidate, CandidateObservation, ObservedFields, observ
 use sy_dynamo::{CallError, ErrorClass, StreamOutcome};
 use sy_records::{Phase, RECORD_SCHEMA_VERSION, Record, Status};
 
-use crate::accounting::{Booking, Driver};
-use crate::background::{BackgroundLoad, slots_for};
+use crate::background::slots_for;
 use crate::plan::Plan;
-use crate::prompt::PromptFactory;
 use crate::schedule::Condition;
+use sy_drive::PromptFactory;
+use sy_drive::background::BackgroundLoad;
+use sy_drive::reservation::{Accounted, Driver, Reservation};
 
 /// Everything a unit needs.
 #[derive(Debug, Clone)]
@@ -77,8 +78,8 @@ impl Failure {
 
 /// The message prefix of a failed priming: it names the worker (and rank) the priming was booked
 /// on, since the record's own worker fields are the probe's, and the probe was never sent.
-fn priming_prefix(acc: &crate::accounting::Accounted) -> String {
-    match &acc.booking {
+fn priming_prefix(acc: &Accounted) -> String {
+    match &acc.reservation {
         Ok(b) => format!(
             "{PRIMING_ON_WORKER}{} rank {}: ",
             b.answer.worker_id, b.answer.dp_rank
@@ -100,7 +101,7 @@ pub fn worker_of_failed_priming(error_message: &str) -> Option<u64> {
 #[derive(Debug, Default)]
 struct PairState {
     observations: [CandidateObservation; 2],
-    bookings: [Option<Booking>; 2],
+    bookings: [Option<Reservation>; 2],
     outcomes: [Option<StreamOutcome>; 2],
     failures: [Option<Failure>; 2],
 }
@@ -415,7 +416,7 @@ impl UnitRunner {
         &self,
         tokens: &[u32],
         which: &[usize],
-        bookings: &[Option<Booking>; 2],
+        bookings: &[Option<Reservation>; 2],
     ) -> [Option<StreamOutcome>; 2] {
         let cancel = self.driver.cancel.clone();
         let max_tokens = self.plan.probe.max_tokens;
@@ -465,7 +466,7 @@ impl UnitRunner {
                     }
                     if let Some(e) = &out.error {
                         pair.failures[i] = Some(Failure::from_call(e, None, ""));
-                        if crate::accounting::worker_fault(e.kind)
+                        if sy_drive::reservation::worker_fault(e.kind)
                             && let Some(b) = &pair.bookings[i]
                         {
                             self.driver.suspect(b.answer.worker_id);
@@ -483,7 +484,7 @@ impl UnitRunner {
 
     /// The observation fields of the record: the snapshot's view of the reserved worker and
     /// rank (what was measured), or the advisory pick's when nothing was reserved.
-    fn observed(obs: &CandidateObservation, booking: Option<&Booking>) -> ObservedFields {
+    fn observed(obs: &CandidateObservation, booking: Option<&Reservation>) -> ObservedFields {
         match booking {
             Some(b) => obs.fields_for(b.answer.worker_id, b.answer.dp_rank),
             None => obs.fields(),
@@ -498,7 +499,7 @@ impl UnitRunner {
         probe_id: &str,
         role: Model,
         obs: &CandidateObservation,
-        booking: Option<&Booking>,
+        booking: Option<&Reservation>,
         outcome: Option<&StreamOutcome>,
         failure: Option<&Failure>,
         attempts: u32,
@@ -563,7 +564,7 @@ impl UnitRunner {
 
 /// A probe answered by a worker or rank other than the reserved one (the frontend reports both):
 /// its TTFT does not belong to the observation. Transient: the unit is retried.
-fn served_elsewhere(booking: &Booking, out: &StreamOutcome) -> Option<Failure> {
+fn served_elsewhere(booking: &Reservation, out: &StreamOutcome) -> Option<Failure> {
     let (worker, rank) = (booking.answer.worker_id, booking.answer.dp_rank);
     let other_worker = out.served_worker_id.filter(|w| *w != worker);
     let other_rank = out.served_dp_rank.filter(|r| *r != rank);
@@ -607,7 +608,7 @@ fn unix_ms_now() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accounting::{Accounted, Booking};
+    use sy_drive::reservation::{Accounted, Reservation};
     use sy_dynamo::CallError;
 
     #[test]
@@ -645,7 +646,7 @@ mod tests {
     #[test]
     fn a_failed_priming_names_the_worker_it_was_booked_on() {
         let booked = Accounted {
-            booking: Ok(Booking {
+            reservation: Ok(Reservation {
                 selection_id: "s".into(),
                 answer: sy_wire::SelectResponse {
                     worker_id: 42,
@@ -657,7 +658,7 @@ mod tests {
         };
         assert_eq!(priming_prefix(&booked), "priming on worker 42 rank 1: ");
         let unbooked = Accounted {
-            booking: Err(refused()),
+            reservation: Err(refused()),
             stream: None,
         };
         assert_eq!(priming_prefix(&unbooked), "priming: ");

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::accounting::Stats;
+use sy_drive::Stats;
 
 #[derive(Debug, Default)]
 struct Pace {

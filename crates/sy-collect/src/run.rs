@@ -8,27 +8,105 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use sy_run::Artifact;
 
+use sy_drive::{Driver, Endpoints, PromptFactory, Target, TargetKind, new_invocation_id};
 use sy_dynamo::{Cancel, ClientConfig, CompletionClient, SelectionClient};
 
-use crate::accounting::Driver;
 use crate::error::CollectError;
-use crate::manifest::{BackgroundCounts, Counts, Manifest, Session, TargetInfo, now_rfc3339};
+use crate::manifest::{BackgroundCounts, Counts, Manifest, Session, TargetInfo};
 use crate::plan::{LoadedPlan, Plan};
 use crate::preflight::{PreflightOptions, PreflightReport, preflight};
 use crate::probe::UnitRunner;
 use crate::progress::Progress;
-use crate::prompt::{PromptFactory, new_invocation_id};
 use crate::results::{self, RecordSink};
 use crate::schedule::Schedule;
 use crate::summary::PhaseTime;
-use crate::target::{Target, TargetKind, UrlOverrides};
+
+/// Why a run could not start or finish, besides its plan, run directory, target and preflight.
+#[derive(Debug, thiserror::Error)]
+pub enum RunFailure {
+    #[error("cannot build the HTTP client: {0}")]
+    HttpClient(#[source] reqwest::Error),
+    /// Bad input: the plan names a variable that is not set.
+    #[error("plan field `target.bearer_token_env`: environment variable {var} is not set")]
+    BearerUnset { var: String },
+    #[error(
+        "the deployment refused a request as misconfigured: {0}. Fix the deployment (see \
+         docs/dynamo.md), then continue with --resume"
+    )]
+    Misconfigured(String),
+    /// A run-directory file could not be written (the cause names it).
+    #[error(
+        "{cause}; {} keeps every unit recorded before the failure and {} says the run is not \
+         complete: free the space (or fix the cause) and continue with --resume",
+        Artifact::Records.file_name(),
+        Artifact::Manifest.file_name()
+    )]
+    Unsaved { cause: String },
+    /// The plan copy or the manifest could not be written.
+    #[error(transparent)]
+    Write(sy_run::RunError),
+}
+
+impl RunFailure {
+    /// Whether the caller's input is at fault (exit 2) rather than the run (exit 1).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, RunFailure::BearerUnset { .. })
+    }
+}
+
+/// A run directory that cannot hold this run: bad input, except when it cannot be created.
+#[derive(Debug, thiserror::Error)]
+pub enum RunDirError {
+    #[error("cannot create run directory {}: {source}", .dir.display())]
+    Create {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Manifest(sy_run::ArtifactError),
+    #[error(
+        "run directory {} already holds a run (manifest.json / records.jsonl): pass --resume to \
+         continue it, or choose another --run-dir",
+        .0.display()
+    )]
+    Occupied(PathBuf),
+    #[error(
+        "--resume: plan {} (sha256 {plan_sha256}) is not the plan of the run in {} (sha256 \
+         {run_sha256}, {run_plan}): a resumed run must use the same plan file",
+        .plan.display(),
+        .dir.display()
+    )]
+    OtherPlan {
+        plan: PathBuf,
+        plan_sha256: String,
+        dir: PathBuf,
+        run_sha256: String,
+        run_plan: String,
+    },
+    #[error(
+        "--resume: {} has records.jsonl but no manifest.json: cannot check that the plan is the \
+         same",
+        .0.display()
+    )]
+    NoManifest(PathBuf),
+    #[error("--resume: --seed {given} differs from the run's seed {run}")]
+    OtherSeed { given: u64, run: u64 },
+}
+
+impl RunDirError {
+    /// Whether the caller's input is at fault (exit 2) rather than the machine (exit 1).
+    pub fn is_bad_input(&self) -> bool {
+        !matches!(self, RunDirError::Create { .. })
+    }
+}
 
 /// How to run.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub run_dir: PathBuf,
     pub target: TargetKind,
-    pub urls: UrlOverrides,
+    pub urls: Endpoints,
     pub resume: bool,
     pub show_progress: bool,
     /// Overrides the plan's seed.
@@ -65,9 +143,7 @@ impl Clients {
         config.request_timeout = Duration::from_millis(p.target.request_timeout_ms);
         config.selection_timeout = Duration::from_millis(p.target.selection_timeout_ms);
         config.bearer_token = bearer;
-        let http = config
-            .http_client()
-            .map_err(|e| CollectError::Runtime(format!("cannot build the HTTP client: {e}")))?;
+        let http = config.http_client().map_err(RunFailure::HttpClient)?;
         Ok(Self {
             selection: SelectionClient::new(&config, http.clone()),
             completions: CompletionClient::new(&config, http.clone()),
@@ -90,11 +166,9 @@ impl Clients {
 /// The plan's bearer token, from the environment variable it names.
 fn bearer_of(p: &Plan) -> Result<Option<String>, CollectError> {
     match &p.target.bearer_token_env {
-        Some(var) => std::env::var(var).map(Some).map_err(|_| {
-            CollectError::BadInput(format!(
-                "plan field `target.bearer_token_env`: environment variable {var} is not set"
-            ))
-        }),
+        Some(var) => std::env::var(var)
+            .map(Some)
+            .map_err(|_| RunFailure::BearerUnset { var: var.clone() }.into()),
         None => Ok(None),
     }
 }
@@ -105,11 +179,11 @@ fn bearer_of(p: &Plan) -> Result<Option<String>, CollectError> {
 pub async fn pilot_dry_run(
     p: &Plan,
     kind: TargetKind,
-    urls: &UrlOverrides,
+    urls: &Endpoints,
     describe: Option<&crate::deployment::LoadedDescription>,
 ) -> Result<(PreflightReport, Option<crate::estimate::DryRun>), CollectError> {
     let bearer = bearer_of(p)?;
-    let target = Target::start(kind, p, urls).await?;
+    let target = crate::target::start(kind, p, urls).await?;
     let result = async {
         let c = Clients::new(p, &target, bearer.clone())?;
         let driver = c.driver();
@@ -177,15 +251,15 @@ pub async fn pilot_dry_run(
 pub async fn preflight_only(
     p: &Plan,
     kind: TargetKind,
-    urls: &UrlOverrides,
+    urls: &Endpoints,
     opts: &PreflightOptions,
 ) -> Result<PreflightReport, CollectError> {
     let bearer = bearer_of(p)?;
-    let target = Target::start(kind, p, urls).await?;
+    let target = crate::target::start(kind, p, urls).await?;
     let result = async {
         let c = Clients::new(p, &target, bearer.clone())?;
         let driver = c.driver();
-        preflight(
+        Ok(preflight(
             &c.http,
             bearer.as_deref(),
             &c.config.frontend_url,
@@ -193,7 +267,7 @@ pub async fn preflight_only(
             p,
             opts,
         )
-        .await
+        .await?)
     }
     .await;
     target.shutdown().await;
@@ -225,45 +299,34 @@ fn check_run_dir(
     plan: &LoadedPlan,
     resume: bool,
 ) -> Result<Option<Manifest>, CollectError> {
-    std::fs::create_dir_all(dir).map_err(|e| {
-        CollectError::Runtime(format!(
-            "cannot create run directory {}: {e}",
-            dir.display()
-        ))
+    std::fs::create_dir_all(dir).map_err(|source| RunDirError::Create {
+        dir: dir.to_path_buf(),
+        source,
     })?;
     let manifest_path = dir.join(Artifact::Manifest.file_name());
     let records_path = dir.join(Artifact::Records.file_name());
     let has_records = std::fs::metadata(&records_path).is_ok_and(|m| m.len() > 0);
     let manifest = if manifest_path.exists() {
-        Some(Manifest::read(&manifest_path).map_err(CollectError::BadInput)?)
+        Some(Manifest::read(&manifest_path).map_err(RunDirError::Manifest)?)
     } else {
         None
     };
     if !resume {
         if has_records || manifest.is_some() {
-            return Err(CollectError::BadInput(format!(
-                "run directory {} already holds a run (manifest.json / records.jsonl): pass \
-                 --resume to continue it, or choose another --run-dir",
-                dir.display()
-            )));
+            return Err(RunDirError::Occupied(dir.to_path_buf()).into());
         }
         return Ok(None);
     }
     match &manifest {
-        Some(m) if m.plan_sha256 != plan.sha256 => Err(CollectError::BadInput(format!(
-            "--resume: plan {} (sha256 {}) is not the plan of the run in {} (sha256 {}, {}): \
-             a resumed run must use the same plan file",
-            plan.path.display(),
-            &plan.sha256[..12],
-            dir.display(),
-            &m.plan_sha256[..m.plan_sha256.len().min(12)],
-            m.plan_path
-        ))),
-        None if has_records => Err(CollectError::BadInput(format!(
-            "--resume: {} has records.jsonl but no manifest.json: cannot check that the plan is \
-             the same",
-            dir.display()
-        ))),
+        Some(m) if m.plan_sha256 != plan.sha256 => Err(RunDirError::OtherPlan {
+            plan: plan.path.clone(),
+            plan_sha256: plan.sha256[..12].to_string(),
+            dir: dir.to_path_buf(),
+            run_sha256: m.plan_sha256[..m.plan_sha256.len().min(12)].to_string(),
+            run_plan: m.plan_path.clone(),
+        }
+        .into()),
+        None if has_records => Err(RunDirError::NoManifest(dir.to_path_buf()).into()),
         _ => Ok(manifest),
     }
 }
@@ -277,7 +340,7 @@ fn copy_plan(plan: &LoadedPlan, dir: &Path) -> Result<(), CollectError> {
     if std::fs::read(&copy).is_ok_and(|existing| existing == bytes) {
         return Ok(());
     }
-    sy_run::atomic_write(&copy, bytes).map_err(|e| CollectError::Runtime(e.to_string()))
+    sy_run::atomic_write(&copy, bytes).map_err(|e| RunFailure::Write(e).into())
 }
 
 /// The run directory once the target has passed the checks: the plan kept in it (a new run;
@@ -300,7 +363,7 @@ fn prepare_run_dir(
 
 fn write_manifest(dir: &Path, m: &Manifest) -> Result<(), CollectError> {
     sy_cli::atomic_write_json(&dir.join(Artifact::Manifest.file_name()), m)
-        .map_err(|e| CollectError::Runtime(e.to_string()))
+        .map_err(|e| RunFailure::Write(e).into())
 }
 
 /// How often the manifest's progress (units done) is rewritten during a run.
@@ -348,16 +411,17 @@ pub async fn run_selected(
     if let (Some(prev), Some(_)) = (&previous, opts.seed)
         && prev.seed != plan.plan.seed
     {
-        return Err(CollectError::BadInput(format!(
-            "--resume: --seed {} differs from the run's seed {}",
-            plan.plan.seed, prev.seed
-        )));
+        return Err(RunDirError::OtherSeed {
+            given: plan.plan.seed,
+            run: prev.seed,
+        }
+        .into());
     }
     let seed = previous.as_ref().map_or(plan.plan.seed, |m| m.seed);
     plan.plan.seed = seed;
 
     let bearer = bearer_of(&plan.plan)?;
-    let target = Target::start(opts.target, &plan.plan, &opts.urls).await?;
+    let target = crate::target::start(opts.target, &plan.plan, &opts.urls).await?;
     let result = run_on_target(&plan, &opts, previous, bearer, &target, only).await;
     target.shutdown().await;
     drop(lock);
@@ -411,7 +475,7 @@ async fn run_on_target(
         units.retain(|u| only.contains(&(conditions[u.condition].id.clone(), u.repeat)));
     }
     let resume = prepare_run_dir(plan, opts, previous.as_ref())?;
-    let started_at = now_rfc3339();
+    let started_at = sy_drive::now_rfc3339();
     let mut manifest = previous
         .unwrap_or_else(|| new_manifest(plan, target, &versions, &schedule, started_at.clone()));
     start_session(
@@ -476,10 +540,7 @@ async fn run_on_target(
     let config_error = end.work.config_error.clone();
     finish_session(&opts.run_dir, &mut manifest, &records, &driver, end)?;
     if let Some(m) = config_error {
-        return Err(CollectError::Runtime(format!(
-            "the deployment refused a request as misconfigured: {m}. Fix the deployment (see \
-             docs/dynamo.md), then continue with --resume"
-        )));
+        return Err(RunFailure::Misconfigured(m).into());
     }
     Ok(RunSummary {
         manifest,
@@ -528,7 +589,7 @@ async fn check_target(
     let pre = preflight(http, bearer, frontend_url, driver, p, pre_opts).await?;
     log_preflight(&pre);
     match pre.blocking_error() {
-        Some(e) => Err(e),
+        Some(e) => Err(e.into()),
         None => Ok(()),
     }
 }
@@ -548,7 +609,7 @@ fn cancel_on_ctrl_c(cancel: &Cancel) -> tokio::task::JoinHandle<()> {
 fn new_manifest(
     plan: &LoadedPlan,
     target: &Target,
-    versions: &crate::target::TargetVersions,
+    versions: &sy_drive::target::TargetVersions,
     schedule: &Schedule,
     started_at: String,
 ) -> Manifest {
@@ -593,7 +654,7 @@ fn new_manifest(
 fn start_session(
     manifest: &mut Manifest,
     target: &Target,
-    versions: &crate::target::TargetVersions,
+    versions: &sy_drive::target::TargetVersions,
     session: Session,
 ) {
     manifest.target.frontend_url = target.frontend_url.clone();
@@ -808,7 +869,7 @@ fn finish_session(
         .map(|r| (r.condition_id.clone(), r.repeat))
         .collect::<std::collections::HashSet<_>>()
         .len() as u64;
-    let ended = now_rfc3339();
+    let ended = sy_drive::now_rfc3339();
     let previous_retries = manifest.counts.retried_attempts;
     manifest.counts = Counts::from_records(records, previous_retries + end.work.retried);
     let mut bg = manifest.background.clone();
@@ -879,12 +940,7 @@ fn finish_files(
         });
     }
     match failure {
-        Some(e) => Err(CollectError::Runtime(format!(
-            "{e}; {} keeps every unit recorded before the failure and {} says the run is not \
-             complete: free the space (or fix the cause) and continue with --resume",
-            Artifact::Records.file_name(),
-            Artifact::Manifest.file_name()
-        ))),
+        Some(cause) => Err(RunFailure::Unsaved { cause }.into()),
         None => Ok(()),
     }
 }

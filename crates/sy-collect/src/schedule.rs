@@ -8,7 +8,7 @@
 
 use sy_records::{Background, Phase};
 
-use crate::plan::{BackgroundTarget, Plan};
+use crate::plan::{BackgroundTarget, Plan, fraction_label};
 
 /// One workload condition.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,12 +76,6 @@ pub struct Unit {
 pub struct Schedule {
     pub conditions: Vec<Condition>,
     pub units: Vec<Unit>,
-}
-
-/// The label of a cached fraction in condition ids (three decimals: `0.500`). Two fractions
-/// with the same label would give two conditions one id; [`Plan::validate`] refuses them.
-pub fn fraction_label(f: f64) -> String {
-    format!("{f:.3}")
 }
 
 impl Schedule {

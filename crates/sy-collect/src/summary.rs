@@ -25,7 +25,7 @@ pub struct PhaseTime {
 
 impl PhaseTime {
     /// The background traffic counted in `stats` so far (subtract two of these for a delta).
-    pub fn background_of(stats: &crate::accounting::Stats) -> PhaseTime {
+    pub fn background_of(stats: &sy_drive::Stats) -> PhaseTime {
         PhaseTime {
             background_requests: stats
                 .background_requests

@@ -17,10 +17,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use sy_drive::{Driver, PromptFactory};
 
-use crate::accounting::Driver;
 use crate::plan::Plan;
-use crate::prompt::PromptFactory;
 
 /// Warm-up requests per (worker, rank) by default on a real deployment.
 pub const DEFAULT_MAX_PER_RANK: u32 = 6;
@@ -141,12 +140,11 @@ async fn one(
     rank: u32,
     tokens: &[u32],
     plan: &Plan,
-) -> Result<(), String> {
+) -> Result<(), sy_dynamo::CallError> {
     let max_tokens = plan.probe.max_tokens.max(1);
     let booking = driver
         .reserve_on_rank(model, tokens, max_tokens, (worker, rank), "warmup")
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     // Exactly max_tokens, as every request of a run: never end of sequence first.
     let out = driver
         .send(
@@ -161,7 +159,7 @@ async fn one(
         .await;
     driver.release(&booking).await;
     match out.error {
-        Some(e) => Err(e.to_string()),
+        Some(e) => Err(e),
         None => Ok(()),
     }
 }

@@ -268,27 +268,28 @@ fn fit_config_recovers_the_simulator_configuration_from_its_records() {
     let run_dir = dir.path().join("run");
     let out = run_sim(&plan, &run_dir, &["--sim-config", known.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let truth = sy_sim::SimConfig::from_toml_path(&known).unwrap();
+    let truth = sy_drive::sim::SimConfig::from_toml_path(&known).unwrap();
     let mut start = truth.clone();
     for m in &mut start.models {
-        m.step = sy_sim::config::StepTimeConfig::default();
+        m.step = sy_drive::sim::config::StepTimeConfig::default();
     }
     let base = write(dir.path(), "base.toml", &toml::to_string(&start).unwrap());
     let fitted = dir.path().join("fitted.toml");
     let fitted_run =
-        sy_sim::fit_config::run(&run_dir.join("records.parquet"), None, &base, &fitted).unwrap();
+        sy_drive::sim::fit_config::run(&run_dir.join("records.parquet"), None, &base, &fitted)
+            .unwrap();
     let fits = &fitted_run.models;
     assert_eq!(fits.len(), 2);
     assert!(fitted_run.untimed.is_empty());
-    let got = sy_sim::SimConfig::from_toml_path(&fitted).unwrap();
+    let got = sy_drive::sim::SimConfig::from_toml_path(&fitted).unwrap();
     for fit in fits {
         assert_eq!(fit.target, "server_ttft_ms");
         assert_eq!(fit.cells.len(), 9, "{fit:?}");
         let want = &truth.models.iter().find(|m| m.name == fit.model).unwrap();
         let have = got.models.iter().find(|m| m.name == fit.model).unwrap();
         for (c, _) in &fit.cells {
-            let p = |s: &sy_sim::config::StepTimeConfig| {
-                sy_sim::fit_config::predict(s, c.n, c.cached, 1024, 1.0)
+            let p = |s: &sy_drive::sim::config::StepTimeConfig| {
+                sy_drive::sim::fit_config::predict(s, c.n, c.cached, 1024, 1.0)
             };
             let (t, f) = (p(&want.step), p(&have.step));
             // An idle worker's server TTFT is the step model's whatever the host's load (the

@@ -148,10 +148,10 @@ fn stalls_time_out_without_hanging() {
 fn a_vanished_worker_is_stepped_around_and_its_replacement_found() {
     let rt = runtime();
     rt.block_on(async {
-        let mut cfg = sy_sim::SimConfig::default();
+        let mut cfg = sy_drive::sim::SimConfig::default();
         cfg.lifecycle.restart_delay_ms = 300.0;
         cfg.lifecycle.auto_register_restarted = true;
-        let sim = sy_sim::spawn(cfg).await.unwrap();
+        let sim = sy_drive::sim::spawn(cfg).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let plan_path = write(
             dir.path(),
@@ -193,7 +193,7 @@ fn a_vanished_worker_is_stepped_around_and_its_replacement_found() {
 /// Runs `plan_text` in-process against `sim` (as `--target dynamo` with the sim's URLs) while
 /// `fault` runs once the first unit is on disk; returns the summary.
 async fn run_with_fault<F, Fut>(
-    sim: &sy_sim::SimHandle,
+    sim: &sy_drive::sim::SimHandle,
     dir: &std::path::Path,
     plan_text: &str,
     fault: F,
@@ -251,7 +251,7 @@ fn retried_with(run_dir: &std::path::Path, what: &str) -> Vec<Record> {
 fn http_400_while_the_frontend_rediscovers_workers_is_retried() {
     let rt = runtime();
     rt.block_on(async {
-        let sim = sy_sim::spawn(sy_sim::SimConfig::default()).await.unwrap();
+        let sim = sy_drive::sim::spawn(sy_drive::sim::SimConfig::default()).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let summary = run_with_fault(
             &sim,
@@ -292,11 +292,11 @@ fn http_400_while_the_frontend_rediscovers_workers_is_retried() {
 fn http_400_for_a_just_restarted_worker_is_retried_until_it_is_discovered() {
     let rt = runtime();
     rt.block_on(async {
-        let mut cfg = sy_sim::SimConfig::default();
+        let mut cfg = sy_drive::sim::SimConfig::default();
         cfg.lifecycle.restart_delay_ms = 100.0;
         cfg.lifecycle.discovery_delay_ms = 600.0;
         cfg.lifecycle.auto_register_restarted = true;
-        let sim = sy_sim::spawn(cfg).await.unwrap();
+        let sim = sy_drive::sim::spawn(cfg).await.unwrap();
         let (victim, other) = {
             let ids = sim.worker_ids("efficient");
             (ids[0], ids[1])
@@ -369,7 +369,7 @@ fn http_400_for_a_just_restarted_worker_is_retried_until_it_is_discovered() {
 fn http_404_model_not_found_after_a_frontend_restart_is_retried() {
     let rt = runtime();
     rt.block_on(async {
-        let sim = sy_sim::spawn(sy_sim::SimConfig::default()).await.unwrap();
+        let sim = sy_drive::sim::spawn(sy_drive::sim::SimConfig::default()).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let summary = run_with_fault(
             &sim,

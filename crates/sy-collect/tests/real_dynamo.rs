@@ -1036,7 +1036,7 @@ repeats = 11
     );
     // Stage 1: the step-time parameters from the real run's server TTFT.
     let fitted = tmp.path().join("fitted.toml");
-    sy_sim::fit_config::run(
+    sy_drive::sim::fit_config::run(
         &real_dir.join("records.parquet"),
         None,
         &collect::mocker_like_sim(),
@@ -1052,7 +1052,7 @@ repeats = 11
     assert!(first.output.status.success(), "{}", first.log());
     // Stage 2: the frontend's untimed work from the client − server gaps of both runs.
     let refitted = tmp.path().join("refitted.toml");
-    let untimed = sy_sim::fit_config::run(
+    let untimed = sy_drive::sim::fit_config::run(
         &real_dir.join("records.parquet"),
         Some(&first_dir.join("records.parquet")),
         &fitted,
@@ -1162,7 +1162,7 @@ async fn real_dynamo_target_versions() {
         return;
     };
     let http = reqwest::Client::new();
-    let v = sy_collect::target::dynamo_versions(&http, None, &stack.frontend, &stack.select).await;
+    let v = sy_drive::target::dynamo_versions(&http, None, &stack.frontend, &stack.select).await;
     assert_eq!(v.versions["dynamo-frontend"], "1.6.1", "{v:?}");
     assert!(
         v.sources["dynamo-frontend"].contains("NVIDIA Dynamo"),

@@ -2,7 +2,7 @@
 //! `--target sim`; for `--target dynamo` whatever the deployment reports, and "unknown" with the
 //! reason for what it does not (the simulator serves no `/openapi.json`, so against it every
 //! Dynamo component is explicitly unknown). The positive Dynamo case (the frontend's
-//! `/openapi.json` says 1.6.1) is a unit test in `src/target.rs` and
+//! `/openapi.json` says 1.6.1) is a unit test in `sy-drive`'s `src/target/versions.rs` and
 //! `real_dynamo_target_versions` in `real_dynamo.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -42,7 +42,9 @@ fn sim_target_records_the_simulator_version() {
 fn dynamo_target_records_unknown_explicitly_when_nothing_is_reported() {
     let rt = runtime();
     rt.block_on(async {
-        let sim = sy_sim::spawn(sy_sim::SimConfig::default()).await.unwrap();
+        let sim = sy_drive::sim::spawn(sy_drive::sim::SimConfig::default())
+            .await
+            .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let plan_path = write(dir.path(), "plan.toml", PLAN);
         let run_dir = dir.path().join("run");
@@ -65,7 +67,7 @@ fn dynamo_target_records_unknown_explicitly_when_nothing_is_reported() {
             ]
         );
         for (k, v) in &t.versions {
-            assert_eq!(v, sy_collect::target::UNKNOWN_VERSION, "{k}");
+            assert_eq!(v, sy_drive::target::UNKNOWN_VERSION, "{k}");
             assert!(t.version_sources[k].starts_with("not reported"), "{t:?}");
         }
         assert!(

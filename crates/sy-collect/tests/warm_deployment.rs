@@ -21,7 +21,7 @@ fn planned_k(r: &Record) -> u64 {
 }
 
 async fn run_once(
-    sim: &sy_sim::SimHandle,
+    sim: &sy_drive::sim::SimHandle,
     plan_path: &std::path::Path,
     run_dir: &std::path::Path,
 ) -> sy_collect::RunSummary {
@@ -63,11 +63,11 @@ fn a_second_run_of_the_same_plan_and_seed_gets_no_unplanned_cache_hits() {
     let rt = runtime();
     rt.block_on(async {
         // One simulator for both runs: its prefix cache keeps what the first run sent.
-        let cfg = sy_sim::SimConfig {
+        let cfg = sy_drive::sim::SimConfig {
             time_scale: 0.2,
             ..Default::default()
         };
-        let sim = sy_sim::spawn(cfg).await.unwrap();
+        let sim = sy_drive::sim::spawn(cfg).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let plan = write(dir.path(), "plan.toml", PLAN);
         let (dir_a, dir_b) = (dir.path().join("a"), dir.path().join("b"));

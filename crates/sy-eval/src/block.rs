@@ -1,6 +1,6 @@
 //! One block: one variant, one round, on a deployment in a matched starting state.
 //!
-//! The background slots start first (sy-collect's closed loops, on the same accounting path)
+//! The background slots start first (sy-drive's closed loops, on the same reservation path)
 //! and warm up; then the sessions run, `concurrency` at a time. Every turn: observe both
 //! candidates and decide ([`LiveRule::route`], the code a host links), reserve the chosen
 //! model's worker (`select_and_reserve`), stream the request pinned to it (`prefill_complete` at
@@ -12,9 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sy_collect::accounting::Driver;
-use sy_collect::background::{BackgroundLoad, Loops, SlotSpec, busy_slot};
-use sy_collect::prompt::PromptFactory;
+use sy_drive::background::{BackgroundLoad, Loops, SlotSpec, busy_slot};
+use sy_drive::{Driver, PromptFactory};
 use sy_dynamo::{Cancel, ClientConfig, CompletionClient, SelectionClient};
 use sy_selector::{Bundle, LiveRule, Model, Variant};
 use tokio::sync::Semaphore;
@@ -54,7 +53,7 @@ pub struct BlockId {
     pub start_state: String,
 }
 
-/// The background slots of the plan (sy-collect's contention shapes).
+/// The background slots of the plan (the contention shapes of sy-collect's load phase).
 pub fn background_slots(bg: &BackgroundSpec, models: &Models) -> Vec<SlotSpec> {
     let targets: Vec<&str> = match bg.target.as_str() {
         "capable" => vec![&models.capable],
@@ -106,11 +105,9 @@ fn client_config(inputs: &BlockInputs) -> ClientConfig {
 
 /// Runs one block and returns what it recorded (not yet written).
 pub async fn run_block(inputs: &BlockInputs, id: &BlockId) -> Result<BlockResult, EvalError> {
-    let started_at = sy_collect::manifest::now_rfc3339();
+    let started_at = sy_drive::now_rfc3339();
     let config = client_config(inputs);
-    let http = config
-        .http_client()
-        .map_err(|e| EvalError::Runtime(format!("cannot build the HTTP client: {e}")))?;
+    let http = config.http_client().map_err(EvalError::HttpClient)?;
     let selection = SelectionClient::new(&config, http.clone());
     let block_key = format!("r{}-{}-p{}", id.round, id.variant, id.position);
     let driver = Arc::new(Driver::new(
@@ -122,14 +119,10 @@ pub async fn run_block(inputs: &BlockInputs, id: &BlockId) -> Result<BlockResult
     driver.learn_frontend_instances().await;
     driver.stats.keep_background_outcomes();
     let plan = &inputs.plan;
-    let prompt_spec = sy_collect::plan::PromptSpec {
-        vocab_min: plan.prompt.vocab_min,
-        vocab_max: plan.prompt.vocab_max,
-    };
     let prompts = Arc::new(PromptFactory::new(
         plan.seed,
         &inputs.invocation_id,
-        &prompt_spec,
+        &plan.prompt,
     ));
     let slots = background_slots(&plan.background, &plan.models);
     let background = if slots.is_empty() {
@@ -193,7 +186,7 @@ pub async fn run_block(inputs: &BlockInputs, id: &BlockId) -> Result<BlockResult
         position: id.position,
         variant: id.variant,
         started_at,
-        ended_at: sy_collect::manifest::now_rfc3339(),
+        ended_at: sy_drive::now_rfc3339(),
         start_state: id.start_state.clone(),
         turns,
         sessions,
@@ -235,7 +228,7 @@ async fn run_sessions(
     }
     let mut done = Vec::with_capacity(sessions.len());
     while let Some(joined) = tasks.join_next().await {
-        done.push(joined.map_err(|e| EvalError::Runtime(format!("a session task failed: {e}")))?);
+        done.push(joined.map_err(EvalError::SessionTask)?);
     }
     done.sort_by_key(|(_, s)| s.session);
     let mut turns = Vec::new();
@@ -414,7 +407,7 @@ async fn execute(
     rec.uncached_input_tokens = out.cached_tokens.map(|c| sent.saturating_sub(c));
     if let Some(e) = out.error {
         rec.error = Some(format!("{:?}: {}", e.kind, e.message));
-        if sy_collect::accounting::worker_fault(e.kind) {
+        if sy_drive::reservation::worker_fault(e.kind) {
             driver.suspect(booking.answer.worker_id);
         }
     }

@@ -5,10 +5,29 @@ use std::path::PathBuf;
 
 use clap::{CommandFactory, Parser};
 use sy_cli::{CommonArgs, ToolError};
-use sy_collect::TargetKind;
+use sy_drive::TargetKind;
 
 use crate::plan::LoadedPlan;
 use crate::run::{RunOptions, run};
+
+/// A command line that cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Bad input.
+    #[error("{flag} {url}: expected an http:// URL")]
+    NotHttp { flag: &'static str, url: String },
+    #[error("cannot start the async runtime: {0}")]
+    AsyncRuntime(#[source] std::io::Error),
+}
+
+impl From<CliError> for ToolError {
+    fn from(e: CliError) -> Self {
+        match e {
+            CliError::NotHttp { .. } => ToolError::BadInput(e.to_string()),
+            CliError::AsyncRuntime(_) => ToolError::Runtime(e.to_string()),
+        }
+    }
+}
 
 /// The frozen rule, live, on multi-turn agent sessions: routes every turn of generated (or
 /// traced) sessions with each variant exactly as a host would (observe both candidates, decide,
@@ -76,9 +95,11 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
         if let Some(u) = url
             && !u.starts_with("http://")
         {
-            return Err(ToolError::BadInput(format!(
-                "{flag} {u}: expected an http:// URL"
-            )));
+            return Err(CliError::NotHttp {
+                flag,
+                url: u.clone(),
+            }
+            .into());
         }
     }
     let plan = LoadedPlan::from_path(&plan_path).map_err(crate::EvalError::from)?;
@@ -100,7 +121,7 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| ToolError::Runtime(format!("cannot start the async runtime: {e}")))?;
+        .map_err(CliError::AsyncRuntime)?;
     let outcome = rt.block_on(run(plan, opts))?;
     let c = &outcome.comparison;
     if args.common.json {

@@ -1,47 +1,82 @@
-//! sy-eval's errors: bad input (exit 2), a runtime failure (exit 1), or an interruption (exit 1,
-//! the finished blocks are kept: rerun with `--resume`).
+//! sy-eval's error: one variant per concern, each a typed error naming the file, field or URL
+//! concerned; [`EvalError::is_bad_input`] decides the exit code (2 bad input, 1 a runtime
+//! failure or an interruption, after which the finished blocks are kept: rerun with `--resume`).
 
-/// A failed evaluation. Messages name the file, field or URL concerned.
+use sy_drive::{PlanError, TargetError};
+use sy_selector::Variant;
+
+use crate::quiescence::QuiescenceError;
+use crate::run::RunDirError;
+use crate::sessions::TraceError;
+
+/// A failed evaluation.
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// The bundle file cannot be read.
+    #[error(transparent)]
+    BundleRead(sy_selector::BundleError),
+    /// The bundle is not a valid bundle.
+    #[error("bundle {}: {source}", .path.display())]
+    Bundle {
+        path: std::path::PathBuf,
+        #[source]
+        source: sy_selector::BundleError,
+    },
+    #[error(transparent)]
+    RunDir(#[from] RunDirError),
+    #[error(transparent)]
+    Output(#[from] sy_run::RunError),
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error(transparent)]
+    Deployment(#[from] QuiescenceError),
+    #[error("cannot build the HTTP client: {0}")]
+    HttpClient(#[source] reqwest::Error),
+    #[error("a session task failed: {0}")]
+    SessionTask(#[source] tokio::task::JoinError),
+    #[error(
+        "block r{round}-{variant}: {} reservations could not be deleted: {ids:?}",
+        .ids.len()
+    )]
+    Leaked {
+        round: u32,
+        variant: Variant,
+        ids: Vec<String>,
+    },
     #[error("{0}")]
-    BadInput(String),
+    Serialize(#[source] serde_json::Error),
     #[error("{0}")]
-    Runtime(String),
+    Report(#[source] sy_report::ReportError),
     #[error("interrupted; the finished blocks are kept: rerun with --resume")]
     Interrupted,
 }
 
-impl From<EvalError> for sy_cli::ToolError {
-    fn from(e: EvalError) -> Self {
-        match e {
-            EvalError::BadInput(m) => sy_cli::ToolError::BadInput(m),
-            EvalError::Runtime(m) => sy_cli::ToolError::Runtime(m),
-            EvalError::Interrupted => sy_cli::ToolError::Runtime(e.to_string()),
+impl EvalError {
+    /// Whether the caller's input is at fault (exit 2) rather than the run (exit 1).
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            EvalError::Plan(_)
+            | EvalError::Trace(_)
+            | EvalError::BundleRead(_)
+            | EvalError::Bundle { .. } => true,
+            EvalError::RunDir(e) => e.is_bad_input(),
+            EvalError::Output(e) => e.is_bad_input(),
+            EvalError::Target(e) => e.is_bad_input(),
+            _ => false,
         }
     }
 }
 
-impl From<crate::plan::PlanError> for EvalError {
-    fn from(e: crate::plan::PlanError) -> Self {
-        EvalError::BadInput(e.to_string())
-    }
-}
-
-impl From<crate::sessions::TraceError> for EvalError {
-    fn from(e: crate::sessions::TraceError) -> Self {
-        EvalError::BadInput(e.to_string())
-    }
-}
-
-impl From<sy_run::RunError> for EvalError {
-    /// A path that cannot be used (a link, a run directory of another tool or writer) is bad
-    /// input; a failed write is a runtime failure.
-    fn from(e: sy_run::RunError) -> Self {
+impl From<EvalError> for sy_cli::ToolError {
+    fn from(e: EvalError) -> Self {
         if e.is_bad_input() {
-            EvalError::BadInput(e.to_string())
+            sy_cli::ToolError::BadInput(e.to_string())
         } else {
-            EvalError::Runtime(e.to_string())
+            sy_cli::ToolError::Runtime(e.to_string())
         }
     }
 }

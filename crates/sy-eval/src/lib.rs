@@ -8,13 +8,13 @@
 //!
 //! - **the host's code path**: every turn goes through [`sy_selector::LiveRule::route`] over an
 //!   [`observer::DynamoObserver`] (the [`sy_selector::Observer`] trait implemented with the
-//!   project's Dynamo client), then reserve → pinned stream → free on sy-collect's accounting
-//!   path; only the chosen model executes;
+//!   project's Dynamo client), then reserve → pinned stream → free on the reservation path
+//!   ([`sy_drive::reservation`], shared with sy-collect); only the chosen model executes;
 //! - **matched arms** ([`run`]): per round every variant runs once in a seeded random (or ABBA)
 //!   order on fresh sessions of the same shapes; each block starts on a fresh simulator, or on a
 //!   quiescent Dynamo deployment with prompts no other block used;
-//! - **background traffic** ([`block`]) on the same accounting path, in sy-collect's contention
-//!   shapes, whose own latency is recorded (the effect on competing traffic);
+//! - **background traffic** ([`block`]) on the same reservation path, in sy-collect's contention
+//!   shapes ([`sy_drive::background`]), whose own latency is recorded (the effect on competing traffic);
 //! - **statistics** ([`stats`], [`compare`]): session completion time and per-turn TTFT with
 //!   grouped bootstrap intervals over sessions, and the paired difference to the baseline;
 //! - **records** ([`records`]): per turn the proposal, choice, reason, observations,
@@ -30,6 +30,7 @@ pub mod error;
 pub mod limits;
 pub mod observer;
 pub mod plan;
+pub mod quiescence;
 pub mod records;
 pub mod report;
 pub mod run;

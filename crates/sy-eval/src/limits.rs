@@ -6,10 +6,10 @@
 //! flight against the open-file limit) are computed from the plan's fields with checked
 //! arithmetic, so an absurd plan is refused with the field and the limit, never run out of
 //! memory or file descriptors. [`check_sessions`] applies the same bounds to a trace's
-//! sessions. The token and duration limits are sy-collect's ([`sy_collect::limits`]): one
-//! definition for both tools.
+//! sessions. The token and duration limits are shared with sy-collect ([`sy_drive::limits`]):
+//! one definition for both tools.
 
-use sy_collect::limits::{
+use sy_drive::limits::{
     MAX_CONTENTION, MAX_DURATION_MS, MAX_OUTPUT_TOKENS, MAX_PROMPT_TOKENS, MAX_UNIT_TOKENS,
     Machine, files_needed,
 };

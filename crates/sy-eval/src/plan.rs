@@ -27,24 +27,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sy_selector::Variant;
 
-/// A plan that cannot be used; the message names the file and field.
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    #[error("cannot read plan {path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("plan {path}: {message}")]
-    Parse { path: PathBuf, message: String },
-    #[error("plan {path}: field `{field}`: {message}")]
-    Invalid {
-        path: PathBuf,
-        field: String,
-        message: String,
-    },
-}
+pub use sy_drive::PlanError;
 
 /// The order of the variants within each round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -101,7 +84,7 @@ fn default_concurrency() -> usize {
 
 /// The served names of the two candidate models, and how prompt token ids are drawn: the same
 /// tables as in a calibration plan.
-pub use sy_collect::plan::{Models, PromptSpec};
+pub use sy_drive::{Models, PromptSpec};
 
 /// Sessions: from a generator (the ranges below) or from a trace file of recorded sessions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -353,7 +336,7 @@ impl EvalPlan {
                 "the efficient and capable models must differ".into(),
             ));
         }
-        crate::limits::check_plan(self, &sy_collect::limits::Machine::current())
+        crate::limits::check_plan(self, &sy_drive::limits::Machine::current())
             .map_err(|(field, message)| bad(&field, message))
     }
 

@@ -16,16 +16,17 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use sy_collect::TargetKind;
-use sy_dynamo::{Cancel, ClientConfig, SelectionClient};
+use sy_drive::{Endpoints, Target, TargetKind};
+use sy_dynamo::Cancel;
 use sy_selector::{Bundle, Variant};
 
 use crate::block::{BlockId, BlockInputs, run_block};
 use crate::compare::{Comparison, compare};
 use crate::error::EvalError;
-use crate::plan::{LoadedPlan, Models, Order};
+use crate::plan::{LoadedPlan, Order};
+use crate::quiescence::quiescent;
 use crate::records::BlockResult;
-use crate::sessions::{SessionSpec, generate, read_trace};
+use crate::sessions::{SessionSpec, TraceError, generate, read_trace};
 
 /// The manifest file of a run directory.
 pub const MANIFEST_FILE: &str = sy_run::EVAL_MANIFEST_FILE;
@@ -37,6 +38,56 @@ pub const COMPARISON_FILE: &str = "comparison.json";
 pub const TURNS_FILE: &str = "turns.jsonl";
 /// Every session of every block.
 pub const SESSIONS_FILE: &str = "sessions.jsonl";
+
+/// A run directory (or a file in it) that cannot be used for this evaluation: bad input,
+/// except a file that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RunDirError {
+    #[error("cannot read {}: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: not a valid file of this run: {source}", .path.display())]
+    NotOfThisRun {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "{} already holds an evaluation ({MANIFEST_FILE}); rerun with --resume to continue it, \
+         or choose another --run-dir",
+        .0.display()
+    )]
+    Occupied(PathBuf),
+    #[error("--resume: the {what} differs from the run's ({run} vs {given})")]
+    Differs {
+        what: &'static str,
+        run: String,
+        given: String,
+    },
+    #[error("--resume: --seed {given} differs from the run's seed {run}")]
+    OtherSeed { given: u64, run: u64 },
+    #[error(
+        "{}: field `{field}` is {found}, expected {expected}: this block is not one of the \
+         evaluation in this run directory ({MANIFEST_FILE}); remove it to run it again",
+        .path.display()
+    )]
+    ForeignBlock {
+        path: PathBuf,
+        field: &'static str,
+        found: String,
+        expected: String,
+    },
+}
+
+impl RunDirError {
+    /// Whether the caller's input is at fault (exit 2) rather than the machine (exit 1).
+    pub fn is_bad_input(&self) -> bool {
+        !matches!(self, RunDirError::Read { .. })
+    }
+}
 
 /// How to run.
 #[derive(Debug, Clone)]
@@ -125,8 +176,10 @@ fn sessions_of(plan: &LoadedPlan) -> Result<Vec<SessionSpec>, EvalError> {
                 s.truncate(spec.count as usize);
             }
             crate::limits::check_sessions(&s, plan.plan.concurrency).map_err(
-                |(field, message)| {
-                    EvalError::BadInput(format!("trace {}: {field}: {message}", path.display()))
+                |(field, message)| TraceError::Bound {
+                    path: path.display().to_string(),
+                    field,
+                    message,
                 },
             )?;
             Ok(s)
@@ -136,13 +189,16 @@ fn sessions_of(plan: &LoadedPlan) -> Result<Vec<SessionSpec>, EvalError> {
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, EvalError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| EvalError::Runtime(format!("cannot read {}: {e}", path.display())))?;
-    serde_json::from_str(&text).map_err(|e| {
-        EvalError::BadInput(format!(
-            "{}: not a valid file of this run: {e}",
-            path.display()
-        ))
+    let text = std::fs::read_to_string(path).map_err(|source| RunDirError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| {
+        RunDirError::NotOfThisRun {
+            path: path.to_path_buf(),
+            source,
+        }
+        .into()
     })
 }
 
@@ -157,10 +213,7 @@ fn check_run_dir(
         return Ok(None);
     }
     if !opts.resume {
-        return Err(EvalError::BadInput(format!(
-            "{} already holds an evaluation ({MANIFEST_FILE}); rerun with --resume to continue it, or choose another --run-dir",
-            opts.run_dir.display()
-        )));
+        return Err(RunDirError::Occupied(opts.run_dir.clone()).into());
     }
     let prev: EvalManifest = read_json(&path)?;
     for (what, a, b) in [
@@ -173,16 +226,20 @@ fn check_run_dir(
         ("target", &prev.target, &fresh.target),
     ] {
         if a != b {
-            return Err(EvalError::BadInput(format!(
-                "--resume: the {what} differs from the run's ({a} vs {b})"
-            )));
+            return Err(RunDirError::Differs {
+                what,
+                run: a.clone(),
+                given: b.clone(),
+            }
+            .into());
         }
     }
     if prev.seed != fresh.seed {
-        return Err(EvalError::BadInput(format!(
-            "--resume: --seed {} differs from the run's seed {}",
-            fresh.seed, prev.seed
-        )));
+        return Err(RunDirError::OtherSeed {
+            given: fresh.seed,
+            run: prev.seed,
+        }
+        .into());
     }
     Ok(Some(prev))
 }
@@ -202,12 +259,14 @@ fn read_block(
 ) -> Result<BlockResult, EvalError> {
     sy_run::check_output_target(path)?;
     let block: BlockResult = read_json(path)?;
-    let foreign = |field: &str, found: String, expected: String| {
-        EvalError::BadInput(format!(
-            "{}: field `{field}` is {found}, expected {expected}: this block is not one of the \
-             evaluation in this run directory ({MANIFEST_FILE}); remove it to run it again",
-            path.display()
-        ))
+    let foreign = |field: &'static str, found: String, expected: String| -> EvalError {
+        RunDirError::ForeignBlock {
+            path: path.to_path_buf(),
+            field,
+            found,
+            expected,
+        }
+        .into()
     };
     if block.run_id != manifest.run_id {
         return Err(foreign(
@@ -237,8 +296,11 @@ fn load_bundle(path: &Path) -> Result<Bundle, EvalError> {
     // Validated at load (version, structure, hash, every parameter): a bad bundle is refused
     // before the first request.
     Bundle::from_path(path).map_err(|e| match e {
-        sy_selector::BundleError::Io { .. } => EvalError::BadInput(e.to_string()),
-        other => EvalError::BadInput(format!("bundle {}: {other}", path.display())),
+        sy_selector::BundleError::Io { .. } => EvalError::BundleRead(e),
+        source => EvalError::Bundle {
+            path: path.to_path_buf(),
+            source,
+        },
     })
 }
 
@@ -266,7 +328,7 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalE
         plan.plan.order,
         plan.plan.seed,
     );
-    let invocation_id = sy_collect::prompt::new_invocation_id();
+    let invocation_id = sy_drive::new_invocation_id();
     let fresh = EvalManifest {
         schema_version: 1,
         tool: "sy-eval".into(),
@@ -284,7 +346,7 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalE
         blocks: order.clone(),
         sessions_per_block: sessions.len(),
         invocation_ids: vec![],
-        started_at: sy_collect::manifest::now_rfc3339(),
+        started_at: sy_drive::now_rfc3339(),
         ended_at: None,
         complete: false,
     };
@@ -425,11 +487,11 @@ async fn run_blocks(
         )
         .await?;
         if !result.outstanding_reservations.is_empty() {
-            return Err(EvalError::Runtime(format!(
-                "block r{round}-{variant}: {} reservations could not be deleted: {:?}",
-                result.outstanding_reservations.len(),
-                result.outstanding_reservations
-            )));
+            return Err(EvalError::Leaked {
+                round,
+                variant,
+                ids: result.outstanding_reservations,
+            });
         }
         write_json(&file, &result)?;
         ran += 1;
@@ -446,51 +508,33 @@ async fn run_one(
     progress: indicatif::ProgressBar,
 ) -> Result<BlockResult, EvalError> {
     let plan = &ctx.plan.plan;
-    let (sim, frontend_url, selection_url, start_state) = match ctx.opts.target {
+    let endpoints = Endpoints {
+        frontend_url: ctx
+            .opts
+            .frontend_url
+            .clone()
+            .or_else(|| plan.target.frontend_url.clone()),
+        selection_url: ctx
+            .opts
+            .selection_url
+            .clone()
+            .or_else(|| plan.target.selection_url.clone()),
+        sim_config: ctx
+            .opts
+            .sim_config
+            .clone()
+            .or_else(|| plan.target.sim_config.as_ref().map(|p| ctx.plan.resolve(p))),
+    };
+    let target = Target::start(ctx.opts.target, &endpoints).await?;
+    let (frontend_url, selection_url) = (target.frontend_url.clone(), target.selection_url.clone());
+    let start_state = match target.kind {
         TargetKind::Sim => {
-            let config = match ctx
-                .opts
-                .sim_config
-                .clone()
-                .or_else(|| plan.target.sim_config.as_ref().map(|p| ctx.plan.resolve(p)))
-            {
-                Some(p) => sy_sim::SimConfig::from_toml_path(&p)
-                    .map_err(|e| EvalError::BadInput(e.to_string()))?,
-                None => sy_sim::SimConfig::default(),
-            };
-            let handle = sy_sim::spawn(config)
-                .await
-                .map_err(|e| EvalError::Runtime(format!("cannot start the simulator: {e}")))?;
-            let (f, s) = (handle.frontend_url(), handle.selection_url());
-            (
-                Some(handle),
-                f,
-                s,
-                "fresh simulator: same configuration and seed, empty caches, nothing booked"
-                    .to_string(),
-            )
+            "fresh simulator: same configuration and seed, empty caches, nothing booked".to_string()
         }
         TargetKind::Dynamo => {
-            let f = ctx
-                .opts
-                .frontend_url
-                .clone()
-                .or_else(|| plan.target.frontend_url.clone())
-                .unwrap_or_else(|| sy_collect::plan::DEFAULT_FRONTEND_URL.into());
-            let s = ctx
-                .opts
-                .selection_url
-                .clone()
-                .or_else(|| plan.target.selection_url.clone())
-                .unwrap_or_else(|| sy_collect::plan::DEFAULT_SELECTION_URL.into());
-            let zero = quiescent(&f, &s, &plan.models).await?;
-            (
-                None,
-                f,
-                s,
-                format!(
-                    "shared deployment: fresh prompts for this block (no cross-block cache hits), caches not reset; nothing booked at start: {zero}"
-                ),
+            let zero = quiescent(&frontend_url, &selection_url, &plan.models).await?;
+            format!(
+                "shared deployment: fresh prompts for this block (no cross-block cache hits), caches not reset; nothing booked at start: {zero}"
             )
         }
     };
@@ -514,64 +558,8 @@ async fn run_one(
         start_state,
     };
     let result = run_block(&inputs, &id).await;
-    if let Some(h) = sim {
-        h.shutdown().await;
-    }
+    target.shutdown().await;
     result
-}
-
-/// Checks a Dynamo deployment before a block: the frontend serves both models, the selection
-/// service knows workers, and nothing is booked (waits up to 30 s for that); fails when it is
-/// unreachable or a model is missing.
-async fn quiescent(frontend: &str, selection: &str, models: &Models) -> Result<bool, EvalError> {
-    let config = ClientConfig::new(frontend, selection);
-    let http = config
-        .http_client()
-        .map_err(|e| EvalError::Runtime(format!("cannot build the HTTP client: {e}")))?;
-    let listed: sy_wire::ModelList = async {
-        http.get(format!("{frontend}/v1/models"))
-            .timeout(std::time::Duration::from_secs(5))
-            .send()
-            .await?
-            .json()
-            .await
-    }
-    .await
-    .map_err(|e| {
-        EvalError::Runtime(format!(
-            "target unreachable: the frontend at {frontend} did not answer GET /v1/models: {e}"
-        ))
-    })?;
-    for model in [&models.efficient, &models.capable] {
-        if !listed.data.iter().any(|m| &m.id == model) {
-            return Err(EvalError::Runtime(format!(
-                "the frontend at {frontend} does not serve model `{model}` (GET /v1/models lists {:?})",
-                listed
-                    .data
-                    .iter()
-                    .map(|m| m.id.as_str())
-                    .collect::<Vec<_>>()
-            )));
-        }
-    }
-    let sel = SelectionClient::new(&config, http);
-    let workers = sel.workers().await.map_err(|e| {
-        EvalError::Runtime(format!(
-            "target unreachable: the selection service at {selection} did not answer GET /workers: {e}"
-        ))
-    })?;
-    if workers.is_empty() {
-        return Err(EvalError::Runtime(format!(
-            "the selection service at {selection} has no registered worker"
-        )));
-    }
-    for _ in 0..15 {
-        if sel.wait_loads_zero(40).await == Some(true) {
-            return Ok(true);
-        }
-    }
-    tracing::warn!("the deployment still shows booked load before the block (another client?)");
-    Ok(false)
 }
 
 /// Reads every block file, compares, writes the outputs and the final manifest.
@@ -599,15 +587,11 @@ fn finish(
     let mut sessions = String::new();
     for b in &blocks {
         for t in &b.turns {
-            turns.push_str(
-                &serde_json::to_string(t).map_err(|e| EvalError::Runtime(e.to_string()))?,
-            );
+            turns.push_str(&serde_json::to_string(t).map_err(EvalError::Serialize)?);
             turns.push('\n');
         }
         for s in &b.sessions {
-            sessions.push_str(
-                &serde_json::to_string(s).map_err(|e| EvalError::Runtime(e.to_string()))?,
-            );
+            sessions.push_str(&serde_json::to_string(s).map_err(EvalError::Serialize)?);
             sessions.push('\n');
         }
     }
@@ -645,8 +629,8 @@ fn finish(
         &comparison,
         &blocks,
     )
-    .map_err(|e| EvalError::Runtime(e.to_string()))?;
-    manifest.ended_at = Some(sy_collect::manifest::now_rfc3339());
+    .map_err(EvalError::Report)?;
+    manifest.ended_at = Some(sy_drive::now_rfc3339());
     manifest.complete = true;
     write_json(&opts.run_dir.join(MANIFEST_FILE), &manifest)?;
     Ok(RunOutcome {

@@ -74,6 +74,13 @@ pub enum TraceError {
     },
     #[error("trace {path}: {message}")]
     Whole { path: String, message: String },
+    /// A session beyond the evaluation's bounds (the field and the limit).
+    #[error("trace {path}: {field}: {message}")]
+    Bound {
+        path: String,
+        field: String,
+        message: String,
+    },
 }
 
 fn draw(rng: &mut ChaCha8Rng, r: [u64; 2]) -> u64 {

@@ -33,6 +33,10 @@ pub enum AdaptiveError {
     },
     #[error("adaptive: cannot write {path}: {message}")]
     Write { path: PathBuf, message: String },
+    #[error("--adaptive: plan {path} has no [adaptive] section")]
+    NoSection { path: PathBuf },
+    #[error("adaptive: cannot create run directory {path}: {message}")]
+    RunDir { path: PathBuf, message: String },
 }
 
 impl AdaptiveError {
@@ -40,17 +44,9 @@ impl AdaptiveError {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            AdaptiveError::State { .. } | AdaptiveError::OtherPlan { .. }
+            AdaptiveError::State { .. }
+                | AdaptiveError::OtherPlan { .. }
+                | AdaptiveError::NoSection { .. }
         )
-    }
-}
-
-impl From<AdaptiveError> for crate::CollectError {
-    fn from(e: AdaptiveError) -> Self {
-        if e.is_bad_input() {
-            crate::CollectError::BadInput(e.to_string())
-        } else {
-            crate::CollectError::Runtime(e.to_string())
-        }
     }
 }

@@ -131,16 +131,14 @@ pub async fn run_adaptive(
     opts: RunOptions,
 ) -> Result<AdaptiveOutcome, CollectError> {
     let Some(spec) = plan.plan.adaptive.clone() else {
-        return Err(CollectError::BadInput(format!(
-            "--adaptive: plan {} has no [adaptive] section",
-            plan.path.display()
-        )));
+        return Err(AdaptiveError::NoSection {
+            path: plan.path.clone(),
+        }
+        .into());
     };
-    std::fs::create_dir_all(&opts.run_dir).map_err(|e| {
-        CollectError::Runtime(format!(
-            "cannot create run directory {}: {e}",
-            opts.run_dir.display()
-        ))
+    std::fs::create_dir_all(&opts.run_dir).map_err(|e| AdaptiveError::RunDir {
+        path: opts.run_dir.clone(),
+        message: e.to_string(),
     })?;
     sy_run::check_output_target(&opts.run_dir.join(ADAPTIVE_FILE))?;
     let mut state = starting_state(&plan, &opts, &spec)?;

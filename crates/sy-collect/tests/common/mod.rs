@@ -34,11 +34,11 @@ pub fn runtime() -> tokio::runtime::Runtime {
 
 /// In-process run options that drive `sim` as a Dynamo deployment (its frontend and
 /// selection-service URLs), writing into `run_dir`.
-pub fn dynamo_options(sim: &sy_sim::SimHandle, run_dir: &Path) -> sy_collect::RunOptions {
+pub fn dynamo_options(sim: &sy_drive::sim::SimHandle, run_dir: &Path) -> sy_collect::RunOptions {
     sy_collect::RunOptions {
         run_dir: run_dir.to_path_buf(),
-        target: sy_collect::TargetKind::Dynamo,
-        urls: sy_collect::target::UrlOverrides {
+        target: sy_drive::TargetKind::Dynamo,
+        urls: sy_drive::Endpoints {
             frontend_url: Some(sim.frontend_url()),
             selection_url: Some(sim.selection_url()),
             sim_config: None,

@@ -1,0 +1,37 @@
+//! sy-drive: driving a deployment — the library `sy-collect` and `sy-eval` send their requests
+//! through.
+//!
+//! It holds what both tools do to a deployment, once:
+//!
+//! - [`target`]: start the target — the embedded simulator (the only crate that links it) or a
+//!   Dynamo deployment's URLs — and ask it for its versions;
+//! - [`reservation`]: the reservation path every request follows (`select_and_reserve` →
+//!   pinned frontend request → `prefill_complete` → `DELETE`), through one [`Driver`], with
+//!   the retry rules for a frontend catching up with discovery and the counters a run reports;
+//! - [`background`]: closed-loop background load (prefill and decode contention, a busy capable
+//!   destination) on that same path;
+//! - [`prompt`]: token-exact prompts, unique per invocation and key, so nothing is an
+//!   unplanned cache hit;
+//! - [`plan`]: the plan tables both tools share (`[models]`, `[prompt]`) and [`PlanError`];
+//! - [`limits`]: the bounds both tools put on a plan (tokens, durations, the open-file limit);
+//! - [`clock`]: the wall-clock timestamps a run records.
+//!
+//! What a tool measures and records (probes, sessions, schedules, manifests) stays in the tool.
+//! The simulator is reachable as [`sim`] for tests that inject faults through
+//! [`Target::sim`].
+
+pub mod background;
+pub mod clock;
+pub mod limits;
+pub mod plan;
+pub mod prompt;
+pub mod reservation;
+pub mod target;
+
+pub use sy_sim as sim;
+
+pub use clock::now_rfc3339;
+pub use plan::{Models, PlanError, PromptSpec};
+pub use prompt::{PromptFactory, new_invocation_id};
+pub use reservation::{Accounted, Driver, Reservation, Stats};
+pub use target::{Endpoints, Target, TargetError, TargetKind};
