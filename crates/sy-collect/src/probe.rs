@@ -529,7 +529,7 @@ impl UnitRunner {
             observed,
             sent_at_unix_ms: outcome
                 .map(|o| o.sent_at_unix_ms)
-                .unwrap_or_else(unix_ms_now),
+                .unwrap_or_else(sy_wire::unix_ms_now),
             // The worker select_and_reserve booked (and the request was pinned to), as opposed
             // to `worker_id`, the advisory pick of the query-only observation.
             reserved_worker_id: booking.map(|b| b.answer.worker_id),
@@ -596,13 +596,6 @@ async fn each<T, F: std::future::Future<Output = T>>(
         }
         _ => Vec::new(),
     }
-}
-
-fn unix_ms_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64() * 1000.0)
-        .unwrap_or(0.0)
 }
 
 #[cfg(test)]

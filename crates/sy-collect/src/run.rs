@@ -475,7 +475,7 @@ async fn run_on_target(
         units.retain(|u| only.contains(&(conditions[u.condition].id.clone(), u.repeat)));
     }
     let resume = prepare_run_dir(plan, opts, previous.as_ref())?;
-    let started_at = sy_drive::now_rfc3339();
+    let started_at = sy_run::now_rfc3339();
     let mut manifest = previous
         .unwrap_or_else(|| new_manifest(plan, target, &versions, &schedule, started_at.clone()));
     start_session(
@@ -869,7 +869,7 @@ fn finish_session(
         .map(|r| (r.condition_id.clone(), r.repeat))
         .collect::<std::collections::HashSet<_>>()
         .len() as u64;
-    let ended = sy_drive::now_rfc3339();
+    let ended = sy_run::now_rfc3339();
     let previous_retries = manifest.counts.retried_attempts;
     manifest.counts = Counts::from_records(records, previous_retries + end.work.retried);
     let mut bg = manifest.background.clone();

@@ -14,14 +14,12 @@
 //!   unplanned cache hit;
 //! - [`plan`]: the plan tables both tools share (`[models]`, `[prompt]`) and [`PlanError`];
 //! - [`limits`]: the bounds both tools put on a plan (tokens, durations, the open-file limit);
-//! - [`clock`]: the wall-clock timestamps a run records.
 //!
 //! What a tool measures and records (probes, sessions, schedules, manifests) stays in the tool.
 //! The simulator is reachable as [`sim`] for tests that inject faults through
 //! [`Target::sim`].
 
 pub mod background;
-pub mod clock;
 pub mod limits;
 pub mod plan;
 pub mod prompt;
@@ -30,7 +28,6 @@ pub mod target;
 
 pub use sy_sim as sim;
 
-pub use clock::now_rfc3339;
 pub use plan::{Models, PlanError, PromptSpec};
 pub use prompt::{PromptFactory, new_invocation_id};
 pub use reservation::{Accounted, Driver, Reservation, Stats};

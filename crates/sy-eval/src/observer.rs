@@ -2,8 +2,6 @@
 //! both candidates observed concurrently (advisory `/select` per model, one `/loads`, one
 //! `/workers`) by `sy_dynamo::observe::observe_candidates`, exactly what `sy-collect` records.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use sy_dynamo::SelectionClient;
 use sy_dynamo::observe::{Candidate, observe_candidates};
 use sy_selector::{Candidates, Observer};
@@ -67,10 +65,4 @@ impl Observer for DynamoObserver {
     }
 }
 
-/// Wall-clock now, epoch milliseconds (the clock of `observed_at_ms`).
-pub fn unix_ms_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64() * 1000.0)
-        .unwrap_or(0.0)
-}
+pub use sy_wire::unix_ms_now;

@@ -346,7 +346,7 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalE
         blocks: order.clone(),
         sessions_per_block: sessions.len(),
         invocation_ids: vec![],
-        started_at: sy_drive::now_rfc3339(),
+        started_at: sy_run::now_rfc3339(),
         ended_at: None,
         complete: false,
     };
@@ -630,7 +630,7 @@ fn finish(
         &blocks,
     )
     .map_err(EvalError::Report)?;
-    manifest.ended_at = Some(sy_drive::now_rfc3339());
+    manifest.ended_at = Some(sy_run::now_rfc3339());
     manifest.complete = true;
     write_json(&opts.run_dir.join(MANIFEST_FILE), &manifest)?;
     Ok(RunOutcome {
