@@ -37,7 +37,7 @@
 
 use std::fmt::Write as _;
 
-use sy_stats::binomial::{clopper_pearson, wilson};
+use sy_stats::binomial::clopper_pearson;
 use sy_stats::{BootstrapConfig, GroupDraws, Interval, tail_groups};
 
 /// The candidate whose interval is checked without a choice (the "sd 8 ms" rule).
@@ -70,16 +70,7 @@ impl Count {
         self.width += o.width;
     }
     fn cell(&self) -> String {
-        if self.n == 0 {
-            return "—".to_string();
-        }
-        let (lo, hi) = wilson(self.covered, self.n, 0.95);
-        format!(
-            "{:.1} % ({:.1}–{:.1})",
-            100.0 * self.covered as f64 / self.n as f64,
-            100.0 * lo,
-            100.0 * hi
-        )
+        world::rate_cell(self.covered, self.n)
     }
 }
 

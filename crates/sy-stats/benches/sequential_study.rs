@@ -31,7 +31,6 @@
 
 use std::fmt::Write as _;
 
-use sy_stats::binomial::wilson;
 use sy_stats::sequential::{SequentialConfig, Verdict, confidence_sequence, verdict};
 use sy_stats::{BootstrapConfig, GroupDraws, Interval};
 
@@ -85,16 +84,7 @@ impl Rate {
         self.n += o.n;
     }
     fn cell(&self) -> String {
-        if self.n == 0 {
-            return "—".into();
-        }
-        let (lo, hi) = wilson(self.k, self.n, 0.95);
-        format!(
-            "{:.1} % ({:.1}–{:.1})",
-            100.0 * self.k as f64 / self.n as f64,
-            100.0 * lo,
-            100.0 * hi
-        )
+        world::rate_cell(self.k, self.n)
     }
 }
 

@@ -152,3 +152,17 @@ pub fn truth(s: Scenario, seed: u64, conditions: usize) -> [Truth; 4] {
         p90: quantile(&p.cand[k], P90),
     })
 }
+
+/// A share with its Wilson 95 % interval, as the studies' tables print it ("—" for no trials).
+pub fn rate_cell(k: u64, n: u64) -> String {
+    if n == 0 {
+        return "—".into();
+    }
+    let (lo, hi) = sy_stats::binomial::wilson(k, n, 0.95);
+    format!(
+        "{:.1} % ({:.1}–{:.1})",
+        100.0 * k as f64 / n as f64,
+        100.0 * lo,
+        100.0 * hi
+    )
+}
