@@ -12,7 +12,7 @@
 //! * [`inputs`] — the checked reading of what the earlier tools wrote into a run directory.
 //!
 //! Every formula is `sy-selector`'s; the run directory's names, versions and checked reads are
-//! `sy-run`'s.
+//! `sy-rundir`'s.
 
 pub mod fitting;
 pub mod inputs;

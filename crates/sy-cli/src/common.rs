@@ -63,10 +63,10 @@ pub struct CacheArgs {
 }
 
 impl CacheArgs {
-    /// The probe-table cache of `run_dir` (`sy_run::Artifact::ProbeCache`), unless `--no-cache`.
+    /// The probe-table cache of `run_dir` (`sy_rundir::Artifact::ProbeCache`), unless `--no-cache`.
     pub fn path(&self, run_dir: Option<&Path>) -> Option<PathBuf> {
         match run_dir {
-            Some(dir) if !self.no_cache => Some(sy_run::Artifact::ProbeCache.path(dir)),
+            Some(dir) if !self.no_cache => Some(sy_rundir::Artifact::ProbeCache.path(dir)),
             _ => None,
         }
     }
@@ -74,14 +74,14 @@ impl CacheArgs {
 
 /// Takes the lock of every directory a calibration tool (`tool`) is about to write (the run
 /// directory and the directories of its outputs, each once), refusing one another tool is
-/// writing (its PID and command named) or one holding an evaluation ([`sy_run::check_run_kind`]).
+/// writing (its PID and command named) or one holding an evaluation ([`sy_rundir::check_run_kind`]).
 /// Held until the returned locks are dropped; the kernel releases them on any exit.
 pub fn lock_output_dirs(
     tool: &str,
-    kind: sy_run::RunKind,
+    kind: sy_rundir::RunKind,
     dirs: &[&Path],
-) -> Result<Vec<sy_run::RunLock>, sy_run::RunError> {
-    let mut locks: Vec<sy_run::RunLock> = Vec::new();
+) -> Result<Vec<sy_rundir::RunLock>, sy_rundir::RunError> {
+    let mut locks: Vec<sy_rundir::RunLock> = Vec::new();
     let mut seen: Vec<PathBuf> = Vec::new();
     for dir in dirs {
         let dir = if dir.as_os_str().is_empty() {
@@ -89,12 +89,12 @@ pub fn lock_output_dirs(
         } else {
             dir
         };
-        sy_run::check_run_kind(dir, kind)?;
+        sy_rundir::check_run_kind(dir, kind)?;
         let key = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
         if seen.contains(&key) {
             continue;
         }
-        let lock = sy_run::RunLock::acquire(dir, tool)?;
+        let lock = sy_rundir::RunLock::acquire(dir, tool)?;
         if let Some(holder) = lock.stale_holder() {
             tracing::warn!(
                 "{}: an earlier run ({holder}) ended without releasing this directory (it \

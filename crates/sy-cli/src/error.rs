@@ -43,9 +43,9 @@ impl ToolError {
     }
 }
 
-/// Any library error ([`sy_run::Fault`]): its message, and bad input (exit code 2) or a runtime
+/// Any library error ([`sy_rundir::Fault`]): its message, and bad input (exit code 2) or a runtime
 /// failure (exit code 1) as the error says.
-impl<E: sy_run::Fault> From<E> for ToolError {
+impl<E: sy_rundir::Fault> From<E> for ToolError {
     fn from(e: E) -> Self {
         ToolError::classify(&e, e.is_bad_input())
     }
@@ -70,13 +70,13 @@ impl RunDirError {
     }
 }
 
-sy_run::impl_fault!(RunDirError);
+sy_rundir::impl_fault!(RunDirError);
 
-/// `sy_run::Fault` (and so `From<E> for ToolError`) for library error types `E` with an
+/// `sy_rundir::Fault` (and so `From<E> for ToolError`) for library error types `E` with an
 /// `is_bad_input(&self) -> bool` method: the message is `E`'s, the exit code 2 when
 /// `is_bad_input`, else 1. One call per crate, beside its error types:
 /// `sy_cli::tool_error_from!(MarginError, CliError);`.
-pub use sy_run::impl_fault as tool_error_from;
+pub use sy_rundir::impl_fault as tool_error_from;
 
 /// Runs a tool's body and maps its result to an exit code, printing the error chain on stderr.
 pub fn run_main(body: impl FnOnce() -> Result<(), ToolError>) -> ExitCode {
@@ -85,7 +85,7 @@ pub fn run_main(body: impl FnOnce() -> Result<(), ToolError>) -> ExitCode {
         Err(e) => {
             // Input-derived text (a plan's name, a path, a field's value) never reaches the
             // terminal raw: no control sequence, no line that passes for one of the tool's own.
-            eprintln!("error: {}", sy_run::terminal_message(&e.to_string()));
+            eprintln!("error: {}", sy_rundir::terminal_message(&e.to_string()));
             ExitCode::from(e.exit_status() as u8)
         }
     }

@@ -3,7 +3,7 @@
 //! Every tool (`sy-collect`, `sy-fit`, `sy-margin`, `sy-select`, `sy-sim`) takes the same
 //! [`CommonArgs`] (`--run-dir`, `--seed`, `--no-progress`, `--json`, `-v/-q`), reports errors
 //! through [`ToolError`] with the exit codes of [`ExitStatus`], and writes every output file with
-//! [`atomic_write`] (from `sy-run`, re-exported) so a failed run never leaves a partial file
+//! [`atomic_write`] (from `sy-rundir`, re-exported) so a failed run never leaves a partial file
 //! behind.
 
 mod allocator;
@@ -17,7 +17,7 @@ pub use common::{
 };
 pub use error::{ExitStatus, RunDirError, ToolError, run_main, tool_error_from};
 pub use progress::{Phases, progress_bar, spinner};
-pub use sy_run::{
+pub use sy_rundir::{
     RunError, atomic_write, atomic_write_all, atomic_write_json, check_output_path, file_sha256,
     json_bytes, json_error_with_field,
 };

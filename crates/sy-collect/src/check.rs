@@ -95,7 +95,7 @@ pub fn check_run_dir(run_dir: &Path, opts: &CheckOptions) -> Result<CheckReport,
             ToolError::Runtime(e.to_string())
         }
     })?;
-    sy_run::atomic_write_json(&run_dir.join(CHECK_FILE), &report)
+    sy_rundir::atomic_write_json(&run_dir.join(CHECK_FILE), &report)
         .map_err(|e| ToolError::Runtime(e.to_string()))?;
     Ok(report)
 }

@@ -14,7 +14,7 @@ pub enum CollectError {
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error(transparent)]
-    Output(#[from] sy_run::RunError),
+    Output(#[from] sy_rundir::RunError),
     #[error(transparent)]
     RunDir(#[from] RunDirError),
     #[error(transparent)]

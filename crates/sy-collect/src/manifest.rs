@@ -9,8 +9,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use sy_records::{Record, Status};
-/// Defined with the run directory's layout (`sy_run::layout`).
-pub use sy_run::MANIFEST_SCHEMA_VERSION;
+/// Defined with the run directory's layout (`sy_rundir::layout`).
+pub use sy_rundir::MANIFEST_SCHEMA_VERSION;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -170,7 +170,7 @@ impl Counts {
 }
 
 impl Manifest {
-    pub fn read(path: &Path) -> Result<Manifest, sy_run::ArtifactError> {
-        sy_run::read_artifact(sy_run::Artifact::Manifest, path)
+    pub fn read(path: &Path) -> Result<Manifest, sy_rundir::ArtifactError> {
+        sy_rundir::read_artifact(sy_rundir::Artifact::Manifest, path)
     }
 }

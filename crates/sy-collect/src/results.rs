@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use sy_records::Model;
-use sy_run::Artifact;
+use sy_rundir::Artifact;
 
 use sy_records::jsonl::{self, Appender};
 use sy_records::{ErrorClass, Record, Status};
@@ -83,7 +83,7 @@ pub fn prepare_resume(dir: &Path, run_id: Option<&str>) -> Result<ResumeState, R
     if std::fs::symlink_metadata(&path).is_err() {
         return Ok(ResumeState::default());
     }
-    sy_run::check_output_target(&path).map_err(jsonl::JsonlError::from)?;
+    sy_rundir::check_output_target(&path).map_err(jsonl::JsonlError::from)?;
     let read = jsonl::read::<Record>(&path)?;
     if let Some(run_id) = run_id
         && let Some((line, r)) = read
@@ -99,7 +99,7 @@ pub fn prepare_resume(dir: &Path, run_id: Option<&str>) -> Result<ResumeState, R
                  manifest.json): records of another run cannot be continued; choose another \
                  --run-dir",
                 line + 1,
-                sy_run::escape_control(&r.run_id)
+                sy_rundir::escape_control(&r.run_id)
             ),
         });
     }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use sy_run::Artifact;
+use sy_rundir::Artifact;
 
 use sy_drive::{Driver, Endpoints, PromptFactory, Target, TargetKind, new_invocation_id};
 use sy_dynamo::{Cancel, ClientConfig, CompletionClient, SelectionClient};
@@ -44,7 +44,7 @@ pub enum RunFailure {
     Unsaved { cause: String },
     /// The plan copy or the manifest could not be written.
     #[error(transparent)]
-    Write(sy_run::RunError),
+    Write(sy_rundir::RunError),
 }
 
 impl RunFailure {
@@ -64,7 +64,7 @@ pub enum RunDirError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Manifest(sy_run::ArtifactError),
+    Manifest(sy_rundir::ArtifactError),
     #[error(
         "run directory {} already holds a run (manifest.json / records.jsonl): pass --resume to \
          continue it, or choose another --run-dir",
@@ -340,7 +340,7 @@ fn copy_plan(plan: &LoadedPlan, dir: &Path) -> Result<(), CollectError> {
     if std::fs::read(&copy).is_ok_and(|existing| existing == bytes) {
         return Ok(());
     }
-    sy_run::atomic_write(&copy, bytes).map_err(|e| RunFailure::Write(e).into())
+    sy_rundir::atomic_write(&copy, bytes).map_err(|e| RunFailure::Write(e).into())
 }
 
 /// The run directory once the target has passed the checks: the plan kept in it (a new run;
@@ -387,7 +387,7 @@ pub async fn run_selected(
         plan.plan.seed = seed;
     }
     // One writer per run directory, for the whole run (released however the run ends).
-    let lock = sy_run::RunLock::acquire(&opts.run_dir, "sy-collect")?;
+    let lock = sy_rundir::RunLock::acquire(&opts.run_dir, "sy-collect")?;
     if let Some(holder) = lock.stale_holder() {
         tracing::warn!(
             "{}: an earlier run ({holder}) ended without releasing the run directory (it \
@@ -395,7 +395,7 @@ pub async fn run_selected(
             opts.run_dir.display()
         );
     }
-    sy_run::check_run_kind(&opts.run_dir, sy_run::RunKind::Calibration)?;
+    sy_rundir::check_run_kind(&opts.run_dir, sy_rundir::RunKind::Calibration)?;
     // Every file the run writes, checked before the first request: a link planted in the run
     // directory is refused now, not at the end of a long collection.
     for artifact in [
@@ -405,7 +405,7 @@ pub async fn run_selected(
         Artifact::RecordsParquet,
         Artifact::Manifest,
     ] {
-        sy_run::check_output_target(&artifact.path(&opts.run_dir))?;
+        sy_rundir::check_output_target(&artifact.path(&opts.run_dir))?;
     }
     let previous = check_run_dir(&opts.run_dir, &plan, opts.resume)?;
     if let (Some(prev), Some(_)) = (&previous, opts.seed)
@@ -475,7 +475,7 @@ async fn run_on_target(
         units.retain(|u| only.contains(&(conditions[u.condition].id.clone(), u.repeat)));
     }
     let resume = prepare_run_dir(plan, opts, previous.as_ref())?;
-    let started_at = sy_run::now_rfc3339();
+    let started_at = sy_rundir::now_rfc3339();
     let mut manifest = previous
         .unwrap_or_else(|| new_manifest(plan, target, &versions, &schedule, started_at.clone()));
     start_session(
@@ -869,7 +869,7 @@ fn finish_session(
         .map(|r| (r.condition_id.clone(), r.repeat))
         .collect::<std::collections::HashSet<_>>()
         .len() as u64;
-    let ended = sy_run::now_rfc3339();
+    let ended = sy_rundir::now_rfc3339();
     let previous_retries = manifest.counts.retried_attempts;
     manifest.counts = Counts::from_records(records, previous_retries + end.work.retried);
     let mut bg = manifest.background.clone();

@@ -16,10 +16,10 @@ impl Plan {
     /// Reads, parses and validates a plan file.
     pub fn from_path(path: &Path) -> Result<LoadedPlan, PlanError> {
         // A regular file of bounded size: a FIFO would block the read forever.
-        let bytes = sy_run::read_input(path, 1 << 20).map_err(|e| PlanError::Read {
+        let bytes = sy_rundir::read_input(path, 1 << 20).map_err(|e| PlanError::Read {
             path: path.to_path_buf(),
             source: match e {
-                sy_run::RunError::Read { source, .. } => source,
+                sy_rundir::RunError::Read { source, .. } => source,
                 other => std::io::Error::other(other.to_string()),
             },
         })?;
@@ -60,7 +60,7 @@ impl Plan {
             message,
         };
         if let Some(name) = &self.name {
-            sy_run::check_plan_name(name).map_err(|m| bad("name", m))?;
+            sy_rundir::check_plan_name(name).map_err(|m| bad("name", m))?;
         }
         if self.qgrid.is_none() && self.load.is_none() {
             return Err(bad(

@@ -276,7 +276,7 @@ fn mkfifo(path: &Path) {
 fn a_second_writer_is_refused_naming_the_holder() {
     let (work, run, _) = fresh();
     // This test process holds the run directory, as a tool running there would.
-    let lock = sy_run::RunLock::acquire(&run, "sy-holder").unwrap();
+    let lock = sy_rundir::RunLock::acquire(&run, "sy-holder").unwrap();
     let pid = format!("PID {}", std::process::id());
     let w = work.path();
     for (tool, args) in [
@@ -318,7 +318,7 @@ fn a_second_writer_is_refused_naming_the_holder() {
     let plan = eval_plan(w, "", "");
     // sy-eval into an evaluation directory held by another writer.
     let eval = w.join("outside/eval");
-    let _held = sy_run::RunLock::acquire(&eval, "sy-holder").unwrap();
+    let _held = sy_rundir::RunLock::acquire(&eval, "sy-holder").unwrap();
     let bundle = eval_bundle();
     let r = run_tool(
         "sy-eval",
@@ -405,7 +405,7 @@ fn a_crashed_holder_is_recognised_and_does_not_block() {
     // What a holder killed with SIGKILL leaves: its PID and command, no lock (the kernel
     // released it).
     std::fs::write(
-        run.join(sy_run::LOCK_FILE_NAME),
+        run.join(sy_rundir::LOCK_FILE_NAME),
         "pid 999999\ntool sy-fit\ncommand sy-fit --run-dir run\n",
     )
     .unwrap();
@@ -421,7 +421,7 @@ fn a_crashed_holder_is_recognised_and_does_not_block() {
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(!r.stderr.contains("without releasing"), "{}", r.stderr);
     assert!(
-        !run.join(sy_run::LOCK_FILE_NAME).exists(),
+        !run.join(sy_rundir::LOCK_FILE_NAME).exists(),
         "a clean run leaves no lock file"
     );
 }
@@ -469,9 +469,9 @@ fn a_writer_killed_with_sigkill_leaves_no_stale_lock() {
     child.kill().unwrap();
     child.wait().unwrap();
     // The kernel released the lock; the file still names the killed holder.
-    let text = std::fs::read_to_string(run.join(sy_run::LOCK_FILE_NAME)).unwrap();
+    let text = std::fs::read_to_string(run.join(sy_rundir::LOCK_FILE_NAME)).unwrap();
     assert!(text.contains(&format!("pid {pid}")), "{text}");
-    let lock = sy_run::RunLock::acquire(&run, "sy-test").unwrap();
+    let lock = sy_rundir::RunLock::acquire(&run, "sy-test").unwrap();
     let stale = lock.stale_holder().unwrap_or_default().to_string();
     assert!(
         stale.contains(&format!("PID {pid}")) && stale.contains("sy-collect"),

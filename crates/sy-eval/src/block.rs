@@ -105,7 +105,7 @@ fn client_config(inputs: &BlockInputs) -> ClientConfig {
 
 /// Runs one block and returns what it recorded (not yet written).
 pub async fn run_block(inputs: &BlockInputs, id: &BlockId) -> Result<BlockResult, EvalError> {
-    let started_at = sy_run::now_rfc3339();
+    let started_at = sy_rundir::now_rfc3339();
     let config = client_config(inputs);
     let http = config.http_client().map_err(EvalError::HttpClient)?;
     let selection = SelectionClient::new(&config, http.clone());
@@ -186,7 +186,7 @@ pub async fn run_block(inputs: &BlockInputs, id: &BlockId) -> Result<BlockResult
         position: id.position,
         variant: id.variant,
         started_at,
-        ended_at: sy_run::now_rfc3339(),
+        ended_at: sy_rundir::now_rfc3339(),
         start_state: id.start_state.clone(),
         turns,
         sessions,

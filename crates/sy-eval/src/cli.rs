@@ -107,7 +107,7 @@ pub fn main_with(args: Args) -> Result<(), ToolError> {
         bundle: args
             .bundle
             .clone()
-            .unwrap_or_else(|| sy_run::Artifact::Bundle.path(&run_dir)),
+            .unwrap_or_else(|| sy_rundir::Artifact::Bundle.path(&run_dir)),
         run_dir,
         target: args.target,
         frontend_url: args.frontend_url.clone(),

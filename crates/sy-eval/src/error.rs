@@ -29,7 +29,7 @@ pub enum EvalError {
     #[error(transparent)]
     RunDir(#[from] RunDirError),
     #[error(transparent)]
-    Output(#[from] sy_run::RunError),
+    Output(#[from] sy_rundir::RunError),
     #[error(transparent)]
     Target(#[from] TargetError),
     #[error(transparent)]

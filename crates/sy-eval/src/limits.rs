@@ -262,7 +262,7 @@ pub fn check_sessions(sessions: &[SessionSpec], concurrency: usize) -> Result<()
     )?;
     let mut total: u64 = 0;
     for s in sessions {
-        let field = format!("session `{}`", sy_run::escape_control(&s.id));
+        let field = format!("session `{}`", sy_rundir::escape_control(&s.id));
         at_most(&field, s.turns.len() as u64, MAX_TURNS, "turns per session")?;
         total = total.saturating_add(s.turns.len() as u64);
         let mut context: u64 = 0;

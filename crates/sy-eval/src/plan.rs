@@ -210,7 +210,7 @@ impl LoadedPlan {
     /// Reads, parses and validates a plan file.
     pub fn from_path(path: &Path) -> Result<LoadedPlan, PlanError> {
         // A regular file of bounded size (a FIFO would block the read forever), in UTF-8.
-        let bytes = sy_run::read_input(path, crate::limits::MAX_PLAN_BYTES).map_err(|e| {
+        let bytes = sy_rundir::read_input(path, crate::limits::MAX_PLAN_BYTES).map_err(|e| {
             PlanError::Parse {
                 path: path.to_path_buf(),
                 message: e.to_string(),
@@ -260,7 +260,7 @@ impl EvalPlan {
             message,
         };
         if let Some(name) = &self.name {
-            sy_run::check_plan_name(name).map_err(|m| bad("name", m))?;
+            sy_rundir::check_plan_name(name).map_err(|m| bad("name", m))?;
         }
         if self.variants.is_empty() {
             return Err(bad("variants", "at least one variant is needed".into()));

@@ -29,7 +29,7 @@ use crate::records::BlockResult;
 use crate::sessions::{SessionSpec, TraceError, generate, read_trace};
 
 /// The manifest file of a run directory.
-pub const MANIFEST_FILE: &str = sy_run::EVAL_MANIFEST_FILE;
+pub const MANIFEST_FILE: &str = sy_rundir::EVAL_MANIFEST_FILE;
 /// Where finished blocks go.
 pub const BLOCKS_DIR: &str = "blocks";
 /// The comparison.
@@ -257,7 +257,7 @@ fn read_block(
     round: u32,
     variant: Variant,
 ) -> Result<BlockResult, EvalError> {
-    sy_run::check_output_target(path)?;
+    sy_rundir::check_output_target(path)?;
     let block: BlockResult = read_json(path)?;
     let foreign = |field: &'static str, found: String, expected: String| -> EvalError {
         RunDirError::ForeignBlock {
@@ -271,7 +271,7 @@ fn read_block(
     if block.run_id != manifest.run_id {
         return Err(foreign(
             "run_id",
-            format!("{:?}", sy_run::escape_control(&block.run_id)),
+            format!("{:?}", sy_rundir::escape_control(&block.run_id)),
             format!("{:?}", manifest.run_id),
         ));
     }
@@ -346,13 +346,13 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalE
         blocks: order.clone(),
         sessions_per_block: sessions.len(),
         invocation_ids: vec![],
-        started_at: sy_run::now_rfc3339(),
+        started_at: sy_rundir::now_rfc3339(),
         ended_at: None,
         complete: false,
     };
     // One writer per run directory, for the whole run; never a calibration run's directory.
-    sy_run::check_run_kind(&opts.run_dir, sy_run::RunKind::Evaluation)?;
-    let lock = sy_run::RunLock::acquire(&opts.run_dir, "sy-eval")?;
+    sy_rundir::check_run_kind(&opts.run_dir, sy_rundir::RunKind::Evaluation)?;
+    let lock = sy_rundir::RunLock::acquire(&opts.run_dir, "sy-eval")?;
     if let Some(holder) = lock.stale_holder() {
         tracing::warn!(
             "{}: an earlier evaluation ({holder}) ended without releasing the run directory \
@@ -369,10 +369,10 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalE
         SESSIONS_FILE,
         "report.md",
     ] {
-        sy_run::check_output_target(&opts.run_dir.join(name))?;
+        sy_rundir::check_output_target(&opts.run_dir.join(name))?;
     }
     for dir in [BLOCKS_DIR, "plots"] {
-        sy_run::check_output_dir(&opts.run_dir.join(dir))?;
+        sy_rundir::check_output_dir(&opts.run_dir.join(dir))?;
     }
     let previous = check_run_dir(&opts, &fresh)?;
     let fresh_run = previous.is_none();
@@ -380,7 +380,7 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalE
     manifest.invocation_ids.push(invocation_id.clone());
     manifest.ended_at = None;
     let blocks_dir = opts.run_dir.join(BLOCKS_DIR);
-    sy_run::ensure_dir(&blocks_dir)?;
+    sy_rundir::ensure_dir(&blocks_dir)?;
     // Every finished block is this run's, checked before the manifest is touched.
     for &(round, variant) in &order {
         let file = blocks_dir.join(BlockResult::file_name(round, variant));
@@ -630,7 +630,7 @@ fn finish(
         &blocks,
     )
     .map_err(EvalError::Report)?;
-    manifest.ended_at = Some(sy_run::now_rfc3339());
+    manifest.ended_at = Some(sy_rundir::now_rfc3339());
     manifest.complete = true;
     write_json(&opts.run_dir.join(MANIFEST_FILE), &manifest)?;
     Ok(RunOutcome {

@@ -137,11 +137,12 @@ struct TraceLine {
 /// Reads a trace: sessions in order of first appearance, turns numbered 0, 1, … without gaps.
 pub fn read_trace(path: &Path) -> Result<Vec<SessionSpec>, TraceError> {
     let name = path.display().to_string();
-    let bytes =
-        sy_run::read_input(path, crate::limits::MAX_TRACE_BYTES).map_err(|e| TraceError::Io {
+    let bytes = sy_rundir::read_input(path, crate::limits::MAX_TRACE_BYTES).map_err(|e| {
+        TraceError::Io {
             path: name.clone(),
             message: e.to_string(),
-        })?;
+        }
+    })?;
     let text = String::from_utf8(bytes).map_err(|e| TraceError::Io {
         path: name.clone(),
         message: format!(

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use sy_run::Artifact;
+use sy_rundir::Artifact;
 
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
@@ -501,9 +501,9 @@ fn run_fit(common: &CommonArgs, args: &FitArgs) -> Result<(), CliError> {
     // One writer per directory written (the outputs' and the cache's), for the whole run.
     let mut dirs = vec![sy_cli::dir_of(&paths.out), sy_cli::dir_of(&paths.splits)];
     dirs.extend(cache.as_deref().map(sy_cli::dir_of));
-    let _locks = sy_cli::lock_output_dirs("sy-fit", sy_run::RunKind::Calibration, &dirs)?;
-    sy_run::check_output_target(&paths.out)?;
-    sy_run::check_output_target(&paths.splits)?;
+    let _locks = sy_cli::lock_output_dirs("sy-fit", sy_rundir::RunKind::Calibration, &dirs)?;
+    sy_rundir::check_output_target(&paths.out)?;
+    sy_rundir::check_output_target(&paths.splits)?;
     let mut phases = sy_cli::Phases::new(common.show_progress());
     phases.start("loading records");
     let options = LoadOptions {

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use sy_run::Artifact;
+use sy_rundir::Artifact;
 
 use crate::{DEFAULT_LEVEL, MarginOptions, inputs};
 use clap::Parser;
@@ -66,8 +66,8 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
     sy_cli::check_output_path(&opts.out, "--out")?;
     let mut dirs = vec![sy_cli::dir_of(&opts.out)];
     dirs.extend(opts.records_cache.as_deref().map(sy_cli::dir_of));
-    let _locks = sy_cli::lock_output_dirs("sy-margin", sy_run::RunKind::Calibration, &dirs)?;
-    sy_run::check_output_target(&opts.out)?;
+    let _locks = sy_cli::lock_output_dirs("sy-margin", sy_rundir::RunKind::Calibration, &dirs)?;
+    sy_rundir::check_output_target(&opts.out)?;
     let mut phases = Some(sy_cli::Phases::new(cli.common.show_progress()));
     let m = crate::write_margins(&opts, &mut |phase| match phase {
         Some(name) => {

@@ -1,8 +1,8 @@
 //! The per-probe record.
 
 use serde::{Deserialize, Serialize};
-/// Defined with the run directory's layout (`sy_run::layout`).
-pub use sy_run::RECORD_SCHEMA_VERSION;
+/// Defined with the run directory's layout (`sy_rundir::layout`).
+pub use sy_rundir::RECORD_SCHEMA_VERSION;
 
 /// Which phase of a plan produced a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

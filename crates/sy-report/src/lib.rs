@@ -19,7 +19,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use sy_run::Artifact;
+use sy_rundir::Artifact;
 
 use plotters::prelude::*;
 
@@ -150,7 +150,7 @@ pub enum Plot {
 pub fn render(plot: &Plot, dir: &Path, name: &str) -> Result<(), ReportError> {
     font()?;
     // A real directory (never a link planted in the run directory).
-    sy_run::ensure_dir(dir).map_err(|e| ReportError::Write {
+    sy_rundir::ensure_dir(dir).map_err(|e| ReportError::Write {
         path: dir.to_path_buf(),
         message: e.to_string(),
     })?;
@@ -164,7 +164,7 @@ pub fn render(plot: &Plot, dir: &Path, name: &str) -> Result<(), ReportError> {
         draw::draw(&area, plot).map_err(|e| err(e.to_string()))?;
     }
     let svg_path = dir.join(format!("{name}.svg"));
-    sy_run::atomic_write(&svg_path, svg.as_bytes()).map_err(|e| ReportError::Write {
+    sy_rundir::atomic_write(&svg_path, svg.as_bytes()).map_err(|e| ReportError::Write {
         path: svg_path.clone(),
         message: e.to_string(),
     })?;
@@ -246,7 +246,7 @@ impl Report {
             .par_iter()
             .try_for_each(|(name, plot)| render(plot, &plots, name))?;
         let path = self.dir.join(Artifact::Report.file_name());
-        sy_run::atomic_write(&path, self.md.as_bytes()).map_err(|e| ReportError::Write {
+        sy_rundir::atomic_write(&path, self.md.as_bytes()).map_err(|e| ReportError::Write {
             path: path.clone(),
             message: e.to_string(),
         })?;

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use sy_run::Artifact;
+use sy_rundir::Artifact;
 
 use crate::select::{DEFAULT_LIMITS, SelectOptions};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -183,18 +183,18 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
     };
     let mut dirs = vec![out_dir.as_path()];
     dirs.extend(opts.records_cache.as_deref().map(sy_cli::dir_of));
-    let _locks = sy_cli::lock_output_dirs("sy-select", sy_run::RunKind::Calibration, &dirs)?;
+    let _locks = sy_cli::lock_output_dirs("sy-select", sy_rundir::RunKind::Calibration, &dirs)?;
     // Every output, the directories included, is checked before the first is written: a
     // linked bundles/ or plots/ would otherwise be found only after selection.json is.
-    for dir in [sy_run::Artifact::Bundles, sy_run::Artifact::Plots] {
-        sy_run::check_output_dir(&dir.path(&out_dir))?;
+    for dir in [sy_rundir::Artifact::Bundles, sy_rundir::Artifact::Plots] {
+        sy_rundir::check_output_dir(&dir.path(&out_dir))?;
     }
     for file in [
-        sy_run::Artifact::Bundle.path(&out_dir),
-        sy_run::Artifact::Report.path(&out_dir),
+        sy_rundir::Artifact::Bundle.path(&out_dir),
+        sy_rundir::Artifact::Report.path(&out_dir),
         out.clone(),
     ] {
-        sy_run::check_output_target(&file)?;
+        sy_rundir::check_output_target(&file)?;
     }
     let result = crate::select::run(&opts)?;
     let report = if a.no_report {

@@ -32,7 +32,7 @@ pub fn design_lines(records: &[PathBuf]) -> Vec<String> {
         if !seen.insert(path.clone()) || !path.is_file() {
             continue;
         }
-        let doc: Option<Value> = sy_run::read_input(&path, 64 << 20)
+        let doc: Option<Value> = sy_rundir::read_input(&path, 64 << 20)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
         let Some(doc) = doc else {

@@ -243,7 +243,7 @@ impl ObservationsError {
 pub enum SelectionFileError {
     /// Not readable, not JSON, another kind of file, another version, or not the layout.
     #[error(transparent)]
-    Artifact(#[from] sy_run::ArtifactError),
+    Artifact(#[from] sy_rundir::ArtifactError),
 }
 
 impl SelectionFileError {

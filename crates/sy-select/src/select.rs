@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use sy_run::Artifact;
+use sy_rundir::Artifact;
 
 use serde::{Deserialize, Serialize};
 use sy_calibration::inputs::{self, FitEstimators};
@@ -26,8 +26,8 @@ use crate::uncertainty::{
     uncertainty,
 };
 use sy_calibration::fitting::ConditionSumsTable;
-/// Defined with the run directory's layout (`sy_run::layout`).
-pub use sy_run::SELECTION_SCHEMA_VERSION;
+/// Defined with the run directory's layout (`sy_rundir::layout`).
+pub use sy_rundir::SELECTION_SCHEMA_VERSION;
 use sy_stats::BootstrapConfig;
 
 /// Default guard limits (the same for every variant; override with flags).
@@ -80,7 +80,7 @@ pub struct SelectionFile {
 impl SelectionFile {
     /// Reads a `selection.json`.
     pub fn read(path: &Path) -> Result<SelectionFile, SelectionFileError> {
-        Ok(sy_run::read_artifact(Artifact::Selection, path)?)
+        Ok(sy_rundir::read_artifact(Artifact::Selection, path)?)
     }
 }
 
@@ -99,7 +99,7 @@ pub struct SelectOptions {
     /// Compare with zero margins (development check), instead of margins.json's.
     pub zero_margins: bool,
     pub skip_invalid: bool,
-    /// The probe-table cache to read (`sy_run::Artifact::ProbeCache`), if any. sy-select never
+    /// The probe-table cache to read (`sy_rundir::Artifact::ProbeCache`), if any. sy-select never
     /// writes one: it is the last tool to read the records, and it drops them early. (Without a
     /// usable cache, a table read from Parquet records is still built in a staged cache file,
     /// which is removed when the table is dropped: see `sy_records::ProbeTable::load_cached`.)
@@ -361,7 +361,10 @@ fn provenance(
         tool_versions,
         input_files: inputs.input_files.clone(),
         split_seed: inputs.splits.seed,
-        created_at: opts.created_at.clone().unwrap_or_else(sy_run::now_rfc3339),
+        created_at: opts
+            .created_at
+            .clone()
+            .unwrap_or_else(sy_rundir::now_rfc3339),
         uncertainty: Some(bundle_evidence(headline, uncertainty, stability)),
     }
 }

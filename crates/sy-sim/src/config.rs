@@ -456,7 +456,7 @@ impl SimConfig {
     /// Reads and validates a TOML file.
     pub fn from_toml_path(path: impl AsRef<Path>) -> Result<Self, SimError> {
         let path = path.as_ref();
-        let bytes = sy_run::read_input(path, 1 << 20).map_err(|e| SimError::Config {
+        let bytes = sy_rundir::read_input(path, 1 << 20).map_err(|e| SimError::Config {
             source_name: path.display().to_string(),
             message: e.to_string(),
         })?;

@@ -11,12 +11,12 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use sy_records::{SplitCounts, SplitFractions};
-use sy_run::{Artifact, ArtifactError};
+use sy_rundir::{Artifact, ArtifactError};
 use sy_selector::{Model, ModelEstimators};
 
 use crate::fitting::fit::ModelFits;
-/// Defined with the run directory's layout (`sy_run::layout`).
-pub use sy_run::FIT_SCHEMA_VERSION;
+/// Defined with the run directory's layout (`sy_rundir::layout`).
+pub use sy_rundir::FIT_SCHEMA_VERSION;
 
 /// The tool that wrote a file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -116,6 +116,6 @@ impl FitFile {
 
     /// Reads and checks `fit.json` (kind, schema version, layout).
     pub fn read(path: &Path) -> Result<FitFile, ArtifactError> {
-        sy_run::read_artifact(Artifact::Fit, path)
+        sy_rundir::read_artifact(Artifact::Fit, path)
     }
 }

@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 
 use sy_records::RecordsError;
-use sy_run::ArtifactError;
-use sy_run::RunError;
+use sy_rundir::ArtifactError;
+use sy_rundir::RunError;
 use sy_selector::{InputFile, ParamsError};
 
 /// The files of a provenance list in a message: path and the first 12 characters of the hash.
@@ -122,4 +122,4 @@ impl InputsError {
     }
 }
 
-sy_run::impl_fault!(InputsError);
+sy_rundir::impl_fault!(InputsError);

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 use sy_records::{LoadOptions, ProbeTable, SplitTable};
-use sy_run::Artifact;
+use sy_rundir::Artifact;
 use sy_selector::{InputFile, ModelEstimators};
 
 mod error;
@@ -87,7 +87,7 @@ pub fn check_split_of_fit(
     splits: &SplitTable,
     splits_path: &Path,
 ) -> Result<(), InputsError> {
-    let (_, value) = sy_run::read_document(Artifact::Fit, fit)?;
+    let (_, value) = sy_rundir::read_document(Artifact::Fit, fit)?;
     let split = value.get("split").cloned().unwrap_or(Value::Null);
     let to_value = |v: serde_json::Result<Value>| v.unwrap_or(Value::Null);
     for (field, in_splits) in [
@@ -104,7 +104,7 @@ pub fn check_split_of_fit(
                 fit: fit.to_path_buf(),
                 splits: splits_path.to_path_buf(),
                 field,
-                in_fit: sy_run::escape_control(&in_fit.to_string()),
+                in_fit: sy_rundir::escape_control(&in_fit.to_string()),
                 in_splits: in_splits.to_string(),
             });
         }
@@ -116,7 +116,7 @@ pub fn check_split_of_fit(
 pub fn input_file(path: &Path) -> Result<InputFile, InputsError> {
     Ok(InputFile {
         path: path.display().to_string(),
-        sha256: sy_run::file_sha256(path)?,
+        sha256: sy_rundir::file_sha256(path)?,
     })
 }
 
@@ -134,7 +134,7 @@ fn estimators_of(root: &Value, model: &str) -> Result<ModelEstimators, String> {
 
 /// Reads both models' estimators from `fit.json`.
 pub fn read_fit(path: &Path) -> Result<FitEstimators, InputsError> {
-    let (_, value) = sy_run::read_document(Artifact::Fit, path)?;
+    let (_, value) = sy_rundir::read_document(Artifact::Fit, path)?;
     let get = |model: &'static str| {
         let est = estimators_of(&value, model).map_err(|why| InputsError::NoEstimators {
             path: path.to_path_buf(),
@@ -157,7 +157,7 @@ pub fn read_fit(path: &Path) -> Result<FitEstimators, InputsError> {
 /// The record files `fit.json` was fitted on, with their SHA-256 (its `input_files`; empty for
 /// fit files written before it existed).
 pub fn fit_record_inputs(path: &Path) -> Result<Vec<InputFile>, InputsError> {
-    let (_, value) = sy_run::read_document(Artifact::Fit, path)?;
+    let (_, value) = sy_rundir::read_document(Artifact::Fit, path)?;
     match value.get("input_files") {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(v) => {

@@ -3,12 +3,12 @@
 //! output, or an estimator without a usable pair).
 //!
 //! Every message names the file and field and what was expected. The binaries turn it into
-//! `sy_cli::ToolError` at the edge (through `sy_run::Fault`, implemented at the end).
+//! `sy_cli::ToolError` at the edge (through `sy_rundir::Fault`, implemented at the end).
 
 use std::path::PathBuf;
 
 use sy_records::RecordsError;
-use sy_run::{ArtifactError, RunError};
+use sy_rundir::{ArtifactError, RunError};
 
 use crate::inputs::InputsError;
 
@@ -39,7 +39,7 @@ impl MarginsFileError {
     }
 }
 
-sy_run::impl_fault!(MarginsFileError);
+sy_rundir::impl_fault!(MarginsFileError);
 
 /// Why `sy-margin` cannot compute or write the margins.
 #[derive(Debug, thiserror::Error)]
@@ -80,4 +80,4 @@ impl MarginError {
     }
 }
 
-sy_run::impl_fault!(MarginError);
+sy_rundir::impl_fault!(MarginError);

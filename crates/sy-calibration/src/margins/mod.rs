@@ -22,7 +22,7 @@
 //! Output: `margins.json` in the run directory (`schemas/margins.schema.json`).
 //!
 //! [`write_margins`] is `sy-margin`'s run. Errors are typed ([`error`]); the binaries turn them
-//! into their exit code at the edge (through `sy_run::Fault`).
+//! into their exit code at the edge (through `sy_rundir::Fault`).
 
 pub mod error;
 mod run;
@@ -34,7 +34,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use sy_records::{ProbePair, condition_key};
-use sy_run::Artifact;
+use sy_rundir::Artifact;
 use sy_selector::{
     CandidateFeatures, Estimator, InputFile, Observation, PredictError, predict_prepared,
 };
@@ -46,8 +46,8 @@ pub use stats::{
     AdvantageError, ConditionMaxima, ConditionScore, MarginEstimate, RepeatSummary,
     margin_from_pairs,
 };
-/// Defined with the run directory's layout (`sy_run::layout`).
-pub use sy_run::MARGINS_SCHEMA_VERSION;
+/// Defined with the run directory's layout (`sy_rundir::layout`).
+pub use sy_rundir::MARGINS_SCHEMA_VERSION;
 /// The proposal's percentile level.
 pub const DEFAULT_LEVEL: f64 = 0.9;
 /// Fewer conditions than this and the margin is unreliable: warn.
@@ -92,7 +92,7 @@ pub struct MarginsFile {
 impl MarginsFile {
     /// Reads and checks a `margins.json`.
     pub fn read(path: &Path) -> Result<MarginsFile, MarginsFileError> {
-        let m: MarginsFile = sy_run::read_artifact(Artifact::Margins, path)?;
+        let m: MarginsFile = sy_rundir::read_artifact(Artifact::Margins, path)?;
         for (field, value) in [
             ("delta_blind_ms", m.delta_blind_ms),
             ("delta_cache_ms", m.delta_cache_ms),

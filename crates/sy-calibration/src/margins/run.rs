@@ -25,7 +25,7 @@ pub struct MarginOptions {
     pub out: PathBuf,
     pub level: f64,
     pub skip_invalid: bool,
-    /// The probe-table cache to read or write (`sy_run::Artifact::ProbeCache`), if any.
+    /// The probe-table cache to read or write (`sy_rundir::Artifact::ProbeCache`), if any.
     pub records_cache: Option<PathBuf>,
 }
 
@@ -109,7 +109,7 @@ pub fn write_margins(
     if !(opts.level > 0.0 && opts.level < 1.0) {
         return Err(MarginError::Level(opts.level));
     }
-    sy_run::check_output_path(&opts.out, "--out")?;
+    sy_rundir::check_output_path(&opts.out, "--out")?;
     phase(Some("loading records"));
     let Inputs {
         fit,
@@ -158,7 +158,7 @@ pub fn write_margins(
         cache,
         warnings,
     };
-    sy_run::atomic_write_json(&opts.out, &file)?;
+    sy_rundir::atomic_write_json(&opts.out, &file)?;
     records.save_cache();
     Ok(file)
 }

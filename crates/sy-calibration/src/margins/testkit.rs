@@ -82,14 +82,14 @@ pub fn write_fit(
     let input_files = records
         .iter()
         .map(|p| {
-            let sha256 = sy_run::file_sha256(p).map_err(std::io::Error::other)?;
+            let sha256 = sy_rundir::file_sha256(p).map_err(std::io::Error::other)?;
             Ok(serde_json::json!({"path": p.display().to_string(), "sha256": sha256}))
         })
         .collect::<std::io::Result<Vec<_>>>()?;
     let table: serde_json::Value =
         serde_json::from_slice(&std::fs::read(splits)?).map_err(std::io::Error::other)?;
     let v = serde_json::json!({
-        "schema_version": sy_run::layout::FIT_SCHEMA_VERSION,
+        "schema_version": sy_rundir::layout::FIT_SCHEMA_VERSION,
         "input_files": input_files,
         "split": {
             "file": splits.display().to_string(),
@@ -123,7 +123,7 @@ pub fn write_splits(
         conditions.insert(c.to_string(), s.to_string());
     }
     let v = serde_json::json!({
-        "schema_version": sy_run::layout::SPLITS_SCHEMA_VERSION,
+        "schema_version": sy_rundir::layout::SPLITS_SCHEMA_VERSION,
         "seed": seed,
         "fractions": {"fit": 0.6, "uncertainty": 0.2, "selection": 0.2},
         "method": "test",

@@ -140,7 +140,7 @@ pub async fn run_adaptive(
         path: opts.run_dir.clone(),
         message: e.to_string(),
     })?;
-    sy_run::check_output_target(&opts.run_dir.join(ADAPTIVE_FILE))?;
+    sy_rundir::check_output_target(&opts.run_dir.join(ADAPTIVE_FILE))?;
     let mut state = starting_state(&plan, &opts, &spec)?;
     let mut seeded = plan.plan.clone();
     seeded.seed = state.seed;

@@ -96,7 +96,7 @@ impl AdaptiveFile {
             path: path.clone(),
             message,
         };
-        let bytes = sy_run::read_input(&path, 64 << 20).map_err(|e| bad(e.to_string()))?;
+        let bytes = sy_rundir::read_input(&path, 64 << 20).map_err(|e| bad(e.to_string()))?;
         let file: AdaptiveFile = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
         if file.schema_version != ADAPTIVE_SCHEMA_VERSION {
             return Err(bad(format!(

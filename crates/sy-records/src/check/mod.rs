@@ -1067,7 +1067,7 @@ pub fn judge_paths(
     let loaded = crate::load_records(paths, &crate::LoadOptions::default())?;
     let mut facts: Option<RunFacts> = None;
     for p in paths.iter().filter(|p| p.is_dir()) {
-        let m = sy_run::Artifact::Manifest.path(p);
+        let m = sy_rundir::Artifact::Manifest.path(p);
         if !m.exists() {
             continue;
         }

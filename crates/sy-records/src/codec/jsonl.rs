@@ -36,7 +36,7 @@ pub enum JsonlError {
     },
     /// The file cannot be used (a symbolic link, a FIFO): bad input.
     #[error(transparent)]
-    Run(#[from] sy_run::RunError),
+    Run(#[from] sy_rundir::RunError),
 }
 
 impl JsonlError {
@@ -67,7 +67,7 @@ pub fn read<T: DeserializeOwned>(path: &Path) -> Result<ReadOutcome<T>, JsonlErr
         path: path.to_path_buf(),
         source,
     };
-    sy_run::check_input_file(path)?;
+    sy_rundir::check_input_file(path)?;
     let file = File::open(path).map_err(io)?;
     let mut reader = BufReader::new(file);
     let mut records = Vec::new();
@@ -152,7 +152,7 @@ impl Appender {
         };
         // Never through a link, never into a FIFO: a link in the run directory would make the
         // append (and a resume's cut of a torn tail) change a file outside it.
-        let file = sy_run::open_append(path)?;
+        let file = sy_rundir::open_append(path)?;
         if let Some(len) = truncate_to {
             let current = file.metadata().map_err(io)?.len();
             if current > len {

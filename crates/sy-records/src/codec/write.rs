@@ -31,7 +31,7 @@ pub fn write_parquet(records: &[Record], path: &Path) -> Result<(), RecordsError
         path: path.to_path_buf(),
         message: format!("cannot encode Parquet: {e}"),
     })?;
-    sy_run::atomic_write(path, &bytes).map_err(|e| RecordsError::Write {
+    sy_rundir::atomic_write(path, &bytes).map_err(|e| RecordsError::Write {
         path: path.to_path_buf(),
         message: e.to_string(),
     })
@@ -47,7 +47,7 @@ pub fn write_jsonl(records: &[Record], path: &Path) -> Result<(), RecordsError> 
         })?;
         bytes.push(b'\n');
     }
-    sy_run::atomic_write(path, &bytes).map_err(|e| RecordsError::Write {
+    sy_rundir::atomic_write(path, &bytes).map_err(|e| RecordsError::Write {
         path: path.to_path_buf(),
         message: e.to_string(),
     })
@@ -65,7 +65,7 @@ pub fn write_csv(records: &[Record], path: &Path) -> Result<(), RecordsError> {
         .include_header(true)
         .finish(&mut df)
         .map_err(werr)?;
-    sy_run::atomic_write(path, &buf).map_err(|e| RecordsError::Write {
+    sy_rundir::atomic_write(path, &buf).map_err(|e| RecordsError::Write {
         path: path.to_path_buf(),
         message: e.to_string(),
     })

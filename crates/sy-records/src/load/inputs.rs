@@ -27,10 +27,10 @@ pub fn resolve_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RecordsError> {
     }
     // Only regular files: a FIFO would block the reader forever, a device never end.
     for p in &out {
-        sy_run::check_input_file(p).map_err(|e| RecordsError::Read {
+        sy_rundir::check_input_file(p).map_err(|e| RecordsError::Read {
             path: p.clone(),
             message: match e {
-                sy_run::RunError::NotRegular { what, .. } => what.to_string(),
+                sy_rundir::RunError::NotRegular { what, .. } => what.to_string(),
                 other => other.to_string(),
             },
         })?;

@@ -15,7 +15,7 @@
 //!    `records.parquet` and `records.jsonl` (by modification time) wins, then `records.csv`.
 
 use std::path::{Path, PathBuf};
-use sy_run::Artifact;
+use sy_rundir::Artifact;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};

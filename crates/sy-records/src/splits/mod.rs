@@ -21,6 +21,6 @@ mod assign;
 mod table;
 
 pub use assign::{Split, SplitFractions, assign_split, split_point};
-/// Defined with the run directory's layout (`sy_run::layout`).
-pub use sy_run::SPLITS_SCHEMA_VERSION;
+/// Defined with the run directory's layout (`sy_rundir::layout`).
+pub use sy_rundir::SPLITS_SCHEMA_VERSION;
 pub use table::{ConditionSplits, LoadConditions, SplitCounts, SplitTable};

@@ -213,7 +213,7 @@ impl SplitTable {
 
     /// Reads and checks `splits.json`.
     pub fn read(path: &Path) -> Result<SplitTable, RecordsError> {
-        let t: SplitTable = sy_run::read_artifact(sy_run::Artifact::Splits, path)
+        let t: SplitTable = sy_rundir::read_artifact(sy_rundir::Artifact::Splits, path)
             .map_err(|e| RecordsError::Splits(e.to_string()))?;
         let f = t.fractions;
         SplitFractions::new(f.fit, f.uncertainty, f.selection)
@@ -237,7 +237,7 @@ impl SplitTable {
 
     /// Writes the table as pretty JSON, atomically.
     pub fn write(&self, path: &Path) -> Result<(), RecordsError> {
-        sy_run::atomic_write_json(path, self).map_err(|e| RecordsError::Write {
+        sy_rundir::atomic_write_json(path, self).map_err(|e| RecordsError::Write {
             path: path.to_path_buf(),
             message: e.to_string(),
         })
@@ -380,7 +380,7 @@ mod tests {
             );
         }
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(sy_run::Artifact::Splits.file_name());
+        let path = dir.path().join(sy_rundir::Artifact::Splits.file_name());
         t.write(&path).unwrap();
         let back = SplitTable::read(&path).unwrap();
         assert_eq!(back, t);

@@ -1,4 +1,4 @@
-//! The probe-table cache (`probe-table.cache` in a run directory, [`sy_run::Artifact::ProbeCache`]):
+//! The probe-table cache (`probe-table.cache` in a run directory, [`sy_rundir::Artifact::ProbeCache`]):
 //! a loaded [`ProbeTable`] written as its columns, so that the next tool maps the file instead of
 //! decoding, validating and pairing the records again.
 //!
@@ -125,7 +125,7 @@ fn padding(at: usize) -> usize {
 /// with a region for every row column and for `probe_end`. [`stage`] then writes only the other
 /// columns and the header after `end`.
 pub(super) struct Filing {
-    staged: sy_run::Staged,
+    staged: sy_rundir::Staged,
     file: File,
     /// Where the regions end.
     end: usize,
@@ -157,7 +157,7 @@ pub(super) fn filed_table(path: &Path, rows: usize) -> Result<ProbeTable, String
     if rows == 0 {
         return Err("no rows to reserve".to_string());
     }
-    let (staged, file) = sy_run::stage_open(path).map_err(|e| e.to_string())?;
+    let (staged, file) = sy_rundir::stage_open(path).map_err(|e| e.to_string())?;
     // Sparse: an upper bound (8 bytes a value); `stage` cuts the file to what it holds.
     let bound = (ROW_COLUMNS + 1) * (rows.checked_mul(8).ok_or("too many rows")? + ALIGN);
     file.set_len((ALIGN + bound) as u64)
@@ -224,7 +224,7 @@ fn reserve(file: &File, offset: usize, len: usize) -> std::io::Result<()> {
 #[allow(unsafe_code)]
 fn map_mut(file: &File, offset: usize, len: usize) -> std::io::Result<memmap2::MmapMut> {
     // SAFETY: the file is the staged temporary this process created and sizes
-    // (`sy_run::stage_open`); nobody else writes it until it is renamed into place, and each
+    // (`sy_rundir::stage_open`); nobody else writes it until it is renamed into place, and each
     // region is mapped once, by the column that owns it.
     let map = unsafe {
         memmap2::MmapOptions::new()
@@ -246,18 +246,18 @@ fn map_mut(file: &File, offset: usize, len: usize) -> std::io::Result<memmap2::M
 }
 
 /// Writes `table`, loaded from what `key` names, beside `path` (renamed into place by the
-/// caller's [`sy_run::Staged::commit`]): into the file the table was built in, if it was
+/// caller's [`sy_rundir::Staged::commit`]): into the file the table was built in, if it was
 /// ([`filed_table`]), after its regions; otherwise into a new one.
 pub(crate) fn stage(
     table: &ProbeTable,
     key: &CacheKey,
     path: &Path,
-) -> Result<sy_run::Staged, String> {
+) -> Result<sy_rundir::Staged, String> {
     let filing = table.filing.0.lock().map_err(|e| e.to_string())?.take();
     let (staged, file, end) = match filing {
         Some(f) => (f.staged, f.file, f.end),
         None => {
-            let (staged, file) = sy_run::stage_open(path).map_err(|e| e.to_string())?;
+            let (staged, file) = sy_rundir::stage_open(path).map_err(|e| e.to_string())?;
             (staged, file, ALIGN)
         }
     };
@@ -276,7 +276,7 @@ pub(crate) fn stage(
     }
     let header = Header {
         kind: KIND.to_string(),
-        schema_version: sy_run::PROBE_CACHE_SCHEMA_VERSION,
+        schema_version: sy_rundir::PROBE_CACHE_SCHEMA_VERSION,
         sy_version: env!("CARGO_PKG_VERSION").to_string(),
         key: key.clone(),
         rows: table.len(),
@@ -326,7 +326,7 @@ fn write_frame(file: &File, end: usize, columns: &[&[u8]], header: &[u8]) -> std
 #[allow(unsafe_code)]
 fn map(file: &File) -> std::io::Result<memmap2::Mmap> {
     // SAFETY: a mapping is sound while nobody changes the file's bytes in place. sy replaces the
-    // cache only by renaming a new file over it (`sy_run::Staged::commit`), which leaves this
+    // cache only by renaming a new file over it (`sy_rundir::Staged::commit`), which leaves this
     // mapping on the old inode. Another process truncating the file in place would make a read
     // fault (SIGBUS), the known limit of every mapped reader (ripgrep, Arrow IPC). The bytes are
     // otherwise untrusted: `open` checks every length, alignment and index before use.
@@ -376,12 +376,12 @@ fn read_header(map: &[u8]) -> Result<Header, String> {
         return Err("header checksum mismatch".to_string());
     }
     let header: Header = serde_json::from_slice(bytes).map_err(|e| format!("header: {e}"))?;
-    if header.kind != KIND || header.schema_version != sy_run::PROBE_CACHE_SCHEMA_VERSION {
+    if header.kind != KIND || header.schema_version != sy_rundir::PROBE_CACHE_SCHEMA_VERSION {
         return Err(format!(
             "layout {} version {}, expected {KIND} version {}",
             header.kind,
             header.schema_version,
-            sy_run::PROBE_CACHE_SCHEMA_VERSION
+            sy_rundir::PROBE_CACHE_SCHEMA_VERSION
         ));
     }
     if header.sy_version != env!("CARGO_PKG_VERSION") {

@@ -18,7 +18,7 @@ impl ProbeTable {
         })
     }
 
-    /// [`ProbeTable::load`] through the probe-table cache at `cache` ([`sy_run::Artifact::ProbeCache`],
+    /// [`ProbeTable::load`] through the probe-table cache at `cache` ([`sy_rundir::Artifact::ProbeCache`],
     /// see the `cache` module): the cached table when it was made from the same record files
     /// (by SHA-256) with the same options and passes its checks; otherwise the records are read,
     /// and [`ProbeTable::save_cache`] (called once the tool has succeeded: a failed run leaves
@@ -204,7 +204,7 @@ pub(super) fn filed_or_empty(files: &[PathBuf], cache: &Path) -> ProbeTable {
 /// A probe-table cache written but not yet in place ([`ProbeTable::stage_cache`]); dropped
 /// uncommitted, it is removed.
 #[derive(Debug)]
-pub struct StagedCache(sy_run::Staged);
+pub struct StagedCache(sy_rundir::Staged);
 
 impl StagedCache {
     /// Renames the cache into place; a failure is reported, not an error. Returns whether it
@@ -242,7 +242,7 @@ pub(super) fn digests(files: &[PathBuf]) -> Result<Vec<String>, RecordsError> {
     files
         .iter()
         .map(|f| {
-            sy_run::file_sha256(f).map_err(|e| RecordsError::Read {
+            sy_rundir::file_sha256(f).map_err(|e| RecordsError::Read {
                 path: f.clone(),
                 message: e.to_string(),
             })

@@ -35,7 +35,7 @@ use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use sy_report::{Bar, Bars, Heatmap, Lines, Plot, Report, Scatter, Series, VLine};
-use sy_run::Artifact;
+use sy_rundir::Artifact;
 use sy_selector::{Estimator, ModelEstimators, Variant};
 use sy_stats::{Interval, bootstrap_mean_difference_studentized, mean};
 use thresholds::{search, stability};

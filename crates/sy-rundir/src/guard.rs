@@ -20,7 +20,7 @@ use crate::atomic::RunError;
 
 /// The lock file of a run directory (hidden; it holds the PID and command of the tool writing
 /// there, empty when none is).
-pub const LOCK_FILE_NAME: &str = ".sy-run.lock";
+pub const LOCK_FILE_NAME: &str = ".sy-rundir.lock";
 
 /// The run directories this process holds the lock of: every output under one of them is
 /// written without following a symbolic link below it ([`check_output_target`]).

@@ -1,4 +1,4 @@
-//! # sy-run: the run directory's files
+//! # sy-rundir: the run directory, its artifacts and their files
 //!
 //! Libraries and tools alike write their outputs through [`atomic`], so a failed run never
 //! leaves a partial file behind, and check output paths before writing anything. Errors are

@@ -12,7 +12,7 @@ pub trait Fault: std::fmt::Display {
 }
 
 /// Implements [`Fault`] for error types with an inherent `is_bad_input(&self) -> bool`:
-/// `sy_run::impl_fault!(MarginError, InputsError);`, beside the error types.
+/// `sy_rundir::impl_fault!(MarginError, InputsError);`, beside the error types.
 #[macro_export]
 macro_rules! impl_fault {
     ($($t:ty),+ $(,)?) => {

@@ -24,7 +24,7 @@
 //!   bundle.json        the frozen rule (sy-select; read at run time: sy_selector::Bundle)
 //!   bundles/           one bundle per variant, same parameters (sy-select)
 //!   report.md, plots/  the report and its figures (sy-select)
-//!   .sy-run.lock       the lock of the tool writing here, with its PID and command
+//!   .sy-rundir.lock       the lock of the tool writing here, with its PID and command
 //!                      ([`crate::RunLock`]; every writing tool)
 //! ```
 //!
