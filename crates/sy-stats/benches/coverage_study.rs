@@ -38,7 +38,9 @@
 use std::fmt::Write as _;
 
 use sy_stats::binomial::clopper_pearson;
-use sy_stats::{BootstrapConfig, GroupDraws, Interval, tail_groups};
+use sy_stats::{
+    BootstrapConfig, GroupDraws, Interval, Side, Tails, bootstrap_quantile, tail_groups,
+};
 
 /// The candidate whose interval is checked without a choice (the "sd 8 ms" rule).
 const FIXED: usize = 1;
@@ -71,6 +73,44 @@ impl Count {
     }
     fn cell(&self) -> String {
         world::rate_cell(self.covered, self.n)
+    }
+    /// The cell with the intervals' mean width.
+    fn cell_width(&self) -> String {
+        if self.n == 0 {
+            return "—".into();
+        }
+        format!("{}, {:.1}", self.cell(), self.width / self.n as f64)
+    }
+}
+
+/// The headline's candidate methods, all max-t simultaneous over the four compared candidates
+/// from the same resamples; they differ in the tails (see [`headline_tails`]).
+const HEADLINE: [&str; 5] = [
+    "equal tails 95 %",
+    "equal tails 97.5 %",
+    "95 %, 1.25 % on the skew side",
+    "95 %, 1.25 % below",
+    "96.25 %, 1.25 % on the skew side",
+];
+
+/// The tails of headline candidate `m` given the side of the residuals' skew.
+fn headline_tails(m: usize, skew_side: Option<Side>) -> Tails {
+    let side = skew_side.unwrap_or(Side::Lower);
+    match m {
+        0 => Tails::equal(0.95),
+        1 => Tails::equal(0.975),
+        2 => Tails::unequal(0.95, side, 0.25),
+        3 => Tails::unequal(0.95, Side::Lower, 0.25),
+        _ => match side {
+            Side::Lower => Tails {
+                lower: 0.0125,
+                upper: 0.025,
+            },
+            Side::Upper => Tails {
+                lower: 0.025,
+                upper: 0.0125,
+            },
+        },
     }
 }
 
@@ -153,12 +193,10 @@ struct Tally {
     mean_symmetric: Count,
     chosen_by_changed: [Count; 4],
     tail_sum: u64,
-    /// Headline misses: the truth below the interval (a larger saving than the interval says)
-    /// and above it (a smaller saving, or a loss).
-    miss_below: u64,
-    miss_above: u64,
-    /// The headline simultaneous interval at 97.5 % (a more conservative critical value).
-    chosen_simultaneous_975: Count,
+    /// The headline's candidate methods ([`HEADLINE`]), with their misses below and above.
+    headline: [Count; 5],
+    headline_below: [u64; 5],
+    headline_above: [u64; 5],
     /// The headline by the share of the chosen variant's |change| carried by its top 5
     /// conditions ([`SHARE_BUCKETS`]).
     chosen_by_share: [Count; 4],
@@ -166,6 +204,10 @@ struct Tally {
     /// table's levels).
     mean_level: Count,
     p90_level: Count,
+    /// The fixed candidate's mean selected TTFT, studentized (its change versus zero).
+    mean_level_t: Count,
+    /// The p90 level by the candidate's conditions above its 90th percentile ([`TAIL_BUCKETS`]).
+    p90_level_by_tail: [Count; 4],
 }
 
 impl Tally {
@@ -193,13 +235,18 @@ impl Tally {
         for (a, b) in self.chosen_by_share.iter_mut().zip(&o.chosen_by_share) {
             a.merge(b);
         }
-        self.chosen_simultaneous_975
-            .merge(&o.chosen_simultaneous_975);
+        for m in 0..HEADLINE.len() {
+            self.headline[m].merge(&o.headline[m]);
+            self.headline_below[m] += o.headline_below[m];
+            self.headline_above[m] += o.headline_above[m];
+        }
+        for (a, b) in self.p90_level_by_tail.iter_mut().zip(&o.p90_level_by_tail) {
+            a.merge(b);
+        }
+        self.mean_level_t.merge(&o.mean_level_t);
         self.mean_level.merge(&o.mean_level);
         self.p90_level.merge(&o.p90_level);
         self.tail_sum += o.tail_sum;
-        self.miss_below += o.miss_below;
-        self.miss_above += o.miss_above;
     }
 }
 
@@ -227,6 +274,7 @@ fn one_study(s: Scenario, g: usize, truth: &[Truth; 4], seed: u64, resamples: u3
         .collect();
     let series: Vec<&[f64]> = p.cand.iter().map(Vec::as_slice).collect();
     let studentized = draws.mean_changes_studentized(&series, &p.stage);
+    let st = draws.studentized(&series, &p.stage);
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     // The choice: the candidate with the lowest mean selected TTFT on these conditions.
     let chosen = (0..4)
@@ -251,6 +299,15 @@ fn one_study(s: Scenario, g: usize, truth: &[Truth; 4], seed: u64, resamples: u3
             .add(ok(&vs_oracle.mean_change).as_ref(), tr.regret);
         t.mean_level.add(ok(&vs_stage.mean).as_ref(), tr.mean);
         t.p90_level.add(ok(&vs_stage.quantile).as_ref(), tr.p90);
+        let own_tails = tail_groups(&p.cand[FIXED], &p.ids, P90);
+        for (b, (lo, hi, _)) in TAIL_BUCKETS.iter().enumerate() {
+            if (*lo..*hi).contains(&own_tails) {
+                t.p90_level_by_tail[b].add(ok(&vs_stage.quantile).as_ref(), tr.p90);
+            }
+        }
+        let zeros = vec![0.0; p.cand[FIXED].len()];
+        let level_t = draws.mean_changes_studentized(&[&p.cand[FIXED]], &zeros);
+        t.mean_level_t.add(ok(&level_t.each[0]).as_ref(), tr.mean);
     }
     t.mean_t.add(
         ok(&studentized.each[FIXED]).as_ref(),
@@ -276,18 +333,14 @@ fn one_study(s: Scenario, g: usize, truth: &[Truth; 4], seed: u64, resamples: u3
     t.chosen_t.add(ok(&studentized.each[chosen]).as_ref(), tc);
     t.chosen_simultaneous
         .add(ok(&studentized.simultaneous[chosen]).as_ref(), tc);
-    if let Some(Ok(i)) = studentized.simultaneous.get(chosen) {
-        t.miss_below += u64::from(tc < i.lo);
-        t.miss_above += u64::from(tc > i.hi);
-    }
-    let conservative = BootstrapConfig {
-        level: 0.975,
-        ..cfg
-    };
-    if let Ok(d975) = GroupDraws::new(&p.ids, &conservative) {
-        let s975 = d975.mean_changes_studentized(&series, &p.stage);
-        t.chosen_simultaneous_975
-            .add(ok(&s975.simultaneous[chosen]).as_ref(), tc);
+    let side = st.long_side(chosen);
+    for m in 0..HEADLINE.len() {
+        let i = st.simultaneous(chosen, headline_tails(m, side)).ok();
+        t.headline[m].add(i.as_ref(), tc);
+        if let Some(i) = i {
+            t.headline_below[m] += u64::from(tc < i.lo);
+            t.headline_above[m] += u64::from(tc > i.hi);
+        }
     }
     let share = top_share(&p.cand[chosen], &p.stage, &p.ids, g);
     for (b, (lo, hi, _)) in SHARE_BUCKETS.iter().enumerate() {
@@ -409,13 +462,18 @@ fn write_rows(
     );
     let _ = writeln!(
         diagnosis,
-        "| {} | {} | {g} | {} | {} | {} | {} | {} |",
+        "| {} | {} | {g} | {} | {} |",
         effect.name,
         if heavy { "heavy" } else { "log-normal" },
-        t.chosen_simultaneous.cell(),
-        t.miss_below,
-        t.miss_above,
-        t.chosen_simultaneous_975.cell(),
+        (0..HEADLINE.len())
+            .map(|m| format!(
+                "{} | {} / {}",
+                t.headline[m].cell_width(),
+                t.headline_below[m],
+                t.headline_above[m]
+            ))
+            .collect::<Vec<_>>()
+            .join(" | "),
         t.chosen_by_share
             .iter()
             .map(|c| format!("{} of {}", c.cell(), c.n))
@@ -424,11 +482,12 @@ fn write_rows(
     );
     let _ = writeln!(
         levels,
-        "| {} | {} | {g} | {} | {} |",
+        "| {} | {} | {g} | {} | {} | {} |",
         effect.name,
         if heavy { "heavy" } else { "log-normal" },
-        t.mean_level.cell(),
-        t.p90_level.cell(),
+        t.mean_level.cell_width(),
+        t.mean_level_t.cell_width(),
+        t.p90_level.cell_width(),
     );
 }
 
@@ -457,11 +516,20 @@ fn main() {
     let mut changed_md = String::from(
         "\nThe chosen variant's simultaneous mean-change interval by the conditions in which it changes the selection, per effect, all G and noises pooled:\n\n| effect | < 5 | 5–9 | 10–19 | ≥ 20 |\n|---|---|---|---|---|\n",
     );
-    let mut diagnosis = String::from(
-        "\nThe headline's misses by side, its 97.5 % simultaneous interval, and the headline by the share of the chosen variant's |change| carried by its 5 largest conditions:\n\n| effect | noise | G | headline (95 %) | truth below (saving understated) | truth above | simultaneous 97.5 % | top-5 share < 70 % | 70–80 % | 80–90 % | ≥ 90 % |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+    let mut diagnosis = format!(
+        "\nThe headline's candidate methods (max-t over the 4 compared candidates, the same resamples; tails: the chance left below / above the interval, the skew side the sign of the chosen variant's per-condition residual skewness): coverage (Wilson 95 %), mean width in ms | misses with the truth below / above; then the reported headline by the share of the chosen variant's |change| carried by its 5 largest conditions:\n\n| effect | noise | G | {} | top-5 share < 70 % | 70–80 % | 80–90 % | ≥ 90 % |\n|---|---|---|{}---|---|---|---|\n",
+        HEADLINE
+            .iter()
+            .map(|h| format!("{h} | below / above"))
+            .collect::<Vec<_>>()
+            .join(" | "),
+        "---|---|".repeat(HEADLINE.len())
     );
     let mut levels = String::from(
-        "\nThe variant table's levels (a fixed candidate's mean and 90th-percentile selected TTFT, percentile intervals):\n\n| effect | noise | G | mean selected TTFT | p90 selected TTFT |\n|---|---|---|---|---|\n",
+        "\nThe variant table's levels (a fixed candidate's mean and 90th-percentile selected TTFT): coverage (Wilson 95 %), mean width in ms:\n\n| effect | noise | G | mean, percentile | mean, studentized | p90, percentile |\n|---|---|---|---|---|---|\n",
+    );
+    let mut level_tails = String::from(
+        "\nThe p90 level (percentile interval) by the candidate's conditions above its 90th percentile, all worlds pooled per G:\n\n| G | < 5 | 5–9 | 10–19 | ≥ 20 |\n|---|---|---|---|---|\n",
     );
     let mut by_changed: Vec<(&str, [Count; 4])> = EFFECTS
         .iter()
@@ -470,6 +538,7 @@ fn main() {
     let mut seed = 1u64;
     for &g in &sizes {
         let mut pooled = [Count::default(); 4];
+        let mut pooled_level = [Count::default(); 4];
         for effect in EFFECTS {
             if !only.is_empty() && !only.split(',').any(|e| e == effect.name) {
                 seed += 2;
@@ -497,6 +566,9 @@ fn main() {
                 for (a, b) in pooled.iter_mut().zip(&t.p90_by_tail) {
                     a.merge(b);
                 }
+                for (a, b) in pooled_level.iter_mut().zip(&t.p90_level_by_tail) {
+                    a.merge(b);
+                }
                 if let Some((_, acc)) = by_changed.iter_mut().find(|(n, _)| *n == effect.name) {
                     for (a, b) in acc.iter_mut().zip(&t.chosen_by_changed) {
                         a.merge(b);
@@ -510,6 +582,15 @@ fn main() {
                 );
             }
         }
+        let _ = writeln!(
+            level_tails,
+            "| {g} | {} |",
+            pooled_level
+                .iter()
+                .map(|c| format!("{} of {}", c.cell(), c.n))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
         let _ = writeln!(
             tails,
             "| {g} | {} |",
@@ -535,6 +616,10 @@ fn main() {
     md.push_str(&changed_md);
     md.push_str(&diagnosis);
     md.push_str(&levels);
+    md.push_str(&level_tails);
+    if !args.iter().any(|a| a == "--no-margins") {
+        md.push_str(&margin_study(studies, resamples, &sizes));
+    }
     let _ = writeln!(
         md,
         "\n{:.0?} on {} threads.",
@@ -550,4 +635,166 @@ fn main() {
         eprintln!("cannot write {path}: {e}");
         std::process::exit(1);
     }
+}
+
+/// A world of the margins' study: each condition's predicted advantage is off by a bias of its
+/// own (the estimator's error for that configuration), and each of its repeats' measured
+/// advantage by the two models' TTFT noise.
+struct MarginWorld {
+    name: &'static str,
+    /// sd of the per-condition bias (ms).
+    bias_sd: f64,
+    /// Share of badly predicted conditions and the sd of their bias (ms).
+    outliers: (f64, f64),
+}
+
+const MARGIN_WORLDS: [MarginWorld; 3] = [
+    MarginWorld {
+        name: "bias",
+        bias_sd: 30.0,
+        outliers: (0.0, 0.0),
+    },
+    MarginWorld {
+        name: "noise",
+        bias_sd: 5.0,
+        outliers: (0.0, 0.0),
+    },
+    MarginWorld {
+        name: "outliers",
+        bias_sd: 10.0,
+        outliers: (0.1, 80.0),
+    },
+];
+
+/// The per-condition scores of `conditions` generated conditions: the largest |predicted −
+/// measured advantage| over [`REPEATS`] repeats (the margins' definition).
+fn margin_scores(w: &MarginWorld, heavy: bool, conditions: usize, rng: &mut Rng) -> Vec<f64> {
+    (0..conditions)
+        .map(|_| {
+            let level = 60.0 * (0.5 * rng.normal()).exp();
+            let sd = if rng.uniform() < w.outliers.0 {
+                w.outliers.1
+            } else {
+                w.bias_sd
+            };
+            let bias = sd * rng.normal();
+            let advantage = 20.0 * (0.5 * rng.normal()).exp();
+            (0..REPEATS)
+                .map(|_| {
+                    let measured =
+                        (level + advantage) * noise(rng, heavy) - level * noise(rng, heavy);
+                    (advantage + bias - measured).abs()
+                })
+                .fold(0.0, f64::max)
+        })
+        .collect()
+}
+
+/// The distribution-free interval of the `p` quantile from `n` sorted values: order statistics
+/// (l, u) with P(l ≤ B < u) ≥ `level`, B ~ Binomial(n, p); `None` for an end beyond the sample
+/// (unbounded).
+fn order_statistic_interval(n: usize, p: f64, level: f64) -> (Option<usize>, Option<usize>) {
+    let tail = 0.5 * (1.0 - level);
+    let ln_choose = |k: usize| -> f64 {
+        (1..=k)
+            .map(|i| ((n - k + i) as f64).ln() - (i as f64).ln())
+            .sum()
+    };
+    let pmf = |k: usize| (ln_choose(k) + k as f64 * p.ln() + (n - k) as f64 * (1.0 - p).ln()).exp();
+    let cdf: Vec<f64> = (0..=n)
+        .scan(0.0, |acc, k| {
+            *acc += pmf(k);
+            Some(*acc)
+        })
+        .collect();
+    // l: the largest with P(B ≤ l − 1) ≤ tail (1-based order statistic); u: the smallest with
+    // P(B ≤ u − 1) ≥ 1 − tail.
+    let l = (1..=n).rev().find(|&l| cdf[l - 1] <= tail);
+    let u = (1..=n).find(|&u| cdf[u - 1] >= 1.0 - tail);
+    (l, u)
+}
+
+/// Coverage of the margins' δ interval (the percentile interval of the 90th percentile of the
+/// per-condition scores, conditions resampled, as `sy-select` computes it) and of the
+/// distribution-free order-statistic interval, on generated uncertainty splits of G conditions.
+fn margin_study(studies: u64, resamples: u32, sizes: &[usize]) -> String {
+    const LEVEL: f64 = 0.9;
+    let mut md = String::from(
+        "\nThe margins' δ (the 90th percentile of the per-condition scores, each a condition's largest |predicted − measured advantage| over its 6 repeats): coverage (Wilson 95 %), mean width in ms; *bias*: per-condition bias sd 30 ms, *noise*: 5 ms, *outliers*: 10 ms with 10 % of conditions at 80 ms; TTFT noise as above:\n\n| world | noise | G | δ, percentile (reported) | δ, order statistics (distribution-free) | order statistics unbounded |\n|---|---|---|---|---|---|\n",
+    );
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(4) as u64;
+    let mut seed = 0x6d61_7267u64;
+    for &g in sizes {
+        let (l, u) = order_statistic_interval(g, LEVEL, 0.95);
+        for w in &MARGIN_WORLDS {
+            for heavy in [false, true] {
+                seed += 1;
+                let mut truth_scores =
+                    margin_scores(w, heavy, TRUTH_CONDITIONS, &mut Rng::new(seed));
+                truth_scores.sort_by(f64::total_cmp);
+                let truth = sy_stats::quantile_sorted(&truth_scores, LEVEL).unwrap_or(f64::NAN);
+                let base = seed << 32;
+                let (pct, os, unbounded) = std::thread::scope(|scope| {
+                    let handles: Vec<_> = (0..threads)
+                        .map(|t| {
+                            scope.spawn(move || {
+                                let (mut pct, mut os, mut unbounded) =
+                                    (Count::default(), Count::default(), 0u64);
+                                for i in (t..studies).step_by(threads as usize) {
+                                    let mut rng = Rng::new(base + i);
+                                    let mut scores = margin_scores(w, heavy, g, &mut rng);
+                                    let ids: Vec<usize> = (0..g).collect();
+                                    let cfg = BootstrapConfig {
+                                        resamples,
+                                        level: 0.95,
+                                        seed: base + i,
+                                    };
+                                    let iv = bootstrap_quantile(&scores, &ids, LEVEL, &cfg).ok();
+                                    pct.add(iv.as_ref(), truth);
+                                    scores.sort_by(f64::total_cmp);
+                                    let lo = l.map_or(f64::NEG_INFINITY, |k| scores[k - 1]);
+                                    let hi = u.map_or(f64::INFINITY, |k| scores[k - 1]);
+                                    os.n += 1;
+                                    os.covered += u64::from(lo <= truth && truth <= hi);
+                                    if hi.is_finite() && lo.is_finite() {
+                                        os.width += hi - lo;
+                                    } else {
+                                        unbounded += 1;
+                                    }
+                                }
+                                (pct, os, unbounded)
+                            })
+                        })
+                        .collect();
+                    let (mut pct, mut os, mut unbounded) = (Count::default(), Count::default(), 0);
+                    for h in handles {
+                        if let Ok((p, o, un)) = h.join() {
+                            pct.merge(&p);
+                            os.merge(&o);
+                            unbounded += un;
+                        }
+                    }
+                    (pct, os, unbounded)
+                });
+                let bounded = os.n - unbounded;
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {g} | {} | {}{} | {:.1} % |",
+                    w.name,
+                    if heavy { "heavy" } else { "log-normal" },
+                    pct.cell_width(),
+                    os.cell(),
+                    if bounded > 0 {
+                        format!(", {:.1}", os.width / bounded as f64)
+                    } else {
+                        String::new()
+                    },
+                    100.0 * unbounded as f64 / os.n.max(1) as f64,
+                );
+            }
+        }
+    }
+    md
 }

@@ -201,7 +201,9 @@ pub mod student;
 mod studentized;
 use ranked::Ranked;
 pub use shared_draws::{GroupDraws, SeriesIntervals, SeriesResamples};
-pub use studentized::{StudentizedChanges, bootstrap_mean_difference_studentized};
+pub use studentized::{
+    Side, StudentizedChanges, StudentizedDraws, Tails, bootstrap_mean_difference_studentized,
+};
 
 /// How many groups have a row strictly above the `q`-quantile of `values` (rows grouped by
 /// `group_ids`): the conditions a bootstrap interval of that quantile rests on. With few of them

@@ -41,9 +41,12 @@ pub struct StudentizedChanges {
 }
 
 /// One series' change: the estimate, its standard error and t* of every resample.
+#[derive(Debug, Clone)]
 struct Change {
     estimate: f64,
     se: f64,
+    /// Sample skewness of the per-condition residuals `d − θ̂ n`.
+    skew: f64,
     t: Vec<f64>,
 }
 
@@ -104,10 +107,27 @@ impl GroupDraws {
         } else {
             Vec::new()
         };
-        Ok(Change { estimate, se, t })
+        let (m2, m3) = totals.iter().fold((0.0, 0.0), |(m2, m3), (d, n)| {
+            let e = d - estimate * n;
+            (m2 + e * e, m3 + e * e * e)
+        });
+        let gf = g as f64;
+        let skew = (m3 / gf) / (m2 / gf).powf(1.5);
+        Ok(Change {
+            estimate,
+            se,
+            skew,
+            t,
+        })
     }
 
-    fn t_interval(&self, c: &Change, lo_t: f64, hi_t: f64) -> Result<Interval, BootstrapError> {
+    fn t_interval(
+        &self,
+        c: &Change,
+        lo_t: f64,
+        hi_t: f64,
+        tails: Tails,
+    ) -> Result<Interval, BootstrapError> {
         let (lo, hi) = if c.se > 0.0 {
             (c.estimate - hi_t * c.se, c.estimate - lo_t * c.se)
         } else {
@@ -120,7 +140,7 @@ impl GroupDraws {
             estimate: c.estimate,
             lo,
             hi,
-            level: self.cfg.level,
+            level: tails.level(),
             resamples: if c.se > 0.0 {
                 c.t.len() as u32
             } else {
@@ -131,36 +151,29 @@ impl GroupDraws {
     }
 
     /// The studentized intervals of `mean(series[k]) − mean(reference)` (means over rows), each
-    /// on its own and simultaneous over all of `series` (see the module docs). One entry per
-    /// series, in order.
+    /// on its own and simultaneous over all of `series` (see the module docs), with equal tails
+    /// at the configured level. One entry per series, in order.
     pub fn mean_changes_studentized(
         &self,
         series: &[&[f64]],
         reference: &[f64],
     ) -> StudentizedChanges {
-        let tail = 0.5 * (1.0 - self.cfg.level);
+        let s = self.studentized(series, reference);
+        let tails = Tails::equal(self.cfg.level);
+        StudentizedChanges {
+            each: (0..series.len()).map(|k| s.each(k, tails)).collect(),
+            simultaneous: (0..series.len())
+                .map(|k| s.simultaneous(k, tails))
+                .collect(),
+        }
+    }
+
+    /// The resampled t* of every series' change versus `reference` and, per resample, their
+    /// smallest and largest: any interval of [`StudentizedDraws`] at any tails, without
+    /// resampling again.
+    pub fn studentized(&self, series: &[&[f64]], reference: &[f64]) -> StudentizedDraws<'_> {
         let changes: Vec<Result<Change, BootstrapError>> =
             series.iter().map(|s| self.change(s, reference)).collect();
-        let ends = |t: &mut Vec<f64>| -> Option<(f64, f64)> {
-            if t.len() < 2 {
-                return None;
-            }
-            t.sort_by(f64::total_cmp);
-            Some((quantile_sorted(t, tail)?, quantile_sorted(t, 1.0 - tail)?))
-        };
-        let each = changes
-            .iter()
-            .map(|c| {
-                let c = c.as_ref().map_err(Clone::clone)?;
-                if c.se == 0.0 {
-                    return self.t_interval(c, 0.0, 0.0);
-                }
-                let mut t = c.t.clone();
-                let (lo_t, hi_t) =
-                    ends(&mut t).ok_or(BootstrapError::TooFewFinite(self.cfg.resamples))?;
-                self.t_interval(c, lo_t, hi_t)
-            })
-            .collect();
         // Per resample the smallest and largest t* over the series that vary.
         let varying: Vec<&Change> = (changes.iter())
             .filter_map(|c| c.as_ref().ok())
@@ -174,27 +187,151 @@ impl GroupDraws {
                 tmax.push(ts.fold(f64::NEG_INFINITY, f64::max));
             }
         }
-        let lo_t = ends(&mut tmin).map(|(lo, _)| lo);
-        let hi_t = ends(&mut tmax).map(|(_, hi)| hi);
-        let simultaneous = changes
-            .iter()
+        tmin.sort_by(f64::total_cmp);
+        tmax.sort_by(f64::total_cmp);
+        let changes = changes
+            .into_iter()
             .map(|c| {
-                let c = c.as_ref().map_err(Clone::clone)?;
-                if c.se == 0.0 {
-                    return self.t_interval(c, 0.0, 0.0);
-                }
-                if c.t.len() != self.cfg.resamples as usize {
-                    // A resample without a t* (0/0) leaves this series out of the joint draws.
-                    return Err(BootstrapError::TooFewFinite(c.t.len() as u32));
-                }
-                match (lo_t, hi_t) {
-                    (Some(lo), Some(hi)) => self.t_interval(c, lo, hi),
-                    _ => Err(BootstrapError::TooFewFinite(self.cfg.resamples)),
-                }
+                c.map(|mut c| {
+                    c.t.sort_by(f64::total_cmp);
+                    c
+                })
             })
             .collect();
-        StudentizedChanges { each, simultaneous }
+        StudentizedDraws {
+            draws: self,
+            changes,
+            tmin,
+            tmax,
+        }
     }
+}
+
+/// The probability an interval leaves below its lower end and above its upper end (its level is
+/// `1 − lower − upper`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tails {
+    pub lower: f64,
+    pub upper: f64,
+}
+
+impl Tails {
+    /// Equal tails at `level`.
+    pub fn equal(level: f64) -> Tails {
+        let t = 0.5 * (1.0 - level);
+        Tails { lower: t, upper: t }
+    }
+
+    /// `level` with the smaller tail, `long_share` of `1 − level`, on the side of `long` (the
+    /// side where a skewed change may lie far from its estimate).
+    pub fn unequal(level: f64, long: Side, long_share: f64) -> Tails {
+        let a = 1.0 - level;
+        let (small, large) = (a * long_share, a * (1.0 - long_share));
+        match long {
+            Side::Lower => Tails {
+                lower: small,
+                upper: large,
+            },
+            Side::Upper => Tails {
+                lower: large,
+                upper: small,
+            },
+        }
+    }
+
+    /// The level the tails leave.
+    pub fn level(&self) -> f64 {
+        1.0 - self.lower - self.upper
+    }
+}
+
+/// A side of an interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Lower,
+    Upper,
+}
+
+/// The resampled t* of several series' changes (see [`GroupDraws::studentized`]).
+#[derive(Debug, Clone)]
+pub struct StudentizedDraws<'a> {
+    draws: &'a GroupDraws,
+    /// Each series' change with its t* sorted.
+    changes: Vec<Result<Change, BootstrapError>>,
+    /// Per resample the smallest and the largest t* over the varying series, each sorted.
+    tmin: Vec<f64>,
+    tmax: Vec<f64>,
+}
+
+impl StudentizedDraws<'_> {
+    /// Series `k`'s interval on its own.
+    pub fn each(&self, k: usize, tails: Tails) -> Result<Interval, BootstrapError> {
+        let c = self.change(k)?;
+        if c.se == 0.0 {
+            return self.draws.t_interval(c, 0.0, 0.0, tails);
+        }
+        let lo_t = quantile_at(&c.t, tails.upper);
+        let hi_t = quantile_at(&c.t, 1.0 - tails.lower);
+        match (lo_t, hi_t) {
+            (Some(lo), Some(hi)) => self.draws.t_interval(c, lo, hi, tails),
+            _ => Err(BootstrapError::TooFewFinite(self.draws.cfg.resamples)),
+        }
+    }
+
+    /// Series `k`'s interval simultaneous over all the series given (max-t, see the module
+    /// docs).
+    pub fn simultaneous(&self, k: usize, tails: Tails) -> Result<Interval, BootstrapError> {
+        let c = self.change(k)?;
+        if c.se == 0.0 {
+            return self.draws.t_interval(c, 0.0, 0.0, tails);
+        }
+        if c.t.len() != self.draws.cfg.resamples as usize {
+            // A resample without a t* (0/0) leaves this series out of the joint draws.
+            return Err(BootstrapError::TooFewFinite(c.t.len() as u32));
+        }
+        let lo_t = quantile_at(&self.tmin, tails.upper);
+        let hi_t = quantile_at(&self.tmax, 1.0 - tails.lower);
+        match (lo_t, hi_t) {
+            (Some(lo), Some(hi)) => self.draws.t_interval(c, lo, hi, tails),
+            _ => Err(BootstrapError::TooFewFinite(self.draws.cfg.resamples)),
+        }
+    }
+
+    /// The side on which series `k`'s change may lie far from its estimate: the side of the
+    /// skew of its per-condition residuals `d − θ̂ n` (a few conditions with large changes of one
+    /// sign skew them that way); `None` without spread.
+    pub fn long_side(&self, k: usize) -> Option<Side> {
+        let c = self.change(k).ok()?;
+        (c.skew.is_finite() && c.skew != 0.0).then_some(if c.skew < 0.0 {
+            Side::Lower
+        } else {
+            Side::Upper
+        })
+    }
+
+    /// The sample skewness of series `k`'s per-condition residuals `d − θ̂ n`.
+    pub fn residual_skewness(&self, k: usize) -> Option<f64> {
+        self.change(k)
+            .ok()
+            .map(|c| c.skew)
+            .filter(|s| s.is_finite())
+    }
+
+    fn change(&self, k: usize) -> Result<&Change, BootstrapError> {
+        match self.changes.get(k) {
+            Some(Ok(c)) => Ok(c),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err(BootstrapError::Empty),
+        }
+    }
+}
+
+/// The `q` quantile of sorted values (at least two).
+fn quantile_at(sorted: &[f64], q: f64) -> Option<f64> {
+    if sorted.len() < 2 {
+        return None;
+    }
+    quantile_sorted(sorted, q)
 }
 
 /// The studentized interval of `mean(a) − mean(b)` with rows grouped by `group_ids` (the
