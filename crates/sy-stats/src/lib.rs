@@ -203,6 +203,7 @@ use ranked::Ranked;
 pub use shared_draws::{GroupDraws, SeriesIntervals, SeriesResamples};
 pub use studentized::{
     Side, StudentizedChanges, StudentizedDraws, Tails, bootstrap_mean_difference_studentized,
+    selection_adjusted_level,
 };
 
 /// How many groups have a row strictly above the `q`-quantile of `values` (rows grouped by
