@@ -4,13 +4,16 @@
 //! per-probe oracle, and the margins.
 //!
 //! Methods (their coverage is measured by `crates/sy-stats/benches/coverage_study.rs`):
-//! the mean change versus Stage and the regret are **studentized** intervals (bootstrap-t), the
-//! headline's mean change is in addition **simultaneous over the variants the choice compared**
-//! (selection-adjusted: the chosen variant was picked on the same conditions); means, p90s and
-//! the p90 change are percentile intervals. An interval is marked *indicative* when the study
-//! found its method unreliable for data like these: a mean change carried by fewer than
-//! [`MIN_CHANGED_CONDITIONS`] conditions, a p90 change resting on fewer than
-//! [`MIN_TAIL_CONDITIONS`] conditions above the 90th percentile.
+//! means, the mean change versus Stage and the regret are **studentized** intervals
+//! (bootstrap-t), the headline's mean change is in addition **simultaneous over the variants
+//! the choice compared** (selection-adjusted: the chosen variant was picked on the same
+//! conditions) at half the miss rate per side ([`sy_stats::selection_adjusted_level`]: 97.5 %
+//! for 95 %, so that it covers at least 93 % where a few conditions carry the effect); p90s,
+//! the p90 change and the margins are percentile intervals. An interval is marked *indicative*
+//! when the study found its method short of its level for data like these: a mean change
+//! carried by fewer than [`MIN_CHANGED_CONDITIONS`] conditions, a p90 change resting on fewer
+//! than [`MIN_TAIL_CONDITIONS`] conditions above the 90th percentile, and always the p90 levels
+//! and the margins' δ (percentile intervals of a 90th percentile).
 
 use std::collections::BTreeMap;
 
@@ -18,7 +21,10 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sy_calibration::margins::MarginsFile;
 use sy_selector::{Model, Variant};
-use sy_stats::{BootstrapConfig, GroupDraws, Interval, SeriesIntervals, bootstrap_quantile};
+use sy_stats::{
+    BootstrapConfig, GroupDraws, Interval, SeriesIntervals, Tails, bootstrap_quantile,
+    selection_adjusted_level,
+};
 
 use crate::evaluate::{EvalPair, SelectedTtfts};
 
@@ -36,12 +42,20 @@ pub const MIN_CHANGED_CONDITIONS: u64 = 5;
 /// coverage below 20 and 95 % from 20 (docs/methodology.md).
 pub const MIN_TAIL_CONDITIONS: u64 = 20;
 
+/// What the coverage study measured for the variant table's p90 intervals (nominal 95 %).
+const P90_LEVEL_COVERAGE: &str =
+    "the coverage study measured 87–91 % coverage at 30 conditions, 92–95 % at 60 and 120";
+
+/// What the coverage study measured for the margins' δ intervals (nominal 95 %); below 35
+/// conditions no distribution-free 95 % interval of a 90th percentile has a finite upper end.
+const DELTA_COVERAGE: &str = "the coverage study measured 83–87 % coverage at 30 conditions, 92–94 % at 60 and 120; below 35 conditions no distribution-free 95 % interval of a 90th percentile has a finite upper end";
+
 /// How each interval is computed (in `selection.json`, so a reader need not look it up).
 pub fn interval_methods() -> BTreeMap<String, String> {
     BTreeMap::from([
         (
             "mean_selected_ttft_ms".into(),
-            "percentile, grouped bootstrap over conditions".into(),
+            "studentized (bootstrap-t) over conditions, cluster-robust standard error".into(),
         ),
         (
             "p90_selected_ttft_ms".into(),
@@ -61,7 +75,7 @@ pub fn interval_methods() -> BTreeMap<String, String> {
         ),
         (
             "headline.mean_change_vs_stage_ms".into(),
-            "studentized, simultaneous over the compared variants (max-t; selection-adjusted)"
+            "studentized, simultaneous over the compared variants (max-t; selection-adjusted), at half the miss rate per side (97.5 % for 95 %)"
                 .into(),
         ),
         (
@@ -199,16 +213,19 @@ pub fn uncertainty<P: std::borrow::Borrow<EvalPair> + Sync>(
     let stage = series(Variant::Stage);
     let stage_ttfts = selected.iter().find(|(v, _)| *v == Variant::Stage);
     let oracle: Vec<f64> = pairs.iter().map(|p| p.borrow().oracle_ttft()).collect();
+    // A mean level is the mean's change versus zero (the same studentized interval).
+    let zeros = vec![0.0; pairs.len()];
     let studentized = |variant: Variant| {
         let draws = draws.as_ref().ok()?;
         let (_, own) = selected.iter().find(|(v, _)| *v == variant)?;
         let (_, st) = stage_ttfts?;
         let change = draws.mean_changes_studentized(&[own], st).each.pop()?;
         let regret = draws.mean_changes_studentized(&[own], &oracle).each.pop()?;
+        let level = draws.mean_changes_studentized(&[own], &zeros).each.pop()?;
         let changed = changed_conditions(own, st, &groups);
         let tails = sy_stats::tail_groups(own, &groups, P90)
             .min(sy_stats::tail_groups(st, &groups, P90)) as u64;
-        Some((change, regret, changed, tails))
+        Some((level, change, regret, changed, tails))
     };
     let one = |variant: Variant| {
         let name = variant.as_str();
@@ -223,13 +240,19 @@ pub fn uncertainty<P: std::borrow::Borrow<EvalPair> + Sync>(
             (Err(e), ..) => SeriesIntervals::all(e),
             (_, Err(e), _) | (_, _, Err(e)) => SeriesIntervals::all(e.clone()),
         };
-        let (change, regret, changed, tails) = match studentized(variant) {
-            Some((c, r, changed, tails)) => (log_err(name, c), log_err(name, r), changed, tails),
-            None => (None, None, 0, 0),
+        let (level, change, regret, changed, tails) = match studentized(variant) {
+            Some((l, c, r, changed, tails)) => (
+                log_err(name, l),
+                log_err(name, c),
+                log_err(name, r),
+                changed,
+                tails,
+            ),
+            None => (None, None, None, 0, 0),
         };
         VariantUncertainty {
             variant,
-            mean_selected_ttft_ms: log_err(name, intervals.mean),
+            mean_selected_ttft_ms: level,
             p90_selected_ttft_ms: log_err(name, intervals.quantile),
             mean_change_vs_stage_ms: change,
             p90_change_vs_stage_ms: log_err(name, intervals.quantile_change),
@@ -311,10 +334,10 @@ pub fn selection_adjusted<P: std::borrow::Borrow<EvalPair>>(
         )?;
         let series: Vec<&[f64]> = compared.iter().map(|(_, t)| t.as_slice()).collect();
         let at = compared.iter().position(|(v, _)| *v == chosen)?;
-        let mut out = draws.mean_changes_studentized(&series, stage);
+        let tails = Tails::equal(selection_adjusted_level(cfg.level));
         log_err(
             "the selection-adjusted interval",
-            out.simultaneous.swap_remove(at),
+            draws.studentized(&series, stage).simultaneous(at, tails),
         )
     })();
     SelectionAdjusted {
@@ -374,14 +397,21 @@ pub fn fmt_signed(v: f64) -> String {
 }
 
 /// "−14.5 ms (95 % CI −27.3 to −3.7)": how the report, the terminal and the caveats print an
-/// interval.
+/// interval (its own level: "97.5 % CI" for the selection-adjusted headline).
 pub fn fmt_interval(i: &Interval) -> String {
     format!(
-        "{} ms (95 % CI {} to {})",
+        "{} ms ({} % CI {} to {})",
         fmt_signed(i.estimate),
+        fmt_level(i.level),
         fmt_signed(i.lo),
         fmt_signed(i.hi)
     )
+}
+
+/// A level as a percentage without trailing zeros ("95", "97.5").
+pub fn fmt_level(level: f64) -> String {
+    let pct = format!("{:.2}", 100.0 * level);
+    pct.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// Builds the headline and its caveats.
@@ -415,6 +445,15 @@ pub fn headline(
                 v.p90_tail_conditions
             ));
         }
+    }
+    indicative.push(format!(
+        "the variant table's p90 intervals are indicative: percentile intervals of a 90th percentile over {} conditions ({P90_LEVEL_COVERAGE})",
+        u.selection_conditions
+    ));
+    if let Some(g) = u.margins.values().flatten().map(|i| i.groups).max() {
+        indicative.push(format!(
+            "the margins' δ intervals are indicative: percentile intervals of a 90th percentile over {g} uncertainty-split conditions ({DELTA_COVERAGE})"
+        ));
     }
     let mut caveats = indicative.clone();
     match &mean_change {
@@ -510,13 +549,21 @@ mod tests {
     const CHOICE: (Variant, Variant, Variant) = (Variant::Cache, Variant::Count, Variant::Cache);
 
     #[test]
+    fn an_interval_prints_its_own_level() {
+        let mut i = iv(-10.0, -25.5, -1.0);
+        assert_eq!(fmt_interval(&i), "−10.0 ms (95 % CI −25.5 to −1.0)");
+        i.level = 0.975;
+        assert_eq!(fmt_interval(&i), "−10.0 ms (97.5 % CI −25.5 to −1.0)");
+    }
+
+    #[test]
     fn the_headline_reports_the_adjusted_interval_and_keeps_the_unadjusted_one() {
         let u = uncertainty_with(12, 25, Some(iv(-10.0, -25.0, -1.0)));
         let h = headline(CHOICE, &u, None, Comparisons::default());
         assert_eq!(h.mean_change_vs_stage_ms, Some(iv(-10.0, -25.0, -1.0)));
         assert_eq!(h.mean_change_unadjusted_ms, Some(iv(-10.0, -20.0, -4.0)));
         assert!(h.distinguishable_from_stage);
-        assert!(h.indicative.is_empty(), "{:?}", h.indicative);
+        assert_eq!(h.indicative.len(), 1, "{:?}", h.indicative);
         assert_eq!(h.regret_ms, Some(iv(1.0, 0.2, 3.0)));
         // An adjusted interval that reaches zero is not distinguishable, whatever the variant's own.
         let u = uncertainty_with(12, 25, Some(iv(-10.0, -25.0, 0.5)));
@@ -529,18 +576,25 @@ mod tests {
     fn few_changed_or_tail_conditions_make_an_interval_indicative() {
         let u = uncertainty_with(MIN_CHANGED_CONDITIONS - 1, MIN_TAIL_CONDITIONS - 1, None);
         let h = headline(CHOICE, &u, None, Comparisons::default());
-        assert_eq!(h.indicative.len(), 2, "{:?}", h.indicative);
+        assert_eq!(h.indicative.len(), 3, "{:?}", h.indicative);
         assert!(h.indicative[0].starts_with("the mean change's interval is indicative"));
         assert!(h.indicative[1].starts_with("the p90 change's interval is indicative"));
+        assert!(h.indicative[2].starts_with("the variant table's p90 intervals are indicative"));
         // Indicative intervals lead the caveats.
-        assert_eq!(h.caveats[..2], h.indicative[..]);
+        assert_eq!(h.caveats[..3], h.indicative[..]);
         // Without the adjusted interval the variant's own is the headline.
         assert_eq!(h.mean_change_vs_stage_ms, Some(iv(-10.0, -20.0, -4.0)));
-        let u = uncertainty_with(MIN_CHANGED_CONDITIONS, MIN_TAIL_CONDITIONS, None);
+        let mut u = uncertainty_with(MIN_CHANGED_CONDITIONS, MIN_TAIL_CONDITIONS, None);
+        let h = headline(CHOICE, &u, None, Comparisons::default());
+        assert_eq!(h.indicative.len(), 1, "{:?}", h.indicative);
+        // The margins' δ intervals, when there are any, are always indicative.
+        u.margins.insert("cache".into(), Some(iv(34.0, 24.0, 72.0)));
+        let h = headline(CHOICE, &u, None, Comparisons::default());
         assert!(
-            headline(CHOICE, &u, None, Comparisons::default())
-                .indicative
-                .is_empty()
+            h.indicative[1].starts_with("the margins' δ intervals are indicative")
+                && h.indicative[1].contains("over 30 uncertainty-split conditions"),
+            "{:?}",
+            h.indicative
         );
     }
 }

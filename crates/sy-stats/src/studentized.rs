@@ -254,9 +254,9 @@ impl Tails {
         }
     }
 
-    /// The level the tails leave.
+    /// The level the tails leave (rounded to 1e-12: 0.975, not 0.9750000000000001).
     pub fn level(&self) -> f64 {
-        1.0 - self.lower - self.upper
+        ((1.0 - self.lower - self.upper) * 1e12).round() / 1e12
     }
 }
 
@@ -434,6 +434,55 @@ mod tests {
         // The reference against itself: the point 0.
         let z = out.simultaneous[2].as_ref().unwrap();
         assert_eq!((z.lo, z.hi), (0.0, 0.0));
+    }
+
+    #[test]
+    fn tails_move_the_ends_they_name() {
+        assert_eq!(selection_adjusted_level(0.95), 0.975);
+        let t = Tails::unequal(0.95, Side::Lower, 0.25);
+        assert!((t.lower - 0.0125).abs() < 1e-12 && (t.upper - 0.0375).abs() < 1e-12);
+        assert!((t.level() - 0.95).abs() < 1e-12);
+        // 30 conditions, a few with large savings: skewed towards the lower side.
+        let ids: Vec<u32> = (0..30).flat_map(|g| [g, g, g]).collect();
+        let b: Vec<f64> = (0..90).map(|i| 100.0 + f64::from(i % 7) * 3.0).collect();
+        let a: Vec<f64> = b
+            .iter()
+            .zip(&ids)
+            .map(|(x, g)| {
+                if *g < 4 {
+                    x - 40.0 - f64::from(*g) * 9.0
+                } else {
+                    x + 0.3 * f64::from(g % 3)
+                }
+            })
+            .collect();
+        let c: Vec<f64> = b.iter().map(|x| x - 1.0).collect();
+        let draws = GroupDraws::new(&ids, &cfg()).unwrap();
+        let s = draws.studentized(&[&a, &c], &b);
+        assert_eq!(s.long_side(0), Some(Side::Lower));
+        let equal = s.simultaneous(0, Tails::equal(0.95)).unwrap();
+        let wider = s
+            .simultaneous(0, Tails::equal(selection_adjusted_level(0.95)))
+            .unwrap();
+        assert!(
+            wider.lo < equal.lo && equal.hi < wider.hi,
+            "{equal:?} {wider:?}"
+        );
+        assert_eq!(wider.level, 0.975);
+        let skewed = s
+            .simultaneous(0, Tails::unequal(0.95, Side::Lower, 0.25))
+            .unwrap();
+        assert!(
+            skewed.lo < equal.lo && skewed.hi < equal.hi,
+            "{equal:?} {skewed:?}"
+        );
+        // The equal-tailed 95 % interval is mean_changes_studentized's, bit for bit.
+        let old = draws.mean_changes_studentized(&[&a, &c], &b);
+        assert_eq!(old.simultaneous[0].as_ref().unwrap(), &equal);
+        assert_eq!(
+            old.each[1].as_ref().unwrap(),
+            &s.each(1, Tails::equal(0.95)).unwrap()
+        );
     }
 
     #[test]
