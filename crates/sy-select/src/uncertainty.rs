@@ -32,8 +32,8 @@ use crate::evaluate::{EvalPair, SelectedTtfts};
 const P90: f64 = 0.9;
 
 /// Below this many conditions in which the chosen variant changes the selection, the headline's
-/// mean-change interval is indicative: the coverage study measured 73–90 % coverage with fewer
-/// than 5 such conditions where a few conditions carry most of the effect, and 91–99 % with 5–9
+/// mean-change interval is indicative: the coverage study measured 75–90 % coverage with fewer
+/// than 5 such conditions where a few conditions carry most of the effect, and 94–99 % with 5–9
 /// (docs/methodology.md).
 pub const MIN_CHANGED_CONDITIONS: u64 = 5;
 
@@ -435,7 +435,7 @@ pub fn headline(
     if let Some(v) = mine {
         if bundle_variant != Variant::Stage && v.changed_conditions < MIN_CHANGED_CONDITIONS {
             indicative.push(format!(
-                "the mean change's interval is indicative: {bundle_variant} changes the selection in {} of {} selection-split conditions (the coverage study measured 73–90 % coverage with fewer than {MIN_CHANGED_CONDITIONS} where a few conditions carry the effect)",
+                "the mean change's interval is indicative: {bundle_variant} changes the selection in {} of {} selection-split conditions (the coverage study measured 75–90 % coverage with fewer than {MIN_CHANGED_CONDITIONS} where a few conditions carry the effect)",
                 v.changed_conditions, u.selection_conditions
             ));
         }
