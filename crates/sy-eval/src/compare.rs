@@ -379,6 +379,13 @@ pub fn compare(variants: &[Variant], blocks: &[BlockResult], seed: u64) -> Compa
         .collect();
     let mut warnings = warnings(&summaries, blocks);
     warnings.extend(differences.iter().filter_map(same_decisions_warning));
+    let rounds: std::collections::BTreeSet<u32> = blocks.iter().map(|b| b.round).collect();
+    if variants.len() > 1 && rounds.len() < 2 {
+        warnings.push(format!(
+            "{} round: the comparison's interval resamples the sessions of one round instead of rounds (the independent unit), so it is too narrow and its verdict is not one to act on; plans default to 10 rounds",
+            rounds.len()
+        ));
+    }
     Comparison {
         schema_version: COMPARISON_SCHEMA_VERSION,
         baseline,
@@ -608,6 +615,12 @@ mod tests {
             5,
         );
         assert_eq!(c.baseline, Variant::Stage);
+        // One round: the verdict comes with a warning that it rests on sessions, not rounds.
+        assert!(
+            c.warnings.iter().any(|w| w.starts_with("1 round:")),
+            "{:?}",
+            c.warnings
+        );
         let cache = &c.differences[0];
         assert_eq!((cache.variant, cache.pairs), (Variant::Cache, 12));
         assert_eq!(cache.verdict, "gain");
@@ -698,7 +711,9 @@ mod tests {
             blocks.push(block(Variant::Stage, round, &base, false));
             blocks.push(block(Variant::Cache, round, &var, true));
         }
-        let d = &compare(&[Variant::Stage, Variant::Cache], &blocks, 5).differences[0];
+        let c = compare(&[Variant::Stage, Variant::Cache], &blocks, 5);
+        assert!(!c.warnings.iter().any(|w| w.contains("round:")), "{:?}", c.warnings);
+        let d = &c.differences[0];
         let e = d.session_time_ms.unwrap();
         let ci = e.ci95.unwrap();
         assert!((e.value + 10.0).abs() < 1e-9, "{e:?}");
