@@ -712,7 +712,11 @@ mod tests {
             blocks.push(block(Variant::Cache, round, &var, true));
         }
         let c = compare(&[Variant::Stage, Variant::Cache], &blocks, 5);
-        assert!(!c.warnings.iter().any(|w| w.contains("round:")), "{:?}", c.warnings);
+        assert!(
+            !c.warnings.iter().any(|w| w.contains("round:")),
+            "{:?}",
+            c.warnings
+        );
         let d = &c.differences[0];
         let e = d.session_time_ms.unwrap();
         let ci = e.ci95.unwrap();

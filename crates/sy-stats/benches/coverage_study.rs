@@ -501,6 +501,44 @@ fn write_rows(
     );
 }
 
+/// A row's bucket cells: each rate with its Wilson interval and its count.
+fn bucket_cells(c: &[Count]) -> String {
+    c.iter()
+        .map(|c| format!("{} of {}", c.cell(), c.n))
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// The headers of the six tables (headline, p90 change by tails, headline by changed
+/// conditions, candidates, levels, p90 level by tails).
+fn table_headers() -> [String; 6] {
+    let head = String::from(
+        "| effect | noise | G | mean change, percentile | mean change, studentized | chosen: percentile | chosen: studentized | chosen: simultaneous 97.5 % (reported) | chosen: Clopper–Pearson | regret, percentile | regret, studentized | p90 change, percentile | tail conditions (mean) | mean change, Student t | mean change, symmetric studentized |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let tails = String::from(
+        "\n90th-percentile change (percentile interval) by the conditions above the p90 (fewer of the two series'), all scenarios pooled per G:\n\n| G | < 5 | 5–9 | 10–19 | ≥ 20 |\n|---|---|---|---|---|\n",
+    );
+    let changed_md = String::from(
+        "\nThe chosen variant's simultaneous mean-change interval (97.5 %, reported) by the conditions in which it changes the selection, per effect, all G and noises pooled:\n\n| effect | < 5 | 5–9 | 10–19 | ≥ 20 |\n|---|---|---|---|---|\n",
+    );
+    let diagnosis = format!(
+        "\nThe headline's candidate methods (max-t over the 4 compared candidates, the same resamples; tails: the chance left below / above the interval, the skew side the sign of the chosen variant's per-condition residual skewness): coverage (Wilson 95 %), mean width in ms | misses with the truth below / above; then the reported headline (97.5 %) by the share of the chosen variant's |change| carried by its 5 largest conditions:\n\n| effect | noise | G | {} | top-5 share < 70 % | 70–80 % | 80–90 % | ≥ 90 % |\n|---|---|---|{}---|---|---|---|\n",
+        HEADLINE
+            .iter()
+            .map(|h| format!("{h} | below / above"))
+            .collect::<Vec<_>>()
+            .join(" | "),
+        "---|---|".repeat(HEADLINE.len())
+    );
+    let levels = String::from(
+        "\nThe variant table's levels (a fixed candidate's mean and 90th-percentile selected TTFT): coverage (Wilson 95 %), mean width in ms:\n\n| effect | noise | G | mean, percentile | mean, studentized | p90, percentile |\n|---|---|---|---|---|---|\n",
+    );
+    let level_tails = String::from(
+        "\nThe p90 level (percentile interval) by the candidate's conditions above its 90th percentile, all worlds pooled per G:\n\n| G | < 5 | 5–9 | 10–19 | ≥ 20 |\n|---|---|---|---|---|\n",
+    );
+    [head, tails, changed_md, diagnosis, levels, level_tails]
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let studies: u64 = arg(&args, "--studies", 1000);
@@ -517,30 +555,14 @@ fn main() {
         md,
         "Coverage of the calibration's 95 % intervals: {studies} generated studies per row, {resamples} resamples each, 6 probes per condition; rate (Wilson 95 % interval). `cargo bench -p sy-stats --bench coverage_study -- --studies {studies} --resamples {resamples}`.\n"
     );
-    let mut head = String::from(
-        "| effect | noise | G | mean change, percentile | mean change, studentized | chosen: percentile | chosen: studentized | chosen: simultaneous 97.5 % (reported) | chosen: Clopper–Pearson | regret, percentile | regret, studentized | p90 change, percentile | tail conditions (mean) | mean change, Student t | mean change, symmetric studentized |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-    );
-    let mut tails = String::from(
-        "\n90th-percentile change (percentile interval) by the conditions above the p90 (fewer of the two series'), all scenarios pooled per G:\n\n| G | < 5 | 5–9 | 10–19 | ≥ 20 |\n|---|---|---|---|---|\n",
-    );
-    let mut changed_md = String::from(
-        "\nThe chosen variant's simultaneous mean-change interval (97.5 %, reported) by the conditions in which it changes the selection, per effect, all G and noises pooled:\n\n| effect | < 5 | 5–9 | 10–19 | ≥ 20 |\n|---|---|---|---|---|\n",
-    );
-    let mut diagnosis = format!(
-        "\nThe headline's candidate methods (max-t over the 4 compared candidates, the same resamples; tails: the chance left below / above the interval, the skew side the sign of the chosen variant's per-condition residual skewness): coverage (Wilson 95 %), mean width in ms | misses with the truth below / above; then the reported headline (97.5 %) by the share of the chosen variant's |change| carried by its 5 largest conditions:\n\n| effect | noise | G | {} | top-5 share < 70 % | 70–80 % | 80–90 % | ≥ 90 % |\n|---|---|---|{}---|---|---|---|\n",
-        HEADLINE
-            .iter()
-            .map(|h| format!("{h} | below / above"))
-            .collect::<Vec<_>>()
-            .join(" | "),
-        "---|---|".repeat(HEADLINE.len())
-    );
-    let mut levels = String::from(
-        "\nThe variant table's levels (a fixed candidate's mean and 90th-percentile selected TTFT): coverage (Wilson 95 %), mean width in ms:\n\n| effect | noise | G | mean, percentile | mean, studentized | p90, percentile |\n|---|---|---|---|---|---|\n",
-    );
-    let mut level_tails = String::from(
-        "\nThe p90 level (percentile interval) by the candidate's conditions above its 90th percentile, all worlds pooled per G:\n\n| G | < 5 | 5–9 | 10–19 | ≥ 20 |\n|---|---|---|---|---|\n",
-    );
+    let [
+        mut head,
+        mut tails,
+        mut changed_md,
+        mut diagnosis,
+        mut levels,
+        mut level_tails,
+    ] = table_headers();
     let mut by_changed: Vec<(&str, [Count; 4])> = EFFECTS
         .iter()
         .map(|e| (e.name, [Count::default(); 4]))
@@ -592,34 +614,11 @@ fn main() {
                 );
             }
         }
-        let _ = writeln!(
-            level_tails,
-            "| {g} | {} |",
-            pooled_level
-                .iter()
-                .map(|c| format!("{} of {}", c.cell(), c.n))
-                .collect::<Vec<_>>()
-                .join(" | ")
-        );
-        let _ = writeln!(
-            tails,
-            "| {g} | {} |",
-            pooled
-                .iter()
-                .map(|c| format!("{} of {}", c.cell(), c.n))
-                .collect::<Vec<_>>()
-                .join(" | ")
-        );
+        let _ = writeln!(level_tails, "| {g} | {} |", bucket_cells(&pooled_level));
+        let _ = writeln!(tails, "| {g} | {} |", bucket_cells(&pooled));
     }
     for (name, acc) in &by_changed {
-        let _ = writeln!(
-            changed_md,
-            "| {name} | {} |",
-            acc.iter()
-                .map(|c| format!("{} of {}", c.cell(), c.n))
-                .collect::<Vec<_>>()
-                .join(" | ")
-        );
+        let _ = writeln!(changed_md, "| {name} | {} |", bucket_cells(acc));
     }
     md.push_str(&head);
     md.push_str(&tails);
