@@ -8,7 +8,8 @@
 #
 # Same seed → same splits and the same chosen rule on the same records; a fresh collection measures
 # real time on this machine, so its TTFTs, and its numbers, differ from run to run. The script ends
-# by printing the answer (the chosen rule, its change versus Stage with a 95 % interval, stability)
+# by printing the answer (the chosen rule, its change versus Stage with its 97.5 % selection-adjusted
+# interval, stability)
 # and says which data it is from.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,7 +53,7 @@ if [ "$use_dataset" = 1 ]; then
 else
   echo "== the answer, on this fresh collection (data/plans/demo.toml on the embedded simulator):"
 fi
-# report.md's first lines: the chosen rule, its change versus Stage with a 95 % interval, its
+# report.md's first lines: the chosen rule, its change versus Stage with its 97.5 % interval, its
 # robustness to the split, and any caveat.
 grep -E '^(Chosen|Change versus Stage|Robustness to the split|Caveat)' "$run_dir/report.md" | sed 's/^/  /'
 echo
