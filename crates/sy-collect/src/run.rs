@@ -41,10 +41,37 @@ pub enum RunFailure {
         Artifact::Records.file_name(),
         Artifact::Manifest.file_name()
     )]
-    Unsaved { cause: String },
+    Unsaved { cause: WriteFailure },
     /// The plan copy or the manifest could not be written.
     #[error(transparent)]
     Write(sy_rundir::RunError),
+}
+
+/// Why a record file, records.parquet or the manifest could not be written; each names its
+/// file.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteFailure {
+    /// Appending to records.jsonl or attempts.jsonl failed.
+    #[error(transparent)]
+    Records(#[from] crate::results::ResultsError),
+    /// Writing the Parquet copy of the records failed.
+    #[error(transparent)]
+    Parquet(#[from] sy_records::RecordsError),
+    /// Hashing a record file, or writing the manifest, failed.
+    #[error(transparent)]
+    File(#[from] sy_rundir::RunError),
+    /// records.jsonl's length could not be read.
+    #[error("{}: {source}", path.display())]
+    Metadata {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// A first failure, and then the manifest could not be updated either.
+    #[error("{first}; and {} could not be updated: {manifest}", Artifact::Manifest.file_name())]
+    AndManifest {
+        first: Box<WriteFailure>,
+        manifest: sy_rundir::RunError,
+    },
 }
 
 impl RunFailure {
@@ -362,8 +389,12 @@ fn prepare_run_dir(
 }
 
 fn write_manifest(dir: &Path, m: &Manifest) -> Result<(), CollectError> {
+    write_manifest_file(dir, m).map_err(|e| RunFailure::Write(e).into())
+}
+
+/// Writes `manifest.json` atomically.
+fn write_manifest_file(dir: &Path, m: &Manifest) -> Result<(), sy_rundir::RunError> {
     sy_cli::atomic_write_json(&dir.join(Artifact::Manifest.file_name()), m)
-        .map_err(|e| RunFailure::Write(e).into())
 }
 
 /// How often the manifest's progress (units done) is rewritten during a run.
@@ -684,14 +715,14 @@ struct SessionWork {
     units_run: u64,
     phases: BTreeMap<String, PhaseTime>,
     /// A record or manifest write failed: the run stopped.
-    write_error: Option<String>,
+    write_error: Option<WriteFailure>,
     /// The deployment refused a request as misconfigured: the run stopped.
     config_error: Option<String>,
 }
 
 /// Why a unit stopped the loop.
 enum Stop {
-    Write(String),
+    Write(WriteFailure),
     Config(String),
 }
 
@@ -785,7 +816,7 @@ impl UnitLoop<'_> {
             progress.error();
             self.sink
                 .retried(&result.records)
-                .map_err(|e| Stop::Write(e.to_string()))?;
+                .map_err(|e| Stop::Write(e.into()))?;
             self.back_off(&cond.id, unit.repeat, attempt).await;
             attempt += 1;
         };
@@ -794,7 +825,7 @@ impl UnitLoop<'_> {
         }
         self.sink
             .unit(&result.records)
-            .map_err(|e| Stop::Write(e.to_string()))?;
+            .map_err(|e| Stop::Write(e.into()))?;
         self.work.units_run += 1;
         let spent = PhaseTime::delta(
             &bg_before,
@@ -833,7 +864,7 @@ impl UnitLoop<'_> {
     }
 
     /// The manifest follows the run (at most once a second): units done so far.
-    fn write_progress(&mut self, manifest: &mut Manifest) -> Result<(), String> {
+    fn write_progress(&mut self, manifest: &mut Manifest) -> Result<(), WriteFailure> {
         if self.last_progress_write.elapsed() < MANIFEST_PROGRESS_EVERY {
             return Ok(());
         }
@@ -841,7 +872,7 @@ impl UnitLoop<'_> {
         if let Some(s) = manifest.sessions.last_mut() {
             s.units_run = self.work.units_run;
         }
-        write_manifest(self.run_dir, manifest).map_err(|e| e.to_string())?;
+        write_manifest_file(self.run_dir, manifest)?;
         self.last_progress_write = std::time::Instant::now();
         Ok(())
     }
@@ -919,7 +950,7 @@ fn finish_files(
     manifest: &mut Manifest,
     records: &[sy_records::Record],
     all_done: bool,
-    write_error: Option<String>,
+    write_error: Option<WriteFailure>,
 ) -> Result<(), CollectError> {
     let mut failure = write_error;
     manifest.records_files = None;
@@ -930,13 +961,13 @@ fn finish_files(
         }
     }
     manifest.complete = all_done && manifest.records_files.is_some();
-    if let Err(e) = write_manifest(dir, manifest) {
+    if let Err(e) = write_manifest_file(dir, manifest) {
         failure = Some(match failure {
-            Some(first) => format!(
-                "{first}; and {} could not be updated: {e}",
-                Artifact::Manifest.file_name()
-            ),
-            None => e.to_string(),
+            Some(first) => WriteFailure::AndManifest {
+                first: Box::new(first),
+                manifest: e,
+            },
+            None => WriteFailure::File(e),
         });
     }
     match failure {
@@ -949,15 +980,18 @@ fn finish_files(
 fn write_parquet_copy(
     dir: &Path,
     records: &[sy_records::Record],
-) -> Result<crate::manifest::RecordFiles, String> {
+) -> Result<crate::manifest::RecordFiles, WriteFailure> {
     let jsonl = dir.join(Artifact::Records.file_name());
     let parquet = dir.join(Artifact::RecordsParquet.file_name());
-    sy_records::write_parquet(records, &parquet).map_err(|e| e.to_string())?;
-    let hash = |p: &Path| sy_cli::file_sha256(p).map_err(|e| e.to_string());
+    sy_records::write_parquet(records, &parquet)?;
+    let hash = |p: &Path| sy_cli::file_sha256(p).map_err(WriteFailure::File);
     Ok(crate::manifest::RecordFiles {
         records: records.len() as u64,
         jsonl_bytes: std::fs::metadata(&jsonl)
-            .map_err(|e| format!("{}: {e}", jsonl.display()))?
+            .map_err(|source| WriteFailure::Metadata {
+                path: jsonl.clone(),
+                source,
+            })?
             .len(),
         jsonl_sha256: hash(&jsonl)?,
         parquet_sha256: hash(&parquet)?,
