@@ -36,7 +36,7 @@ pub enum CliError {
         "{}: the run fails the data-quality check ({}); see {}",
         .dir.display(),
         .failed.join(", "),
-        .dir.join(sy_records::check::CHECK_FILE).display()
+        .dir.join(sy_rundir::Artifact::Check.file_name()).display()
     )]
     CheckFailed { dir: PathBuf, failed: Vec<String> },
     #[error(

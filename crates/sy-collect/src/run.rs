@@ -12,14 +12,18 @@ use sy_drive::{Driver, Endpoints, PromptFactory, Target, TargetKind, new_invocat
 use sy_dynamo::{Cancel, ClientConfig, CompletionClient, SelectionClient};
 
 use crate::error::CollectError;
-use crate::manifest::{BackgroundCounts, Counts, Manifest, Session, TargetInfo};
+use crate::manifest::{counts_of, deployment_info};
 use crate::plan::{LoadedPlan, Plan};
 use crate::preflight::{PreflightOptions, PreflightReport, preflight};
 use crate::probe::UnitRunner;
 use crate::progress::Progress;
 use crate::results::{self, RecordSink};
 use crate::schedule::Schedule;
-use crate::summary::PhaseTime;
+use crate::summary::phase_background;
+use sy_rundir::artifact::manifest::{
+    BackgroundCounts, Counts, MANIFEST_SCHEMA_VERSION, Manifest, PhaseTime, RecordFiles, Session,
+    TargetInfo, WarmupSummary,
+};
 
 /// Why a run could not start or finish, besides its plan, run directory, target and preflight.
 #[derive(Debug, thiserror::Error)]
@@ -527,7 +531,7 @@ async fn run_on_target(
         },
     );
     if let Some(d) = &opts.describe {
-        manifest.deployment = Some(crate::manifest::DeploymentInfo::from_description(d));
+        manifest.deployment = Some(deployment_info(d));
     }
     write_manifest(&opts.run_dir, &manifest)?;
 
@@ -587,7 +591,7 @@ async fn warm_up(
     driver: &Arc<Driver>,
     invocation_id: &str,
     cancel: &Cancel,
-) -> Option<crate::warmup::WarmupSummary> {
+) -> Option<WarmupSummary> {
     let per_rank = opts
         .warmup
         .unwrap_or_else(|| crate::warmup::requests_per_rank(p, opts.target == TargetKind::Dynamo));
@@ -646,7 +650,7 @@ fn new_manifest(
 ) -> Manifest {
     let p = &plan.plan;
     Manifest {
-        schema_version: crate::manifest::MANIFEST_SCHEMA_VERSION,
+        schema_version: MANIFEST_SCHEMA_VERSION,
         tool: "sy-collect".into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
         run_id: run_id_for(plan),
@@ -801,7 +805,7 @@ impl UnitLoop<'_> {
         let cond = &self.schedule.conditions[unit.condition];
         progress.phase(cond.phase.as_str(), &cond.id);
         let unit_started = std::time::Instant::now();
-        let bg_before = PhaseTime::background_of(&self.driver.stats);
+        let bg_before = phase_background(&self.driver.stats);
         let mut attempt = 1u32;
         let result = loop {
             let result = self.runner.run(cond, unit.repeat, attempt).await;
@@ -829,7 +833,7 @@ impl UnitLoop<'_> {
         self.work.units_run += 1;
         let spent = PhaseTime::delta(
             &bg_before,
-            &PhaseTime::background_of(&self.driver.stats),
+            &phase_background(&self.driver.stats),
             unit_started.elapsed().as_secs_f64(),
         );
         self.work
@@ -902,7 +906,7 @@ fn finish_session(
         .len() as u64;
     let ended = sy_rundir::now_rfc3339();
     let previous_retries = manifest.counts.retried_attempts;
-    manifest.counts = Counts::from_records(records, previous_retries + end.work.retried);
+    manifest.counts = counts_of(records, previous_retries + end.work.retried);
     let mut bg = manifest.background.clone();
     bg.requests += driver.stats.background_requests.load(Ordering::Relaxed);
     if let Ok(m) = driver.stats.background_errors.lock() {
@@ -980,12 +984,12 @@ fn finish_files(
 fn write_parquet_copy(
     dir: &Path,
     records: &[sy_records::Record],
-) -> Result<crate::manifest::RecordFiles, WriteFailure> {
+) -> Result<RecordFiles, WriteFailure> {
     let jsonl = dir.join(Artifact::Records.file_name());
     let parquet = dir.join(Artifact::RecordsParquet.file_name());
     sy_records::write_parquet(records, &parquet)?;
     let hash = |p: &Path| sy_cli::file_sha256(p).map_err(WriteFailure::File);
-    Ok(crate::manifest::RecordFiles {
+    Ok(RecordFiles {
         records: records.len() as u64,
         jsonl_bytes: std::fs::metadata(&jsonl)
             .map_err(|source| WriteFailure::Metadata {

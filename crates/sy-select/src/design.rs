@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 /// The file `sy-collect --adaptive` writes beside the records.
-const ADAPTIVE_FILE: &str = "adaptive.json";
+const ADAPTIVE_FILE: &str = sy_rundir::Artifact::Adaptive.file_name();
 
 fn adaptive_file_of(records: &Path) -> PathBuf {
     if records.is_dir() {

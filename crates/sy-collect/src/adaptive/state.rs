@@ -12,10 +12,10 @@ use super::design::RoundPlan;
 use super::error::AdaptiveError;
 use super::spec::AdaptiveSpec;
 
-/// The file's name in the run directory.
-pub const ADAPTIVE_FILE: &str = "adaptive.json";
-/// Version of the `adaptive.json` layout (`schemas/adaptive.schema.json`).
-pub const ADAPTIVE_SCHEMA_VERSION: u32 = 1;
+/// The file's name in the run directory and its layout version: defined with the run
+/// directory's layout.
+pub const ADAPTIVE_FILE: &str = sy_rundir::Artifact::Adaptive.file_name();
+pub use sy_rundir::ADAPTIVE_SCHEMA_VERSION;
 
 /// The stopping rule, named and cited (what the file and the report say).
 pub const METHOD: &str = "asymptotic confidence sequence (Robbins normal mixture with plug-in variance; Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas, Ann. Statist. 52(6), 2024) of the per-condition change of the judged variant versus Stage, each round's conditions judged by the rule fitted on the earlier rounds";
