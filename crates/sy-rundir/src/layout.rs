@@ -23,7 +23,7 @@
 //!   fit.json           Q tables, standardisers, ridge corrections (sy-fit;
 //!                      sy_calibration::fitting::FitFile)
 //!   margins.json       90th-percentile margins per estimator (sy-margin;
-//!                      sy_calibration::margins::MarginsFile)
+//!                      artifact::margins::MarginsFile)
 //!   selection.json     threshold search, evaluation, choice, intervals (sy-select;
 //!                      sy_select::select::SelectionFile)
 //!   bundle.json        the frozen rule (sy-select; read at run time: sy_selector::Bundle)
@@ -45,8 +45,7 @@
 //! library's results, which this crate (depending only on `sy-selector` and serde) cannot
 //! name: the records, the probe table and the split table (`sy-records`: the record's columns,
 //! Parquet codec and memory-mapped table; the split table is built from records), `fit.json`
-//! (sy-stats intervals per coefficient), `margins.json` (the margins' estimates, defined with
-//! their computation in `sy-calibration`), `selection.json` (the search, replay and sy-stats
+//! (sy-stats intervals per coefficient), `selection.json` (the search, replay and sy-stats
 //! intervals of `sy-select`), `comparison.json` (sy-stats session estimates), `adaptive.json`
 //! (the adaptive design's rounds and looks) and the plan (the tool's input, validated by
 //! `sy-collect`). A reader reads each JSON document through [`read_artifact`], which checks

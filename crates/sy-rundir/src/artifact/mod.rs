@@ -10,3 +10,4 @@ pub mod check;
 pub mod eval_block;
 pub mod eval_manifest;
 pub mod manifest;
+pub mod margins;
