@@ -69,7 +69,7 @@ pub struct FitArgs {
     pub cache: CacheArgs,
 }
 
-fn parse_fractions(s: &str) -> Result<SplitFractions, String> {
+fn parse_fractions(s: &str) -> Result<SplitFractions, sy_records::FractionsError> {
     s.parse()
 }
 

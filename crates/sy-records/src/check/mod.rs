@@ -97,12 +97,12 @@ pub fn judge_paths(
         }
         let text = std::fs::read_to_string(&m).map_err(|e| crate::RecordsError::Read {
             path: m.clone(),
-            message: e.to_string(),
+            source: e.into(),
         })?;
         let v: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| crate::RecordsError::Format {
                 path: m.clone(),
-                message: format!("not a manifest: {e}"),
+                source: crate::FormatError::NotManifest(e),
             })?;
         let f = RunFacts::from_manifest(&v);
         facts = Some(match facts {
