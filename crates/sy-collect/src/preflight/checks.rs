@@ -120,3 +120,93 @@ pub(super) fn check_rows(report: &mut PreflightReport, plan: &Plan) {
         report.problem(s, m);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plan whose largest prompt is 4,096 tokens (and 16 output tokens by default).
+    fn plan() -> Plan {
+        let text = "seed = 1\n[qgrid]\nn = [4096]\nf = [0.0]\nrepeats = 1\n";
+        Plan::from_toml_str(text, std::path::Path::new("t.toml")).unwrap()
+    }
+
+    fn report(workers: Vec<WorkerRow>) -> PreflightReport {
+        PreflightReport {
+            frontend_url: String::new(),
+            selection_url: "http://sel".into(),
+            models_served: vec!["efficient".into(), "capable".into()],
+            plan_models: vec!["efficient".into()],
+            gauges: BTreeMap::new(),
+            workers,
+            kv_capacity_tokens: BTreeMap::new(),
+            booked_requests_before: 0,
+            problems: vec![],
+            duration_ms: 0.0,
+        }
+    }
+
+    fn row(listed: bool, extra: serde_json::Value) -> WorkerRow {
+        let mut base = serde_json::json!({
+            "model_name": "efficient",
+            "max_num_batched_tokens": 8192,
+            "total_kv_blocks": 1024,
+            "block_size": 16
+        });
+        if let (Some(m), Some(e)) = (base.as_object_mut(), extra.as_object()) {
+            m.extend(e.clone());
+        }
+        row_from_record(&worker_record(base), listed, None)
+    }
+
+    fn messages(r: &PreflightReport) -> Vec<(Severity, String)> {
+        r.problems
+            .iter()
+            .map(|p| (p.severity, p.message.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_fit_registered_worker_passes_and_gives_the_kv_capacity() {
+        let mut r = report(vec![row(true, serde_json::json!({}))]);
+        check_rows(&mut r, &plan());
+        assert!(r.problems.is_empty(), "{:?}", messages(&r));
+        assert_eq!(r.kv_capacity_tokens["efficient"], 1024 * 16);
+    }
+
+    #[test]
+    fn a_missing_capacity_or_stale_id_names_the_worker() {
+        let mut r = report(vec![row(
+            false,
+            serde_json::json!({"max_num_batched_tokens": 10_000_000}),
+        )]);
+        check_rows(&mut r, &plan());
+        let m = messages(&r);
+        assert!(m.iter().all(|(s, _)| *s == Severity::Deployment), "{m:?}");
+        assert!(
+            m.iter().any(|(_, t)| t
+                .contains("worker 7 (efficient) is registered but the frontend does not list it")),
+            "{m:?}"
+        );
+        assert!(
+            m.iter()
+                .any(|(_, t)| t.contains("placeholder for a missing value")),
+            "{m:?}"
+        );
+    }
+
+    #[test]
+    fn a_prompt_larger_than_the_kv_capacity_is_the_plans_fault() {
+        let mut r = report(vec![row(true, serde_json::json!({"total_kv_blocks": 100}))]);
+        check_rows(&mut r, &plan());
+        let m = messages(&r);
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert_eq!(m[0].0, Severity::Plan);
+        assert!(
+            m[0].1
+                .contains("does not fit the KV capacity of model `efficient`: 1600 tokens"),
+            "{m:?}"
+        );
+        assert_eq!(r.exit_code(), 2);
+    }
+}

@@ -302,3 +302,63 @@ pub(super) async fn wait_overlap(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rank(dp_rank: u32, kv_events: KvEvents) -> RankCheck {
+        RankCheck {
+            dp_rank,
+            kv_events_endpoint: None,
+            kv_events,
+            client_ttft_ms: None,
+            server_ttft_ms: None,
+            probe_error: None,
+        }
+    }
+
+    fn flowing(after_ms: f64) -> KvEvents {
+        KvEvents::Flowing {
+            primed_tokens: 48,
+            seen_tokens: 48,
+            after_ms,
+        }
+    }
+
+    #[test]
+    fn the_worst_rank_is_not_flowing_then_not_checked_then_the_slowest() {
+        let stuck = KvEvents::NotFlowing {
+            primed_tokens: 48,
+            seen_tokens: 0,
+            waited_ms: 4000.0,
+        };
+        let unchecked = KvEvents::NotChecked {
+            reason: "priming failed".into(),
+        };
+        let ranks = vec![
+            rank(0, flowing(5.0)),
+            rank(1, unchecked.clone()),
+            rank(2, stuck.clone()),
+        ];
+        assert_eq!(worst_kv(&ranks), stuck);
+        assert_eq!(worst_kv(&ranks[..2]), unchecked);
+        let ranks = vec![rank(0, flowing(5.0)), rank(1, flowing(30.0))];
+        assert_eq!(worst_kv(&ranks), flowing(30.0));
+        assert!(matches!(worst_kv(&[]), KvEvents::NotChecked { .. }));
+    }
+
+    #[test]
+    fn a_failed_pinned_request_is_given_its_likely_cause() {
+        let cause = |status, message| named_cause(status, message);
+        assert!(cause(Some(400), "worker 7 dp_rank 1 is Not Eligible").contains("not eligible"));
+        assert!(cause(Some(404), "").contains("does not serve the model"));
+        assert!(cause(None, "Model not found").contains("does not serve the model"));
+        assert!(cause(Some(409), "").contains("already in use"));
+        assert!(cause(Some(503), "").contains("failed the request"));
+        assert!(cause(Some(422), "").contains("refused"));
+        assert!(cause(None, "request timed out").contains("no first token"));
+        assert!(cause(None, "connection refused").contains("could not be reached"));
+        assert_eq!(cause(None, "something else"), "see the message");
+    }
+}

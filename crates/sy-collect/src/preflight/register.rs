@@ -251,3 +251,55 @@ pub(super) fn record_of(reg: &WorkerRegistration) -> WorkerRecord {
         extra: Default::default(),
     }
 }
+
+/// A registered worker 7 as `GET /workers` lists it, with `extra`'s members (for tests).
+#[cfg(test)]
+pub(super) fn worker_record(extra: serde_json::Value) -> WorkerRecord {
+    let mut v = serde_json::json!({"worker_id": 7, "lifecycle": "schedulable"});
+    if let (Some(m), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+        m.extend(e.clone());
+    }
+    serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(extra: serde_json::Value) -> WorkerRecord {
+        worker_record(extra)
+    }
+
+    #[test]
+    fn the_kv_events_argument_has_one_port_per_rank() {
+        assert_eq!(
+            kv_events_arg(7, &[0]),
+            "--kv-events 7=tcp://WORKER_HOST:KV_PORT"
+        );
+        assert_eq!(
+            kv_events_arg(7, &[0, 1, 2]),
+            "--kv-events 7=tcp://WORKER_HOST:KV_PORT-KV_PORT+2 (3 ranks: one port each)"
+        );
+    }
+
+    #[test]
+    fn registered_endpoints_are_keyed_by_rank() {
+        let w = record(serde_json::json!({
+            "kv_events_endpoints": {"0": "tcp://h:1", "1": "tcp://h:2", "x": "tcp://h:3"},
+            "kv_events_endpoint": "tcp://h:9"
+        }));
+        let m = registered_endpoints(&w);
+        assert_eq!(m.len(), 2, "a key that is not a rank is left out: {m:?}");
+        assert_eq!(m[&1], "tcp://h:2");
+        let w = record(serde_json::json!({
+            "kv_events_endpoint": "tcp://h:9",
+            "data_parallel_start_rank": 2
+        }));
+        assert_eq!(
+            registered_endpoints(&w),
+            BTreeMap::from([(2, "tcp://h:9".to_string())]),
+            "a single endpoint is the start rank's"
+        );
+        assert!(registered_endpoints(&record(serde_json::json!({}))).is_empty());
+    }
+}

@@ -30,7 +30,7 @@ pub struct ModelGauges {
 }
 
 /// The KV-event check of one worker.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "result", rename_all = "snake_case")]
 pub enum KvEvents {
     /// The primed prefix appeared in the selection service's overlap.
