@@ -299,10 +299,13 @@ pub enum ArtifactError {
     Read {
         path: PathBuf,
         artifact: Artifact,
-        source: std::io::Error,
+        source: ReadCause,
     },
-    #[error("{}: not valid JSON: {message}", path.display())]
-    NotJson { path: PathBuf, message: String },
+    #[error("{}: not valid JSON: {source}", path.display())]
+    NotJson {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
     #[error(
         "{}: this is a {} file (written by {}), not the {} file (written by {}) expected here",
         path.display(), found.kind(), found.written_by(), expected.kind(), expected.written_by()
@@ -330,6 +333,19 @@ pub enum ArtifactError {
     },
 }
 
+/// Why an artifact's file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadCause {
+    #[error("{0}")]
+    Io(std::io::Error),
+    /// Not a regular file (what it is instead).
+    #[error("{0}")]
+    NotRegular(&'static str),
+    /// The input check refused it.
+    #[error("{0}")]
+    File(Box<crate::RunError>),
+}
+
 impl ArtifactError {
     /// Every artifact error is bad input (exit code 2): the file given is not what the tool
     /// reads.
@@ -345,20 +361,20 @@ pub fn read_document(artifact: Artifact, path: &Path) -> Result<(String, Value),
         return Err(ArtifactError::Read {
             path: path.to_path_buf(),
             artifact,
-            source: std::io::Error::other(match e {
-                crate::RunError::NotRegular { what, .. } => what.to_string(),
-                other => other.to_string(),
-            }),
+            source: match e {
+                crate::RunError::NotRegular { what, .. } => ReadCause::NotRegular(what),
+                other => ReadCause::File(Box::new(other)),
+            },
         });
     }
-    let text = std::fs::read_to_string(path).map_err(|source| ArtifactError::Read {
+    let text = std::fs::read_to_string(path).map_err(|e| ArtifactError::Read {
         path: path.to_path_buf(),
         artifact,
-        source,
+        source: ReadCause::Io(e),
     })?;
-    let value: Value = serde_json::from_str(&text).map_err(|e| ArtifactError::NotJson {
+    let value: Value = serde_json::from_str(&text).map_err(|source| ArtifactError::NotJson {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        source,
     })?;
     check_document(artifact, path, &value)?;
     Ok((text, value))
