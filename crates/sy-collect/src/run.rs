@@ -125,6 +125,9 @@ pub struct RunOptions {
 pub struct RunSummary {
     pub manifest: Manifest,
     pub interrupted: bool,
+    /// The GPUs the target's two models hold, as this session saw them (`None`: the selection
+    /// service did not list its workers).
+    pub gpus: Option<crate::estimate::GpuCount>,
 }
 
 /// The HTTP clients of a run, configured from the plan's timeouts.
@@ -466,6 +469,8 @@ async fn run_on_target(
     // What the frontend lists now is "known since the start": a later HTTP 400 pinned to one of
     // these is a bad request, one pinned to an instance it lists only later is a discovery race.
     driver.learn_frontend_instances().await;
+    let gpus =
+        crate::estimate::GpuCount::of_target(&http, &driver, p, opts.describe.as_ref()).await;
 
     let warmup = warm_up(opts, p, &driver, &invocation_id, &cancel).await;
 
@@ -545,6 +550,7 @@ async fn run_on_target(
     Ok(RunSummary {
         manifest,
         interrupted,
+        gpus,
     })
 }
 

@@ -195,6 +195,30 @@ pub fn verdict(
     })
 }
 
+/// The verdict of `change` (the judged rule's change versus Stage) when a *no useful gain*
+/// answer must also bound what any rule could gain: `attainable` is the sequence of the
+/// per-condition oracle change (the mean over a condition's pairs of `min(0, TTFT_cap −
+/// TTFT_eff)`, the most any rule choosing per probe could gain, a lower bound), and *no useful
+/// gain* needs `attainable.lo ≥ −ε` besides `change` within ±ε. Without it a rule that never
+/// acts (too little data to clear its margin) has a change of exactly zero with zero spread, a
+/// sequence of width zero, and would answer *no useful gain* where a better-fitted rule gains.
+/// Gain and loss are `change`'s alone; the extra requirement only makes *no useful gain* rarer,
+/// so `change`'s verdicts keep their level, and the bound on the attainable gain holds at the
+/// level of `attainable`.
+pub fn verdict_bounded(
+    change: &SequenceInterval,
+    attainable: Option<&SequenceInterval>,
+    epsilon: f64,
+    cfg: &SequentialConfig,
+) -> Result<Verdict, SequentialError> {
+    let v = verdict(change, epsilon, cfg)?;
+    Ok(match (v, attainable) {
+        (Verdict::NoUsefulGain, Some(a)) if a.n >= cfg.min_n.max(2) && a.lo >= -epsilon => v,
+        (Verdict::NoUsefulGain, _) => Verdict::Open,
+        (v, _) => v,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,5 +343,37 @@ mod tests {
                 Verdict::Open => prop_assert!(cs.contains(0.0) && (cs.lo < -eps || cs.hi > eps)),
             }
         }
+    }
+
+    #[test]
+    fn no_useful_gain_needs_the_attainable_gain_within_epsilon() {
+        let cfg = SequentialConfig {
+            alpha: 0.05,
+            design_n: 20.0,
+            min_n: 10,
+        };
+        // A rule that never acted: every change exactly 0, a sequence of width 0.
+        let zero = confidence_sequence(&[0.0; 20], &cfg).unwrap();
+        assert_eq!(verdict(&zero, 2.0, &cfg).unwrap(), Verdict::NoUsefulGain);
+        // Where switching would have gained ~10 ms in a third of the conditions: open.
+        let big: Vec<f64> = (0..20).map(|i| if i % 3 == 0 { -10.0 } else { 0.0 }).collect();
+        let big = confidence_sequence(&big, &cfg).unwrap();
+        assert_eq!(
+            verdict_bounded(&zero, Some(&big), 2.0, &cfg).unwrap(),
+            Verdict::Open
+        );
+        assert_eq!(verdict_bounded(&zero, None, 2.0, &cfg).unwrap(), Verdict::Open);
+        // Where nothing could gain (the capable model slower everywhere): no useful gain.
+        let none = confidence_sequence(&[0.0; 20], &cfg).unwrap();
+        assert_eq!(
+            verdict_bounded(&zero, Some(&none), 2.0, &cfg).unwrap(),
+            Verdict::NoUsefulGain
+        );
+        // Gain and loss are the change's alone.
+        let gain = confidence_sequence(&[-10.0, -11.0, -9.0, -10.5, -9.5, -10.0, -10.2, -9.8, -10.1, -9.9], &cfg).unwrap();
+        assert_eq!(
+            verdict_bounded(&gain, Some(&big), 2.0, &cfg).unwrap(),
+            Verdict::Gain
+        );
     }
 }
