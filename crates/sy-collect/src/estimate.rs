@@ -130,7 +130,12 @@ impl GpuCount {
             }
             None => (BTreeMap::new(), false),
         };
-        Some(GpuCount::of_workers(&workers, plan, &per_rank, all_described))
+        Some(GpuCount::of_workers(
+            &workers,
+            plan,
+            &per_rank,
+            all_described,
+        ))
     }
 }
 

@@ -286,7 +286,10 @@ fn sigint_between_rounds_leaves_a_valid_run_and_resume_completes_it() {
         .flatten()
         .is_none_or(|f| f.looks.is_empty())
     {
-        assert!(t.elapsed() < Duration::from_secs(120), "round 0 never ended");
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "round 0 never ended"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
     let status = std::process::Command::new("kill")
@@ -308,10 +311,7 @@ fn sigint_between_rounds_leaves_a_valid_run_and_resume_completes_it() {
         .iter()
         .flat_map(|r| r.units(f.spec.repeats))
         .collect();
-    for r in records(&run_dir)
-        .iter()
-        .filter(|r| r.phase == Phase::Load)
-    {
+    for r in records(&run_dir).iter().filter(|r| r.phase == Phase::Load) {
         assert!(planned.contains(&(r.condition_id.clone(), r.repeat)));
     }
     let text = std::fs::read_to_string(run_dir.join("records.jsonl")).unwrap();
@@ -339,7 +339,10 @@ fn a_gpu_time_budget_stops_the_collection_with_budget_spent() {
     let budget = 0.05;
     let text = PLAN
         .replace("min_conditions = 4", "min_conditions = 24")
-        .replace("epsilon_ms = 0.5", &format!("budget_gpu_seconds = {budget}"));
+        .replace(
+            "epsilon_ms = 0.5",
+            &format!("budget_gpu_seconds = {budget}"),
+        );
     let plan = write(dir.path(), "plan.toml", &text);
     let run_dir = dir.path().join("run");
     let args = sim_args();
@@ -359,12 +362,18 @@ fn a_gpu_time_budget_stops_the_collection_with_budget_spent() {
         .values()
         .map(|p| p["seconds"].as_f64().unwrap())
         .sum();
-    assert!((spent.seconds - wall).abs() < 1e-9, "the manifest's wall time");
+    assert!(
+        (spent.seconds - wall).abs() < 1e-9,
+        "the manifest's wall time"
+    );
     // Round 0 always runs; a later round only when the budget left paid for it at the cost
     // measured before it, so no later round overshoots by more than the cost's error.
     let per_unit = spent.gpu_seconds_per_load_unit().unwrap();
     if f.rounds.len() > 1 {
-        assert!(spent.gpu_seconds <= budget + 2.0 * per_unit * 4.0, "{spent:?}");
+        assert!(
+            spent.gpu_seconds <= budget + 2.0 * per_unit * 4.0,
+            "{spent:?}"
+        );
     }
     assert!(
         f.drawn() < 24 && f.planned_units() < f.budget_units,

@@ -215,7 +215,9 @@ fn one_study(s: Scenario, st: &Settings, truth: f64, seed: u64) -> [Outcome; 3] 
     let stream = generate(s, most, &mut Rng::new(seed ^ 0x5eed_0000_0000));
     // The rule's change, and the attainable one (the per-probe oracle's: what `sy-collect
     // --adaptive` bounds a *no useful gain* answer with).
-    let x = condition_means(&stream, st.repeats, |j| stream.cand[RULE][j] - stream.stage[j]);
+    let x = condition_means(&stream, st.repeats, |j| {
+        stream.cand[RULE][j] - stream.stage[j]
+    });
     let xo = condition_means(&stream, st.repeats, |j| {
         (stream.oracle[j] - stream.stage[j]).min(0.0)
     });

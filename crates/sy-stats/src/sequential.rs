@@ -356,13 +356,18 @@ mod tests {
         let zero = confidence_sequence(&[0.0; 20], &cfg).unwrap();
         assert_eq!(verdict(&zero, 2.0, &cfg).unwrap(), Verdict::NoUsefulGain);
         // Where switching would have gained ~10 ms in a third of the conditions: open.
-        let big: Vec<f64> = (0..20).map(|i| if i % 3 == 0 { -10.0 } else { 0.0 }).collect();
+        let big: Vec<f64> = (0..20)
+            .map(|i| if i % 3 == 0 { -10.0 } else { 0.0 })
+            .collect();
         let big = confidence_sequence(&big, &cfg).unwrap();
         assert_eq!(
             verdict_bounded(&zero, Some(&big), 2.0, &cfg).unwrap(),
             Verdict::Open
         );
-        assert_eq!(verdict_bounded(&zero, None, 2.0, &cfg).unwrap(), Verdict::Open);
+        assert_eq!(
+            verdict_bounded(&zero, None, 2.0, &cfg).unwrap(),
+            Verdict::Open
+        );
         // Where nothing could gain (the capable model slower everywhere): no useful gain.
         let none = confidence_sequence(&[0.0; 20], &cfg).unwrap();
         assert_eq!(
@@ -370,7 +375,13 @@ mod tests {
             Verdict::NoUsefulGain
         );
         // Gain and loss are the change's alone.
-        let gain = confidence_sequence(&[-10.0, -11.0, -9.0, -10.5, -9.5, -10.0, -10.2, -9.8, -10.1, -9.9], &cfg).unwrap();
+        let gain = confidence_sequence(
+            &[
+                -10.0, -11.0, -9.0, -10.5, -9.5, -10.0, -10.2, -9.8, -10.1, -9.9,
+            ],
+            &cfg,
+        )
+        .unwrap();
         assert_eq!(
             verdict_bounded(&gain, Some(&big), 2.0, &cfg).unwrap(),
             Verdict::Gain

@@ -173,7 +173,9 @@ pub fn condition_changes(
         };
         let d = sy_selector::decide(params, JUDGED_VARIANT, &input);
         let selected = if d.choice == Model::Capable { c } else { e };
-        let entry = out.entry(p.condition_id().to_string()).or_insert((0.0, 0.0, 0));
+        let entry = out
+            .entry(p.condition_id().to_string())
+            .or_insert((0.0, 0.0, 0));
         entry.0 += selected - e;
         entry.1 += (c - e).min(0.0);
         entry.2 += 1;
@@ -397,7 +399,10 @@ mod tests {
         let changes = condition_changes(&params, &drawn, 2).unwrap();
         assert_eq!(changes.len(), 20);
         for (id, v) in &changes {
-            let ConditionChange { change: v, attainable } = v.unwrap();
+            let ConditionChange {
+                change: v,
+                attainable,
+            } = v.unwrap();
             // The oracle gains at least as much as the rule.
             assert!(attainable <= v.min(0.0) + 1e-9, "{id}: {attainable} vs {v}");
             // Selected minus Stage is 0 where the rule keeps efficient, else cap − eff of the

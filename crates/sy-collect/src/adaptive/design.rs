@@ -264,7 +264,11 @@ mod tests {
         assert_eq!(spent.gpu_seconds_per_load_unit(), Some(2.0));
         assert_eq!(gpu_affordable_units(41.0, Some(&spent)), Some(5));
         assert_eq!(gpu_affordable_units(31.9, Some(&spent)), Some(0));
-        assert_eq!(gpu_affordable_units(20.0, Some(&spent)), Some(0), "overspent");
+        assert_eq!(
+            gpu_affordable_units(20.0, Some(&spent)),
+            Some(0),
+            "overspent"
+        );
         assert_eq!(gpu_affordable_units(0.0, Some(&spent)), None, "no budget");
         assert_eq!(gpu_affordable_units(41.0, None), None, "round 0 runs");
         let nothing = Spent {
@@ -279,7 +283,11 @@ mod tests {
         assert!(next_round(1, &order, 4, &spec(), units.min(100), vec![]).is_none());
         let units = gpu_affordable_units(41.0, Some(&spent)).unwrap();
         let r = next_round(1, &order, 4, &spec(), units.min(100), vec![]).unwrap();
-        assert_eq!(r.units(2).len(), 4, "2 conditions × 2 repeats of the 5 units paid");
+        assert_eq!(
+            r.units(2).len(),
+            4,
+            "2 conditions × 2 repeats of the 5 units paid"
+        );
     }
 
     #[test]

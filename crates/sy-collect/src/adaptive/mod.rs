@@ -133,13 +133,11 @@ fn plan_next_round(
     let spec = state.spec.clone();
     let units_left = state.budget_units.saturating_sub(state.planned_units());
     // The GPU-time budget, when there is one, in the load units its rest pays for.
-    let budget_left = match design::gpu_affordable_units(
-        spec.budget_gpu_seconds,
-        state.spent.as_ref(),
-    ) {
-        Some(paid) => units_left.min(paid),
-        None => units_left,
-    };
+    let budget_left =
+        match design::gpu_affordable_units(spec.budget_gpu_seconds, state.spent.as_ref()) {
+            Some(paid) => units_left.min(paid),
+            None => units_left,
+        };
     let load_repeats = plan.plan.load.as_ref().map_or(0, |l| l.repeats);
     let refine = match state.looks.last().and_then(|l| l.margin_cache_ms) {
         Some(margin) if spec.refine_units > 0 => design::uncertain_first(

@@ -99,7 +99,10 @@ mod tests {
         let q = d.phases["qgrid"].seconds;
         assert!((r.best_case_seconds - (q + 6.0 * per_unit)).abs() < 1e-9);
         assert!((r.budget_seconds - d.estimated_seconds).abs() < 1e-9);
-        assert_eq!(r.best_case_gpu_seconds, None, "GPUs unknown without a pilot");
+        assert_eq!(
+            r.best_case_gpu_seconds, None,
+            "GPUs unknown without a pilot"
+        );
         assert_eq!(r.gpu_budget, None);
         let mut fixed = plan("");
         fixed.adaptive = None;

@@ -197,7 +197,11 @@ impl AdaptiveFile {
                 s.gpu_seconds,
                 if s.gpus_per_rank_known { "GPU" } else { "rank" },
                 s.gpus,
-                if s.gpus_per_rank_known { "GPUs" } else { "ranks" },
+                if s.gpus_per_rank_known {
+                    "GPUs"
+                } else {
+                    "ranks"
+                },
                 if budget {
                     format!(" of a budget of {}", self.spec.budget_gpu_seconds)
                 } else {
