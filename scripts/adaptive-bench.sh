@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeats="${REPEATS:-6}"
-worlds="${WORLDS:-broad few nowhere}"
+worlds="${WORLDS-broad few nowhere}"
 truth_repeats="${TRUTH_REPEATS:-6}"
 work="${WORK:-target/adaptive-bench}"
 out="${OUT:-target/adaptive-bench.md}"
@@ -90,7 +90,13 @@ done
 for p in "${pids[@]}"; do wait "$p"; done
 
 if [[ ${DYNAMO:-0} == 1 ]]; then
-  scripts/dynamo-local.sh start > "$work/dynamo-stack.log" 2>&1
+  # The stack's ports may be briefly taken (a client's ephemeral port in TIME-WAIT): retry.
+  for attempt in 1 2 3 4; do
+    if scripts/dynamo-local.sh start > "$work/dynamo-stack.log" 2>&1; then break; fi
+    scripts/dynamo-local.sh stop > /dev/null 2>&1 || true
+    (( attempt == 4 )) && { cat "$work/dynamo-stack.log" >&2; exit 1; }
+    sleep 30
+  done
   trap 'scripts/dynamo-local.sh stop > /dev/null 2>&1 || true' EXIT
   eval "$(scripts/dynamo-local.sh env)"
   mkdir -p "$work/dynamo"

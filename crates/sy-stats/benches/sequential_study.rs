@@ -13,9 +13,9 @@
 //!   conditions; after each round the asymptotic confidence sequence
 //!   (`sy_stats::sequential`, Waudby-Smith et al. 2024) of the per-condition changes, and a stop
 //!   as soon as its verdict is not *open*, or when the fixed plan's probes are spent (*open*:
-//!   the question stays open); *no useful gain* also needs the sequence of the attainable change
-//!   (the per-probe oracle's, `min(0, cap − eff)`) to end above −ε (`verdict_bounded`, what
-//!   `sy-collect --adaptive` runs);
+//!   the question stays open); with `verdict_bounded`, what `sy-collect --adaptive` runs (a rule
+//!   that never acted needs the attainable change, the per-probe oracle's, within ε for *no
+//!   useful gain*; the candidate rule here acts in every world);
 //! - **naive**: the same rounds, but a fixed-sample Student-t interval recomputed after every
 //!   round and acted on at the first verdict: what repeated looks do to an interval that is not
 //!   built for them.

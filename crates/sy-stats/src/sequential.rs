@@ -195,16 +195,16 @@ pub fn verdict(
     })
 }
 
-/// The verdict of `change` (the judged rule's change versus Stage) when a *no useful gain*
-/// answer must also bound what any rule could gain: `attainable` is the sequence of the
-/// per-condition oracle change (the mean over a condition's pairs of `min(0, TTFT_cap −
-/// TTFT_eff)`, the most any rule choosing per probe could gain, a lower bound), and *no useful
-/// gain* needs `attainable.lo ≥ −ε` besides `change` within ±ε. Without it a rule that never
-/// acts (too little data to clear its margin) has a change of exactly zero with zero spread, a
-/// sequence of width zero, and would answer *no useful gain* where a better-fitted rule gains.
-/// Gain and loss are `change`'s alone; the extra requirement only makes *no useful gain* rarer,
-/// so `change`'s verdicts keep their level, and the bound on the attainable gain holds at the
-/// level of `attainable`.
+/// The verdict of `change` (the judged rule's change versus Stage), guarded against a rule that
+/// never acted. A rule fitted on the first rounds may have too little data to clear its margin:
+/// it then keeps Stage's choice everywhere, its change is exactly zero in every condition, the
+/// plug-in standard deviation is zero and the sequence has width zero — "within ±ε" although it
+/// says nothing about the rules later rounds will fit. So when `change.sd` is zero a *no useful
+/// gain* verdict also needs `attainable` — the sequence of the per-condition oracle change (the
+/// mean over a condition's pairs of `min(0, TTFT_cap − TTFT_eff)`, the most any rule choosing
+/// per probe could gain) — to end above −ε; otherwise the verdict is *open*. A rule that acted
+/// somewhere is judged by its own sequence ([`verdict`]). Gain and loss are `change`'s alone,
+/// and the guard only makes *no useful gain* rarer, so every verdict keeps `change`'s level.
 pub fn verdict_bounded(
     change: &SequenceInterval,
     attainable: Option<&SequenceInterval>,
@@ -213,6 +213,7 @@ pub fn verdict_bounded(
 ) -> Result<Verdict, SequentialError> {
     let v = verdict(change, epsilon, cfg)?;
     Ok(match (v, attainable) {
+        (Verdict::NoUsefulGain, _) if change.sd > 0.0 => v,
         (Verdict::NoUsefulGain, Some(a)) if a.n >= cfg.min_n.max(2) && a.lo >= -epsilon => v,
         (Verdict::NoUsefulGain, _) => Verdict::Open,
         (v, _) => v,
@@ -346,7 +347,7 @@ mod tests {
     }
 
     #[test]
-    fn no_useful_gain_needs_the_attainable_gain_within_epsilon() {
+    fn a_rule_that_never_acted_needs_the_attainable_gain_within_epsilon() {
         let cfg = SequentialConfig {
             alpha: 0.05,
             design_n: 20.0,
@@ -372,6 +373,13 @@ mod tests {
         let none = confidence_sequence(&[0.0; 20], &cfg).unwrap();
         assert_eq!(
             verdict_bounded(&zero, Some(&none), 2.0, &cfg).unwrap(),
+            Verdict::NoUsefulGain
+        );
+        // A rule that acted somewhere is judged by its own sequence.
+        let acted: Vec<f64> = (0..20).map(|i| if i % 5 == 0 { -0.5 } else { 0.0 }).collect();
+        let acted = confidence_sequence(&acted, &cfg).unwrap();
+        assert_eq!(
+            verdict_bounded(&acted, Some(&big), 2.0, &cfg).unwrap(),
             Verdict::NoUsefulGain
         );
         // Gain and loss are the change's alone.

@@ -52,8 +52,9 @@ pub struct Look {
     /// The confidence sequence of the change versus Stage (ms), once 2 conditions are judged.
     pub sequence: Option<SequenceInterval>,
     /// The confidence sequence of the attainable change (ms): per judged condition the mean of
-    /// `min(0, TTFT_cap − TTFT_eff)` over its pairs, the most any rule could gain there. A
-    /// *no useful gain* verdict needs its lower end within ε ([`verdict_bounded`]).
+    /// `min(0, TTFT_cap − TTFT_eff)` over its pairs, the most any rule could gain there. While
+    /// the judged rule has not acted in any judged condition, a *no useful gain* verdict needs
+    /// its lower end within ε ([`verdict_bounded`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attainable: Option<SequenceInterval>,
     pub verdict: Verdict,
