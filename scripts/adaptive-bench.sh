@@ -2,9 +2,9 @@
 # The adaptive benchmark with the real binaries: `sy-collect` fixed plan against
 # `sy-collect --adaptive` on the embedded simulator, then `sy-fit`, `sy-margin`, `sy-select` on each
 # run, in worlds of known truth (data/bench/adaptive/: the capable model helps broadly, in some
-# conditions, nowhere). Per world and design: probes, simulated GPU time, the decision reached and
-# whether the headline interval (sy-select's mean change versus Stage) covers the truth, with Wilson
-# 95 % intervals over the repeats. The truth of a world is a large fixed run of its own (the plan's
+# conditions, nowhere). Per world and design: probes, GPU time (wall time × the simulator's ranks),
+# the decision reached and whether the headline interval (sy-select's mean change versus Stage)
+# covers the truth, with Wilson 95 % intervals over the repeats. The truth of a world is a large fixed run of its own (the plan's
 # grid with TRUTH_REPEATS repeats, same pipeline): its estimate of the change.
 #   scripts/adaptive-bench.sh
 # Environment: REPEATS (studies per world and design, default 6; seeds 1..REPEATS), WORLDS (default
@@ -170,9 +170,11 @@ def run(dir):
         pass
     return out
 
-print(f"Started {start}; load average {load}; {repeats} studies per world and design (seeds 1..{repeats}); ε = {eps} ms.\n")
-print("| world | truth (ms) | truth's decision | design | load units (mean) | share of fixed | simulated GPU time (mean) | decision = truth's | decision = fixed's (same seed) | interval covers the truth | decisions (gain / loss / no useful gain / open) | adaptive stops (gain / loss / no gain / budget) | check failed |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print(f"Started {start}; load average {load}; ε = {eps} ms.\n")
+if worlds:
+    print(f"{repeats} studies per world and design (seeds 1..{repeats}).\n")
+    print("| world | truth (ms) | truth's decision | design | load units (mean) | share of fixed | GPU time (mean; wall time × ranks) | decision = truth's | decision = fixed's (same seed) | interval covers the truth | decisions (gain / loss / no useful gain / open) | adaptive stops (gain / loss / no gain / budget) | check failed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 pooled = {"fixed": [0, 0, 0, 0, 0.0], "adaptive": [0, 0, 0, 0, 0.0]}
 for w in worlds:
     t = run(f"{work}/{w}/truth")
@@ -194,7 +196,7 @@ for w in worlds:
         if d == "adaptive":
             stops = " / ".join(str(sum(r.get("stopped") == k for r in rs)) for k in ("gain", "loss", "no_useful_gain", "budget"))
         checks = sum(r["check_failed"] for r in rs)
-        print(f"| {w} | {truth:+.2f} | {td} | {d} | {units:.0f} | {100 * units / fixed_units:.0f} % | {gpu_s:.0f} GPU-s | {wilson(same_truth, n)} | {wilson(same_fixed, n) if d == 'adaptive' else '–'} | {wilson(covers, n)} | {counts} | {stops} | {checks} |")
+        print(f"| {w} | {truth:+.2f} | {td} | {d} | {units:.0f} | {100 * units / fixed_units:.0f} % | {gpu_s:.0f} rank-s | {wilson(same_truth, n)} | {wilson(same_fixed, n) if d == 'adaptive' else '–'} | {wilson(covers, n)} | {counts} | {stops} | {checks} |")
         p = pooled[d]
         p[0] += n; p[1] += same_truth; p[2] += covers; p[3] += same_fixed; p[4] += units * n
 print()
