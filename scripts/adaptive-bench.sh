@@ -4,8 +4,10 @@
 # run, in worlds of known truth (data/bench/adaptive/: the capable model helps broadly, in some
 # conditions, nowhere). Per world and design: probes, GPU time (wall time × the simulator's ranks),
 # the decision reached and whether the headline interval (sy-select's mean change versus Stage)
-# covers the truth, with Wilson 95 % intervals over the repeats. The truth of a world is a large fixed run of its own (the plan's
-# grid with TRUTH_REPEATS repeats, same pipeline): its estimate of the change.
+# covers the truth, with Wilson 95 % intervals over the repeats. The truth of a world is a large
+# fixed run of its own (the plan's grid with TRUTH_REPEATS repeats, same pipeline): its estimate of
+# the change, and the decision its interval gives. The decision of an interval: gain (below 0),
+# loss (above 0), no useful gain (within ±ε), else open.
 #   scripts/adaptive-bench.sh
 # Environment: REPEATS (studies per world and design, default 6; seeds 1..REPEATS), WORLDS (default
 # "broad few nowhere"), TRUTH_REPEATS (default 6), EPSILON_MS (the no-useful-gain band, default the
@@ -143,10 +145,6 @@ def decision(lo, hi):
         return "no useful gain"
     return "open"
 
-def truth_decision(x):
-    if abs(x) <= eps:
-        return "no useful gain"
-    return "gain" if x < 0 else "loss"
 
 def run(dir):
     s = json.load(open(f"{dir}/select.json"))
@@ -173,13 +171,13 @@ def run(dir):
 print(f"Started {start}; load average {load}; ε = {eps} ms.\n")
 if worlds:
     print(f"{repeats} studies per world and design (seeds 1..{repeats}).\n")
-    print("| world | truth (ms) | truth's decision | design | load units (mean) | share of fixed | GPU time (mean; wall time × ranks) | decision = truth's | decision = fixed's (same seed) | interval covers the truth | decisions (gain / loss / no useful gain / open) | adaptive stops (gain / loss / no gain / budget) | check failed |")
+    print("| world | truth: the large run's change (ms, 95 % CI) | its decision | design | load units (mean) | share of fixed | GPU time (mean; wall time × ranks) | decision = truth's | decision = fixed's (same seed) | interval covers the truth | decisions (gain / loss / no useful gain / open) | adaptive stops (gain / loss / no gain / budget) | check failed |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 pooled = {"fixed": [0, 0, 0, 0, 0.0], "adaptive": [0, 0, 0, 0, 0.0]}
 for w in worlds:
     t = run(f"{work}/{w}/truth")
     truth = t["estimate"]
-    td = truth_decision(truth)
+    td = decision(t["lo"], t["hi"])
     rows = {d: [run(f"{work}/{w}/{d}-{s}") for s in range(1, repeats + 1)] for d in ("fixed", "adaptive")}
     gpus = next((r["gpus"] for r in rows["adaptive"] if "gpus" in r), 1)
     fixed_units = sum(r["load_units"] for r in rows["fixed"]) / repeats
@@ -196,7 +194,7 @@ for w in worlds:
         if d == "adaptive":
             stops = " / ".join(str(sum(r.get("stopped") == k for r in rs)) for k in ("gain", "loss", "no_useful_gain", "budget"))
         checks = sum(r["check_failed"] for r in rs)
-        print(f"| {w} | {truth:+.2f} | {td} | {d} | {units:.0f} | {100 * units / fixed_units:.0f} % | {gpu_s:.0f} rank-s | {wilson(same_truth, n)} | {wilson(same_fixed, n) if d == 'adaptive' else '–'} | {wilson(covers, n)} | {counts} | {stops} | {checks} |")
+        print(f"| {w} | {truth:+.2f} ({t['lo']:+.1f} to {t['hi']:+.1f}) | {td} | {d} | {units:.0f} | {100 * units / fixed_units:.0f} % | {gpu_s:.0f} rank-s | {wilson(same_truth, n)} | {wilson(same_fixed, n) if d == 'adaptive' else '–'} | {wilson(covers, n)} | {counts} | {stops} | {checks} |")
         p = pooled[d]
         p[0] += n; p[1] += same_truth; p[2] += covers; p[3] += same_fixed; p[4] += units * n
 print()

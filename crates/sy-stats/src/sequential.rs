@@ -376,7 +376,9 @@ mod tests {
             Verdict::NoUsefulGain
         );
         // A rule that acted somewhere is judged by its own sequence.
-        let acted: Vec<f64> = (0..20).map(|i| if i % 5 == 0 { -0.5 } else { 0.0 }).collect();
+        let acted: Vec<f64> = (0..20)
+            .map(|i| if i % 5 == 0 { -0.5 } else { 0.0 })
+            .collect();
         let acted = confidence_sequence(&acted, &cfg).unwrap();
         assert_eq!(
             verdict_bounded(&acted, Some(&big), 2.0, &cfg).unwrap(),
