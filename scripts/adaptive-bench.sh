@@ -137,6 +137,8 @@ def wilson(k, n, z=1.959964):
     return f"{100 * p:.0f} % ({100 * max(0, c - h):.0f}–{100 * min(1, c + h):.0f})"
 
 def decision(lo, hi):
+    if math.isinf(lo) and math.isinf(hi):
+        return "open"
     if hi < 0:
         return "gain"
     if lo > 0:
@@ -149,7 +151,8 @@ def decision(lo, hi):
 def run(dir):
     s = json.load(open(f"{dir}/select.json"))
     m = json.load(open(f"{dir}/manifest.json"))
-    h = s["headline"]["mean_change_vs_stage_ms"]
+    # No interval when the selection split has too few conditions: the decision is then open.
+    h = s["headline"]["mean_change_vs_stage_ms"] or {"estimate": math.nan, "lo": -math.inf, "hi": math.inf}
     load = m["phases"].get("load", {})
     secs = sum(p["seconds"] for p in m["phases"].values())
     out = {
@@ -171,8 +174,8 @@ def run(dir):
 print(f"Started {start}; load average {load}; ε = {eps} ms.\n")
 if worlds:
     print(f"{repeats} studies per world and design (seeds 1..{repeats}).\n")
-    print("| world | truth: the large run's change (ms, 95 % CI) | its decision | design | load units (mean) | share of fixed | GPU time (mean; wall time × ranks) | decision = truth's | decision = fixed's (same seed) | interval covers the truth | decisions (gain / loss / no useful gain / open) | adaptive stops (gain / loss / no gain / budget) | check failed |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| world | truth: the large run's change (ms, 95 % CI) | its decision | design | load units (mean) | share of fixed | GPU time (mean; wall time × ranks) | decision = truth's | decision = fixed's (same seed) | interval covers the truth | decisions (gain / loss / no useful gain / open) | adaptive stops (gain / loss / no gain / budget) | no interval | check failed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 pooled = {"fixed": [0, 0, 0, 0, 0.0], "adaptive": [0, 0, 0, 0, 0.0]}
 for w in worlds:
     t = run(f"{work}/{w}/truth")
@@ -186,7 +189,8 @@ for w in worlds:
         dec = [decision(r["lo"], r["hi"]) for r in rs]
         same_truth = sum(x == td for x in dec)
         same_fixed = sum(x == decision(f["lo"], f["hi"]) for x, f in zip(dec, rows["fixed"]))
-        covers = sum(r["lo"] <= truth <= r["hi"] for r in rs)
+        covers = sum(r["lo"] <= truth <= r["hi"] and not math.isinf(r["lo"]) for r in rs)
+        no_interval = sum(math.isinf(r["lo"]) for r in rs)
         units = sum(r["load_units"] for r in rs) / n
         gpu_s = sum(r["seconds"] for r in rs) / n * gpus
         counts = " / ".join(str(dec.count(k)) for k in ("gain", "loss", "no useful gain", "open"))
@@ -194,7 +198,7 @@ for w in worlds:
         if d == "adaptive":
             stops = " / ".join(str(sum(r.get("stopped") == k for r in rs)) for k in ("gain", "loss", "no_useful_gain", "budget"))
         checks = sum(r["check_failed"] for r in rs)
-        print(f"| {w} | {truth:+.2f} ({t['lo']:+.1f} to {t['hi']:+.1f}) | {td} | {d} | {units:.0f} | {100 * units / fixed_units:.0f} % | {gpu_s:.0f} rank-s | {wilson(same_truth, n)} | {wilson(same_fixed, n) if d == 'adaptive' else '–'} | {wilson(covers, n)} | {counts} | {stops} | {checks} |")
+        print(f"| {w} | {truth:+.2f} ({t['lo']:+.1f} to {t['hi']:+.1f}) | {td} | {d} | {units:.0f} | {100 * units / fixed_units:.0f} % | {gpu_s:.0f} rank-s | {wilson(same_truth, n)} | {wilson(same_fixed, n) if d == 'adaptive' else '–'} | {wilson(covers, n)} | {counts} | {stops} | {no_interval} | {checks} |")
         p = pooled[d]
         p[0] += n; p[1] += same_truth; p[2] += covers; p[3] += same_fixed; p[4] += units * n
 print()
@@ -210,10 +214,11 @@ if os.path.isdir(dyn):
     print("\nLocal real-Dynamo stack (data/bench/adaptive/dynamo.toml; no known truth):\n")
     print("| study | design | load units | GPU time (rank-seconds) | decision | mean change vs Stage (95 % CI) | chosen | adaptive stop |")
     print("|---|---|---|---|---|---|---|---|")
-    for name in sorted(os.listdir(dyn)):
+    for name in sorted(os.listdir(dyn), key=lambda n: (n.rsplit("-", 1)[0], int(n.rsplit("-", 1)[1]))):
         r = run(f"{dyn}/{name}")
         design, seed = name.rsplit("-", 1)
         gpus = r.get("gpus", 4)
-        print(f"| {seed} | {design} | {r['load_units']} | {r['seconds'] * gpus:.0f} | {decision(r['lo'], r['hi'])} | {r['estimate']:+.1f} ({r['lo']:+.1f} to {r['hi']:+.1f}) | {r['variant']} | {r.get('stopped', '–')} |")
+        ci = "no interval" if math.isinf(r["lo"]) else f"{r['estimate']:+.1f} ({r['lo']:+.1f} to {r['hi']:+.1f})"
+        print(f"| {seed} | {design} | {r['load_units']} | {r['seconds'] * gpus:.0f} | {decision(r['lo'], r['hi'])} | {ci} | {r['variant']} | {r.get('stopped', '–')} |")
 PY
 cat "$out"
