@@ -167,6 +167,8 @@ def run(dir):
         out["stopped"] = a["stopped"]
         out["rounds"] = len(a["rounds"])
         out["gpus"] = a["spent"]["gpus"]
+        seq = a["looks"][-1]["sequence"] if a["looks"] else None
+        out["seq"] = (seq["lo"], seq["hi"]) if seq else None
     except FileNotFoundError:
         pass
     return out
@@ -174,7 +176,7 @@ def run(dir):
 print(f"Started {start}; load average {load}; ε = {eps} ms.\n")
 if worlds:
     print(f"{repeats} studies per world and design (seeds 1..{repeats}).\n")
-    print("| world | truth: the large run's change (ms, 95 % CI) | its decision | design | load units (mean) | share of fixed | GPU time (mean; wall time × ranks) | decision = truth's | decision = fixed's (same seed) | interval covers the truth | decisions (gain / loss / no useful gain / open) | adaptive stops (gain / loss / no gain / budget) | no interval | check failed |")
+    print("| world | truth: the large run's change (ms, 95 % CI) | its decision | design | load units (mean) | share of fixed | GPU time (mean; wall time × ranks) | decision = truth's | decision = fixed's (same seed) | interval covers the truth | decisions (gain / loss / no useful gain / open) | adaptive stops (gain / loss / no gain / budget); stop = truth's decision; its sequence covers the truth | no interval | check failed |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 pooled = {"fixed": [0, 0, 0, 0, 0.0], "adaptive": [0, 0, 0, 0, 0.0]}
 for w in worlds:
@@ -197,6 +199,13 @@ for w in worlds:
         stops = "–"
         if d == "adaptive":
             stops = " / ".join(str(sum(r.get("stopped") == k for r in rs)) for k in ("gain", "loss", "no_useful_gain", "budget"))
+            # The stopping rule's own answer and its sequence (the judged rule's change).
+            as_decision = {"gain": "gain", "loss": "loss", "no_useful_gain": "no useful gain"}
+            stop_same = sum(as_decision.get(r.get("stopped"), "open") == td for r in rs)
+            seq_covers = sum(r.get("seq") is not None and r["seq"][0] <= truth <= r["seq"][1] for r in rs)
+            stops += f"; = truth's {wilson(stop_same, n)}; sequence covers {wilson(seq_covers, n)}"
+            p_stop = pooled.setdefault("stop", [0, 0, 0])
+            p_stop[0] += n; p_stop[1] += stop_same; p_stop[2] += seq_covers
         checks = sum(r["check_failed"] for r in rs)
         print(f"| {w} | {truth:+.2f} ({t['lo']:+.1f} to {t['hi']:+.1f}) | {td} | {d} | {units:.0f} | {100 * units / fixed_units:.0f} % | {gpu_s:.0f} rank-s | {wilson(same_truth, n)} | {wilson(same_fixed, n) if d == 'adaptive' else '–'} | {wilson(covers, n)} | {counts} | {stops} | {no_interval} | {checks} |")
         p = pooled[d]
@@ -204,9 +213,12 @@ for w in worlds:
 print()
 if pooled["fixed"][0] == 0:
     pooled = {}
+stop = pooled.pop("stop", None)
 for d, (n, same, cov, same_fixed, units) in pooled.items():
     extra = f", decision = fixed's {wilson(same_fixed, n)}" if d == "adaptive" else ""
     print(f"Pooled {d}: {n} studies, {units / n:.0f} load units, decision = truth's {wilson(same, n)}{extra}, covers {wilson(cov, n)}.")
+if stop:
+    print(f"Pooled adaptive stops: = truth's decision {wilson(stop[1], stop[0])}; the sequence at the stop covers the truth {wilson(stop[2], stop[0])}.")
 
 import os
 dyn = f"{work}/dynamo"
