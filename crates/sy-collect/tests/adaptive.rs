@@ -266,7 +266,13 @@ fn dry_run_prints_the_adaptive_range_and_bad_sections_are_named() {
 #[test]
 fn sigint_between_rounds_leaves_a_valid_run_and_resume_completes_it() {
     let dir = tempfile::tempdir().unwrap();
-    let plan = write(dir.path(), "plan.toml", PLAN);
+    // No verdict before 24 judged conditions: the rounds after round 0 cannot end the
+    // collection before the signal lands.
+    let plan = write(
+        dir.path(),
+        "plan.toml",
+        &PLAN.replace("min_conditions = 4", "min_conditions = 24"),
+    );
     let run_dir = dir.path().join("run");
     let child = bin()
         .arg("--plan")
