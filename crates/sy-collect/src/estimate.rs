@@ -419,6 +419,40 @@ pub fn fit_pilot(
 mod tests {
     use super::*;
 
+    #[test]
+    fn gpus_are_the_two_models_ranks_times_their_gpus_per_rank_when_every_worker_gives_them() {
+        let w = |id: u64, model: &str, dp: Option<u32>| {
+            serde_json::from_value::<sy_wire::selection::WorkerRecord>(serde_json::json!({
+                "worker_id": id, "model_name": model, "lifecycle": "schedulable",
+                "data_parallel_size": dp,
+            }))
+            .unwrap()
+        };
+        let p = plan();
+        let (e, c) = (p.models.efficient.clone(), p.models.capable.clone());
+        let workers = [w(1, &e, Some(2)), w(2, &c, None), w(3, "other", Some(8))];
+        let none = BTreeMap::new();
+        // Ranks only: 2 + 1, the third model's worker not counted.
+        assert_eq!(
+            GpuCount::of_workers(&workers, &p, &none, false),
+            GpuCount {
+                gpus: 3,
+                per_rank_known: false
+            }
+        );
+        let per_rank: BTreeMap<u64, u32> = [(1, 4), (2, 8)].into_iter().collect();
+        assert_eq!(
+            GpuCount::of_workers(&workers, &p, &per_rank, true),
+            GpuCount {
+                gpus: 2 * 4 + 8,
+                per_rank_known: true
+            }
+        );
+        // A worker the description does not name: ranks only.
+        let partial: BTreeMap<u64, u32> = [(1, 4)].into_iter().collect();
+        assert_eq!(GpuCount::of_workers(&workers, &p, &partial, true).gpus, 3);
+    }
+
     fn plan() -> Plan {
         Plan::from_toml_str(
             "seed = 1\n[probe]\nsettle_ms = 20\n[qgrid]\nn = [100, 1100]\nf = [0.0, 0.5]\nrepeats = 2\n\
