@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The adaptive benchmark with the real binaries: `sy-collect` fixed plan against
 # `sy-collect --adaptive` on the embedded simulator, then `sy-fit`, `sy-margin`, `sy-select` on each
-# run, in worlds of known truth (data/bench/adaptive/: the capable model helps broadly, in some
+# run, in worlds of known truth (data/adaptive-bench/: the capable model helps broadly, in some
 # conditions, nowhere). Per world and design: probes, GPU time (wall time × the simulator's ranks),
 # the decision reached and whether the headline interval (sy-select's mean change versus Stage)
 # covers the truth, with Wilson 95 % intervals over the repeats. The truth of a world is a large
@@ -15,7 +15,7 @@
 # ${CARGO_TARGET_DIR:-target}/release), WORK (run directories, default target/adaptive-bench),
 # OUT (the table, default target/adaptive-bench.md), PARALLEL (worlds at once, default 3: the
 # simulator sleeps most of the time). DYNAMO=1 adds the small case on the local real-Dynamo stack
-# (data/bench/adaptive/dynamo.toml, DYNAMO_REPEATS studies, default 2): started and stopped with
+# (data/adaptive-bench/dynamo.toml, DYNAMO_REPEATS studies, default 2): started and stopped with
 # scripts/dynamo-local.sh and the caller's FRONTEND_PORT, SELECT_PORT, WORKER_SYS_PORT_BASE,
 # ZMQ_KV_PORT_BASE, RUN_DIR; WORLDS="" skips the simulator.
 set -euo pipefail
@@ -26,7 +26,7 @@ truth_repeats="${TRUTH_REPEATS:-6}"
 work="${WORK:-target/adaptive-bench}"
 out="${OUT:-target/adaptive-bench.md}"
 parallel="${PARALLEL:-3}"
-plan=data/bench/adaptive/plan.toml
+plan=data/adaptive-bench/plan.toml
 if [[ -z "${BIN:-}" ]]; then
   cargo build --release -q -p sy-collect -p sy-fit -p sy-margin -p sy-select
   BIN="${CARGO_TARGET_DIR:-target}/release"
@@ -58,7 +58,7 @@ collect() {
   local t0 t1
   t0=$(date +%s.%N)
   "$BIN/sy-collect" --plan "$p" --run-dir "$dir" --target sim \
-    --sim-config "data/bench/adaptive/$world.toml" --seed "$seed" -q --no-progress "${extra[@]}"
+    --sim-config "data/adaptive-bench/$world.toml" --seed "$seed" -q --no-progress "${extra[@]}"
   t1=$(date +%s.%N)
   echo "$t0 $t1" > "$dir/wall.txt"
   pipeline "$dir"
@@ -108,7 +108,7 @@ if [[ ${DYNAMO:-0} == 1 ]]; then
       extra=()
       [[ $design == adaptive ]] && extra=(--adaptive)
       rm -rf "$dir"
-      "$BIN/sy-collect" --plan data/bench/adaptive/dynamo.toml --run-dir "$dir" --target dynamo \
+      "$BIN/sy-collect" --plan data/adaptive-bench/dynamo.toml --run-dir "$dir" --target dynamo \
         --frontend-url "$SY_DYNAMO_FRONTEND" --selection-url "$SY_DYNAMO_SELECT" --seed "$seed" \
         -q --no-progress "${extra[@]}"
       pipeline "$dir"
@@ -223,7 +223,7 @@ if stop:
 import os
 dyn = f"{work}/dynamo"
 if os.path.isdir(dyn):
-    print("\nLocal real-Dynamo stack (data/bench/adaptive/dynamo.toml; no known truth):\n")
+    print("\nLocal real-Dynamo stack (data/adaptive-bench/dynamo.toml; no known truth):\n")
     print("| study | design | load units | GPU time (rank-seconds) | decision | mean change vs Stage (95 % CI) | chosen | adaptive stop |")
     print("|---|---|---|---|---|---|---|---|")
     for name in sorted(os.listdir(dyn), key=lambda n: (n.rsplit("-", 1)[0], int(n.rsplit("-", 1)[1]))):
