@@ -156,6 +156,9 @@ pub struct RunOptions {
 pub struct RunSummary {
     pub manifest: Manifest,
     pub interrupted: bool,
+    /// The GPUs the target's two models hold, as this session saw them (`None`: the selection
+    /// service did not list its workers).
+    pub gpus: Option<crate::estimate::GpuCount>,
 }
 
 /// The HTTP clients of a run, configured from the plan's timeouts.
@@ -236,38 +239,17 @@ pub async fn pilot_dry_run(
             return Ok((pre, None));
         }
         // Data-parallel ranks per worker, times its GPUs per rank when the description
-        // gives them for every worker.
-        let per_rank: BTreeMap<u64, u32> = match describe {
-            Some(d) => {
-                let (ids, _) = crate::deployment::resolve(&c.http, d).await;
-                ids.into_iter()
-                    .map(|(id, (i, _))| (id, d.description.workers[i].gpus_per_rank.unwrap_or(1)))
-                    .collect()
-            }
-            None => BTreeMap::new(),
-        };
-        let known = !pre.workers.is_empty()
-            && pre.workers.iter().all(|w| {
-                describe.is_some_and(|d| {
-                    per_rank.contains_key(&w.worker_id)
-                        && d.description
-                            .workers
-                            .iter()
-                            .all(|x| x.gpus_per_rank.is_some())
-                })
+        // gives them for every worker (what an adaptive run's GPU time counts too); the
+        // preflight's ranks if the selection service does not list its workers.
+        let count = crate::estimate::GpuCount::of_target(&c.http, &driver, p, describe)
+            .await
+            .unwrap_or(crate::estimate::GpuCount {
+                gpus: (pre.workers.iter())
+                    .map(|w| w.dp_ranks.len().max(1) as u64)
+                    .sum(),
+                per_rank_known: false,
             });
-        let gpus = pre
-            .workers
-            .iter()
-            .map(|w| {
-                w.dp_ranks.len().max(1) as u64
-                    * u64::from(if known {
-                        per_rank.get(&w.worker_id).copied().unwrap_or(1)
-                    } else {
-                        1
-                    })
-            })
-            .sum();
+        let (gpus, known) = (count.gpus, count.per_rank_known);
         let mut pilot = crate::estimate::pilot(p, driver.clone(), gpus).await;
         pilot.gpus_per_rank_known = known;
         driver.selection.release_all().await;
@@ -501,6 +483,8 @@ async fn run_on_target(
     // What the frontend lists now is "known since the start": a later HTTP 400 pinned to one of
     // these is a bad request, one pinned to an instance it lists only later is a discovery race.
     driver.learn_frontend_instances().await;
+    let gpus =
+        crate::estimate::GpuCount::of_target(&http, &driver, p, opts.describe.as_ref()).await;
 
     let warmup = warm_up(opts, p, &driver, &invocation_id, &cancel).await;
 
@@ -580,6 +564,7 @@ async fn run_on_target(
     Ok(RunSummary {
         manifest,
         interrupted,
+        gpus,
     })
 }
 
