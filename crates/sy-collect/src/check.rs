@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use sy_cli::ToolError;
-use sy_records::check::{CHECK_FILE, CheckOptions, CheckReport, judge_paths};
+use sy_records::check::{CheckOptions, CheckReport, judge_paths};
 
 /// Why `sy-collect check` could not judge a run (bad input, except a failed write or an
 /// internal conversion).
@@ -95,7 +95,7 @@ pub fn check_run_dir(run_dir: &Path, opts: &CheckOptions) -> Result<CheckReport,
             ToolError::Runtime(e.to_string())
         }
     })?;
-    sy_rundir::atomic_write_json(&run_dir.join(CHECK_FILE), &report)
+    sy_rundir::atomic_write_json(&sy_rundir::Artifact::Check.path(run_dir), &report)
         .map_err(|e| ToolError::Runtime(e.to_string()))?;
     Ok(report)
 }

@@ -36,7 +36,7 @@ pub enum CliError {
         "{}: the run fails the data-quality check ({}); see {}",
         .dir.display(),
         .failed.join(", "),
-        .dir.join(sy_records::check::CHECK_FILE).display()
+        .dir.join(sy_rundir::Artifact::Check.file_name()).display()
     )]
     CheckFailed { dir: PathBuf, failed: Vec<String> },
     #[error(
@@ -140,8 +140,9 @@ pub struct Args {
     #[arg(long)]
     pub adaptive: bool,
     /// Print the request count and estimated duration and GPU time per phase, writing
-    /// nothing. With --target or a URL: the preflight, then a short pilot of the plan's own
-    /// units on that target; without: built-in speeds.
+    /// nothing; for a plan with an [adaptive] section also its range (best case .. budget;
+    /// with --json the `adaptive` object). With --target or a URL: the preflight, then a short
+    /// pilot of the plan's own units on that target; without: built-in speeds.
     #[arg(long)]
     pub dry_run: bool,
     /// Skip the preflight (discovery, registration, KV-event and TTFT checks) before a run.
@@ -275,8 +276,12 @@ fn print_json<T: serde::Serialize>(v: &T) -> Result<(), ToolError> {
 }
 
 fn print_dry_run(args: &Args, plan: &LoadedPlan, d: &DryRun) -> Result<(), ToolError> {
+    let range = crate::adaptive::dry_run_range(&plan.plan, d);
     if args.common.json {
-        return print_json(d);
+        return print_json(&crate::adaptive::DryRunReport {
+            dry_run: d,
+            adaptive: range,
+        });
     }
     println!("plan {}", plan.path.display());
     println!(
@@ -307,10 +312,21 @@ fn print_dry_run(args: &Args, plan: &LoadedPlan, d: &DryRun) -> Result<(), ToolE
         d.estimated_seconds, d.basis
     );
     println!("  assuming {}", d.assumptions);
-    if let Some(r) = crate::adaptive::dry_run_range(&plan.plan) {
+    if let Some(r) = range {
+        let gpu = match (r.best_case_gpu_seconds, r.budget_gpu_seconds) {
+            (Some(a), Some(b)) => format!(", {label} {:.2} to {:.2} h", a / 3600.0, b / 3600.0),
+            _ => String::new(),
+        };
+        let budget = r.gpu_budget.map_or(String::new(), |g| {
+            format!("; GPU-time budget {g} GPU-seconds")
+        });
         println!(
-            "  adaptive (--adaptive): {} to {} load units (first verdict possible .. budget), estimated {:.0} to {:.0} s with the Q grid (built-in speeds)",
-            r.load_units.0, r.load_units.1, r.seconds.0, r.seconds.1
+            "  adaptive (--adaptive): {} to {} load units (first verdict possible .. budget), estimated {:.0} to {:.0} s with the Q grid ({}){gpu}{budget}",
+            r.best_case_load_units,
+            r.budget_load_units,
+            r.best_case_seconds,
+            r.budget_seconds,
+            d.basis
         );
     }
     Ok(())

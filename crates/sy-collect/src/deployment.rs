@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use sy_rundir::artifact::manifest::{Provenance, WorkerDescription};
 
 /// The whole description file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -44,38 +45,6 @@ pub struct Description {
     pub deployment: Provenance,
     #[serde(default)]
     pub workers: Vec<WorkerDescription>,
-}
-
-/// What produced the data, as the operator states it (the deployment does not report GPU type,
-/// driver or launch commands).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Provenance {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dynamo_version: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub driver: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub launch: Vec<String>,
-}
-
-/// One worker process.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WorkerDescription {
-    /// The worker's system status server (`DYN_SYSTEM_PORT`), e.g. `http://127.0.0.1:8100`.
-    pub system_url: String,
-    /// Its KV-event publishers, one per data-parallel rank (see the module docs).
-    pub kv_events: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub engine: Option<String>,
-    /// GPUs per data-parallel rank (the tensor-parallel size); 1 when not given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpus_per_rank: Option<u32>,
 }
 
 /// A description file read and checked.

@@ -64,6 +64,81 @@ pub struct Pilot {
     pub gpus_per_rank_known: bool,
 }
 
+/// The GPUs a run holds: the data-parallel ranks of every worker serving the two models, times
+/// each worker's GPUs per rank when the `--describe` file gives them for every worker (else the
+/// count is ranks, and `per_rank_known` says so). What a run's GPU time multiplies its wall time
+/// by (the adaptive GPU-time budget).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct GpuCount {
+    pub gpus: u64,
+    pub per_rank_known: bool,
+}
+
+impl GpuCount {
+    /// From the selection service's worker list (`per_rank`: GPUs per rank by worker id, from
+    /// the description; `all_described`: every described worker gives its GPUs per rank).
+    pub fn of_workers(
+        workers: &[sy_wire::selection::WorkerRecord],
+        plan: &Plan,
+        per_rank: &BTreeMap<u64, u32>,
+        all_described: bool,
+    ) -> GpuCount {
+        let models = [&plan.models.efficient, &plan.models.capable];
+        let served: Vec<_> = (workers.iter())
+            .filter(|w| models.contains(&&w.model_name))
+            .collect();
+        let known = all_described
+            && !served.is_empty()
+            && served.iter().all(|w| per_rank.contains_key(&w.worker_id));
+        let gpus = (served.iter())
+            .map(|w| {
+                let ranks = u64::from(w.data_parallel_size.unwrap_or(1).max(1));
+                let each = if known {
+                    per_rank.get(&w.worker_id).copied().unwrap_or(1)
+                } else {
+                    1
+                };
+                ranks * u64::from(each)
+            })
+            .sum();
+        GpuCount {
+            gpus,
+            per_rank_known: known,
+        }
+    }
+
+    /// Asks the target (the selection service's workers and the description's instance ids);
+    /// `None` when the selection service does not list its workers.
+    pub async fn of_target(
+        http: &reqwest::Client,
+        driver: &Driver,
+        plan: &Plan,
+        describe: Option<&crate::deployment::LoadedDescription>,
+    ) -> Option<GpuCount> {
+        let workers = driver.selection.workers().await.ok()?;
+        let (per_rank, all_described) = match describe {
+            Some(d) => {
+                let (ids, _) = crate::deployment::resolve(http, d).await;
+                let per_rank = (ids.into_iter())
+                    .map(|(id, (i, _))| {
+                        let each = d.description.workers.get(i).and_then(|w| w.gpus_per_rank);
+                        (id, each.unwrap_or(1))
+                    })
+                    .collect();
+                let all = (d.description.workers.iter()).all(|w| w.gpus_per_rank.is_some());
+                (per_rank, all)
+            }
+            None => (BTreeMap::new(), false),
+        };
+        Some(GpuCount::of_workers(
+            &workers,
+            plan,
+            &per_rank,
+            all_described,
+        ))
+    }
+}
+
 /// The plan's size and an estimate of its duration (`--dry-run`).
 #[derive(Debug, Clone, Serialize)]
 pub struct DryRun {
@@ -343,6 +418,40 @@ pub fn fit_pilot(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpus_are_the_two_models_ranks_times_their_gpus_per_rank_when_every_worker_gives_them() {
+        let w = |id: u64, model: &str, dp: Option<u32>| {
+            serde_json::from_value::<sy_wire::selection::WorkerRecord>(serde_json::json!({
+                "worker_id": id, "model_name": model, "lifecycle": "schedulable",
+                "data_parallel_size": dp,
+            }))
+            .unwrap()
+        };
+        let p = plan();
+        let (e, c) = (p.models.efficient.clone(), p.models.capable.clone());
+        let workers = [w(1, &e, Some(2)), w(2, &c, None), w(3, "other", Some(8))];
+        let none = BTreeMap::new();
+        // Ranks only: 2 + 1, the third model's worker not counted.
+        assert_eq!(
+            GpuCount::of_workers(&workers, &p, &none, false),
+            GpuCount {
+                gpus: 3,
+                per_rank_known: false
+            }
+        );
+        let per_rank: BTreeMap<u64, u32> = [(1, 4), (2, 8)].into_iter().collect();
+        assert_eq!(
+            GpuCount::of_workers(&workers, &p, &per_rank, true),
+            GpuCount {
+                gpus: 2 * 4 + 8,
+                per_rank_known: true
+            }
+        );
+        // A worker the description does not name: ranks only.
+        let partial: BTreeMap<u64, u32> = [(1, 4)].into_iter().collect();
+        assert_eq!(GpuCount::of_workers(&workers, &p, &partial, true).gpus, 3);
+    }
 
     fn plan() -> Plan {
         Plan::from_toml_str(

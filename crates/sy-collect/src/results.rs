@@ -21,11 +21,29 @@ use sy_records::{ErrorClass, Record, Status};
 pub enum ResultsError {
     #[error(transparent)]
     Jsonl(#[from] jsonl::JsonlError),
-    #[error("{path}: {message}")]
-    Io { path: PathBuf, message: String },
+    /// The kept records could not be written back.
+    #[error("{path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: sy_rundir::RunError,
+    },
+    #[error("{path}: cannot serialise a record: {source}")]
+    Serialise {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
     /// The run directory's records are not this run's (bad input).
-    #[error("{path}: {message}")]
-    Foreign { path: PathBuf, message: String },
+    #[error(
+        "{path}: line {line}: field `run_id` is {found:?}, not the run being resumed \
+         ({run_id:?}, manifest.json): records of another run cannot be continued; choose another \
+         --run-dir"
+    )]
+    Foreign {
+        path: PathBuf,
+        line: usize,
+        found: String,
+        run_id: String,
+    },
 }
 
 impl ResultsError {
@@ -34,7 +52,10 @@ impl ResultsError {
         match self {
             ResultsError::Jsonl(e) => e.is_bad_input(),
             ResultsError::Foreign { .. } => true,
-            ResultsError::Io { message, .. } => message.contains("symbolic link"),
+            ResultsError::Write { source, .. } => {
+                matches!(source, sy_rundir::RunError::Link { .. })
+            }
+            ResultsError::Serialise { .. } => false,
         }
     }
 }
@@ -94,13 +115,9 @@ pub fn prepare_resume(dir: &Path, run_id: Option<&str>) -> Result<ResumeState, R
     {
         return Err(ResultsError::Foreign {
             path,
-            message: format!(
-                "line {}: field `run_id` is {:?}, not the run being resumed ({run_id:?}, \
-                 manifest.json): records of another run cannot be continued; choose another \
-                 --run-dir",
-                line + 1,
-                sy_rundir::escape_control(&r.run_id)
-            ),
+            line: line + 1,
+            found: sy_rundir::escape_control(&r.run_id),
+            run_id: run_id.to_string(),
         });
     }
     let done = complete_units(&read.records);
@@ -128,16 +145,16 @@ pub fn prepare_resume(dir: &Path, run_id: Option<&str>) -> Result<ResumeState, R
     }
     let mut bytes = Vec::new();
     for r in &keep {
-        let line = serde_json::to_vec(r).map_err(|e| ResultsError::Io {
+        let line = serde_json::to_vec(r).map_err(|source| ResultsError::Serialise {
             path: path.clone(),
-            message: format!("cannot serialise a record: {e}"),
+            source,
         })?;
         bytes.extend_from_slice(&line);
         bytes.push(b'\n');
     }
-    sy_cli::atomic_write(&path, &bytes).map_err(|e| ResultsError::Io {
+    sy_cli::atomic_write(&path, &bytes).map_err(|source| ResultsError::Write {
         path: path.clone(),
-        message: e.to_string(),
+        source,
     })?;
     Ok(ResumeState {
         done,

@@ -12,14 +12,18 @@ use sy_drive::{Driver, Endpoints, PromptFactory, Target, TargetKind, new_invocat
 use sy_dynamo::{Cancel, ClientConfig, CompletionClient, SelectionClient};
 
 use crate::error::CollectError;
-use crate::manifest::{BackgroundCounts, Counts, Manifest, Session, TargetInfo};
+use crate::manifest::{counts_of, deployment_info};
 use crate::plan::{LoadedPlan, Plan};
 use crate::preflight::{PreflightOptions, PreflightReport, preflight};
 use crate::probe::UnitRunner;
 use crate::progress::Progress;
 use crate::results::{self, RecordSink};
 use crate::schedule::Schedule;
-use crate::summary::PhaseTime;
+use crate::summary::phase_background;
+use sy_rundir::artifact::manifest::{
+    BackgroundCounts, Counts, MANIFEST_SCHEMA_VERSION, Manifest, PhaseTime, RecordFiles, Session,
+    TargetInfo, WarmupSummary,
+};
 
 /// Why a run could not start or finish, besides its plan, run directory, target and preflight.
 #[derive(Debug, thiserror::Error)]
@@ -41,10 +45,37 @@ pub enum RunFailure {
         Artifact::Records.file_name(),
         Artifact::Manifest.file_name()
     )]
-    Unsaved { cause: String },
+    Unsaved { cause: WriteFailure },
     /// The plan copy or the manifest could not be written.
     #[error(transparent)]
     Write(sy_rundir::RunError),
+}
+
+/// Why a record file, records.parquet or the manifest could not be written; each names its
+/// file.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteFailure {
+    /// Appending to records.jsonl or attempts.jsonl failed.
+    #[error(transparent)]
+    Records(#[from] crate::results::ResultsError),
+    /// Writing the Parquet copy of the records failed.
+    #[error(transparent)]
+    Parquet(#[from] sy_records::RecordsError),
+    /// Hashing a record file, or writing the manifest, failed.
+    #[error(transparent)]
+    File(#[from] sy_rundir::RunError),
+    /// records.jsonl's length could not be read.
+    #[error("{}: {source}", path.display())]
+    Metadata {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// A first failure, and then the manifest could not be updated either.
+    #[error("{first}; and {} could not be updated: {manifest}", Artifact::Manifest.file_name())]
+    AndManifest {
+        first: Box<WriteFailure>,
+        manifest: sy_rundir::RunError,
+    },
 }
 
 impl RunFailure {
@@ -125,6 +156,9 @@ pub struct RunOptions {
 pub struct RunSummary {
     pub manifest: Manifest,
     pub interrupted: bool,
+    /// The GPUs the target's two models hold, as this session saw them (`None`: the selection
+    /// service did not list its workers).
+    pub gpus: Option<crate::estimate::GpuCount>,
 }
 
 /// The HTTP clients of a run, configured from the plan's timeouts.
@@ -205,38 +239,17 @@ pub async fn pilot_dry_run(
             return Ok((pre, None));
         }
         // Data-parallel ranks per worker, times its GPUs per rank when the description
-        // gives them for every worker.
-        let per_rank: BTreeMap<u64, u32> = match describe {
-            Some(d) => {
-                let (ids, _) = crate::deployment::resolve(&c.http, d).await;
-                ids.into_iter()
-                    .map(|(id, (i, _))| (id, d.description.workers[i].gpus_per_rank.unwrap_or(1)))
-                    .collect()
-            }
-            None => BTreeMap::new(),
-        };
-        let known = !pre.workers.is_empty()
-            && pre.workers.iter().all(|w| {
-                describe.is_some_and(|d| {
-                    per_rank.contains_key(&w.worker_id)
-                        && d.description
-                            .workers
-                            .iter()
-                            .all(|x| x.gpus_per_rank.is_some())
-                })
+        // gives them for every worker (what an adaptive run's GPU time counts too); the
+        // preflight's ranks if the selection service does not list its workers.
+        let count = crate::estimate::GpuCount::of_target(&c.http, &driver, p, describe)
+            .await
+            .unwrap_or(crate::estimate::GpuCount {
+                gpus: (pre.workers.iter())
+                    .map(|w| w.dp_ranks.len().max(1) as u64)
+                    .sum(),
+                per_rank_known: false,
             });
-        let gpus = pre
-            .workers
-            .iter()
-            .map(|w| {
-                w.dp_ranks.len().max(1) as u64
-                    * u64::from(if known {
-                        per_rank.get(&w.worker_id).copied().unwrap_or(1)
-                    } else {
-                        1
-                    })
-            })
-            .sum();
+        let (gpus, known) = (count.gpus, count.per_rank_known);
         let mut pilot = crate::estimate::pilot(p, driver.clone(), gpus).await;
         pilot.gpus_per_rank_known = known;
         driver.selection.release_all().await;
@@ -362,8 +375,12 @@ fn prepare_run_dir(
 }
 
 fn write_manifest(dir: &Path, m: &Manifest) -> Result<(), CollectError> {
+    write_manifest_file(dir, m).map_err(|e| RunFailure::Write(e).into())
+}
+
+/// Writes `manifest.json` atomically.
+fn write_manifest_file(dir: &Path, m: &Manifest) -> Result<(), sy_rundir::RunError> {
     sy_cli::atomic_write_json(&dir.join(Artifact::Manifest.file_name()), m)
-        .map_err(|e| RunFailure::Write(e).into())
 }
 
 /// How often the manifest's progress (units done) is rewritten during a run.
@@ -466,6 +483,8 @@ async fn run_on_target(
     // What the frontend lists now is "known since the start": a later HTTP 400 pinned to one of
     // these is a bad request, one pinned to an instance it lists only later is a discovery race.
     driver.learn_frontend_instances().await;
+    let gpus =
+        crate::estimate::GpuCount::of_target(&http, &driver, p, opts.describe.as_ref()).await;
 
     let warmup = warm_up(opts, p, &driver, &invocation_id, &cancel).await;
 
@@ -496,7 +515,7 @@ async fn run_on_target(
         },
     );
     if let Some(d) = &opts.describe {
-        manifest.deployment = Some(crate::manifest::DeploymentInfo::from_description(d));
+        manifest.deployment = Some(deployment_info(d));
     }
     write_manifest(&opts.run_dir, &manifest)?;
 
@@ -545,6 +564,7 @@ async fn run_on_target(
     Ok(RunSummary {
         manifest,
         interrupted,
+        gpus,
     })
 }
 
@@ -556,7 +576,7 @@ async fn warm_up(
     driver: &Arc<Driver>,
     invocation_id: &str,
     cancel: &Cancel,
-) -> Option<crate::warmup::WarmupSummary> {
+) -> Option<WarmupSummary> {
     let per_rank = opts
         .warmup
         .unwrap_or_else(|| crate::warmup::requests_per_rank(p, opts.target == TargetKind::Dynamo));
@@ -615,7 +635,7 @@ fn new_manifest(
 ) -> Manifest {
     let p = &plan.plan;
     Manifest {
-        schema_version: crate::manifest::MANIFEST_SCHEMA_VERSION,
+        schema_version: MANIFEST_SCHEMA_VERSION,
         tool: "sy-collect".into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
         run_id: run_id_for(plan),
@@ -684,14 +704,14 @@ struct SessionWork {
     units_run: u64,
     phases: BTreeMap<String, PhaseTime>,
     /// A record or manifest write failed: the run stopped.
-    write_error: Option<String>,
+    write_error: Option<WriteFailure>,
     /// The deployment refused a request as misconfigured: the run stopped.
     config_error: Option<String>,
 }
 
 /// Why a unit stopped the loop.
 enum Stop {
-    Write(String),
+    Write(WriteFailure),
     Config(String),
 }
 
@@ -770,7 +790,7 @@ impl UnitLoop<'_> {
         let cond = &self.schedule.conditions[unit.condition];
         progress.phase(cond.phase.as_str(), &cond.id);
         let unit_started = std::time::Instant::now();
-        let bg_before = PhaseTime::background_of(&self.driver.stats);
+        let bg_before = phase_background(&self.driver.stats);
         let mut attempt = 1u32;
         let result = loop {
             let result = self.runner.run(cond, unit.repeat, attempt).await;
@@ -785,7 +805,7 @@ impl UnitLoop<'_> {
             progress.error();
             self.sink
                 .retried(&result.records)
-                .map_err(|e| Stop::Write(e.to_string()))?;
+                .map_err(|e| Stop::Write(e.into()))?;
             self.back_off(&cond.id, unit.repeat, attempt).await;
             attempt += 1;
         };
@@ -794,11 +814,11 @@ impl UnitLoop<'_> {
         }
         self.sink
             .unit(&result.records)
-            .map_err(|e| Stop::Write(e.to_string()))?;
+            .map_err(|e| Stop::Write(e.into()))?;
         self.work.units_run += 1;
         let spent = PhaseTime::delta(
             &bg_before,
-            &PhaseTime::background_of(&self.driver.stats),
+            &phase_background(&self.driver.stats),
             unit_started.elapsed().as_secs_f64(),
         );
         self.work
@@ -833,7 +853,7 @@ impl UnitLoop<'_> {
     }
 
     /// The manifest follows the run (at most once a second): units done so far.
-    fn write_progress(&mut self, manifest: &mut Manifest) -> Result<(), String> {
+    fn write_progress(&mut self, manifest: &mut Manifest) -> Result<(), WriteFailure> {
         if self.last_progress_write.elapsed() < MANIFEST_PROGRESS_EVERY {
             return Ok(());
         }
@@ -841,7 +861,7 @@ impl UnitLoop<'_> {
         if let Some(s) = manifest.sessions.last_mut() {
             s.units_run = self.work.units_run;
         }
-        write_manifest(self.run_dir, manifest).map_err(|e| e.to_string())?;
+        write_manifest_file(self.run_dir, manifest)?;
         self.last_progress_write = std::time::Instant::now();
         Ok(())
     }
@@ -871,7 +891,7 @@ fn finish_session(
         .len() as u64;
     let ended = sy_rundir::now_rfc3339();
     let previous_retries = manifest.counts.retried_attempts;
-    manifest.counts = Counts::from_records(records, previous_retries + end.work.retried);
+    manifest.counts = counts_of(records, previous_retries + end.work.retried);
     let mut bg = manifest.background.clone();
     bg.requests += driver.stats.background_requests.load(Ordering::Relaxed);
     if let Ok(m) = driver.stats.background_errors.lock() {
@@ -919,7 +939,7 @@ fn finish_files(
     manifest: &mut Manifest,
     records: &[sy_records::Record],
     all_done: bool,
-    write_error: Option<String>,
+    write_error: Option<WriteFailure>,
 ) -> Result<(), CollectError> {
     let mut failure = write_error;
     manifest.records_files = None;
@@ -930,13 +950,13 @@ fn finish_files(
         }
     }
     manifest.complete = all_done && manifest.records_files.is_some();
-    if let Err(e) = write_manifest(dir, manifest) {
+    if let Err(e) = write_manifest_file(dir, manifest) {
         failure = Some(match failure {
-            Some(first) => format!(
-                "{first}; and {} could not be updated: {e}",
-                Artifact::Manifest.file_name()
-            ),
-            None => e.to_string(),
+            Some(first) => WriteFailure::AndManifest {
+                first: Box::new(first),
+                manifest: e,
+            },
+            None => WriteFailure::File(e),
         });
     }
     match failure {
@@ -949,15 +969,18 @@ fn finish_files(
 fn write_parquet_copy(
     dir: &Path,
     records: &[sy_records::Record],
-) -> Result<crate::manifest::RecordFiles, String> {
+) -> Result<RecordFiles, WriteFailure> {
     let jsonl = dir.join(Artifact::Records.file_name());
     let parquet = dir.join(Artifact::RecordsParquet.file_name());
-    sy_records::write_parquet(records, &parquet).map_err(|e| e.to_string())?;
-    let hash = |p: &Path| sy_cli::file_sha256(p).map_err(|e| e.to_string());
-    Ok(crate::manifest::RecordFiles {
+    sy_records::write_parquet(records, &parquet)?;
+    let hash = |p: &Path| sy_cli::file_sha256(p).map_err(WriteFailure::File);
+    Ok(RecordFiles {
         records: records.len() as u64,
         jsonl_bytes: std::fs::metadata(&jsonl)
-            .map_err(|e| format!("{}: {e}", jsonl.display()))?
+            .map_err(|source| WriteFailure::Metadata {
+                path: jsonl.clone(),
+                source,
+            })?
             .len(),
         jsonl_sha256: hash(&jsonl)?,
         parquet_sha256: hash(&parquet)?,

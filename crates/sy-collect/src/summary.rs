@@ -8,105 +8,23 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sy_records::{Record, Status};
+use sy_rundir::artifact::manifest::{KVsCached, PhaseTime, SummaryRow};
 
-/// Time and background traffic of one phase, summed over the sessions of a run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct PhaseTime {
-    /// Wall time spent running this phase's units (retries and back-off included).
-    pub seconds: f64,
-    /// Units completed (each two probes).
-    pub units: u64,
-    pub background_requests: u64,
-    /// Background failures by class.
-    pub background_errors: BTreeMap<String, u64>,
-}
-
-impl PhaseTime {
-    /// The background traffic counted in `stats` so far (subtract two of these for a delta).
-    pub fn background_of(stats: &sy_drive::Stats) -> PhaseTime {
-        PhaseTime {
-            background_requests: stats
-                .background_requests
-                .load(std::sync::atomic::Ordering::Relaxed),
-            background_errors: stats
-                .background_errors
-                .lock()
-                .map(|m| m.clone())
-                .unwrap_or_default(),
-            ..PhaseTime::default()
-        }
+/// The background traffic counted in `stats` so far (subtract two of these for a delta).
+pub fn phase_background(stats: &sy_drive::Stats) -> PhaseTime {
+    PhaseTime {
+        background_requests: stats
+            .background_requests
+            .load(std::sync::atomic::Ordering::Relaxed),
+        background_errors: stats
+            .background_errors
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default(),
+        ..PhaseTime::default()
     }
-
-    /// What happened between `before` and `after` (background counters), plus `seconds`.
-    pub fn delta(before: &PhaseTime, after: &PhaseTime, seconds: f64) -> PhaseTime {
-        let mut errors = BTreeMap::new();
-        for (k, v) in &after.background_errors {
-            let d = v.saturating_sub(before.background_errors.get(k).copied().unwrap_or(0));
-            if d > 0 {
-                errors.insert(k.clone(), d);
-            }
-        }
-        PhaseTime {
-            seconds,
-            units: 1,
-            background_requests: after
-                .background_requests
-                .saturating_sub(before.background_requests),
-            background_errors: errors,
-        }
-    }
-
-    pub fn add(&mut self, other: &PhaseTime) {
-        self.seconds += other.seconds;
-        self.units += other.units;
-        self.background_requests += other.background_requests;
-        for (k, v) in &other.background_errors {
-            *self.background_errors.entry(k.clone()).or_default() += v;
-        }
-    }
-}
-
-/// One row of the end-of-run table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SummaryRow {
-    pub phase: String,
-    pub model: String,
-    /// Probe records (one per probe of this model).
-    pub probes: u64,
-    pub ok: u64,
-    pub ttft_p50_ms: Option<f64>,
-    pub ttft_p90_ms: Option<f64>,
-    pub ttft_p99_ms: Option<f64>,
-    /// Failed probes by error class.
-    pub failures: BTreeMap<String, u64>,
-    /// The phase's background requests and failures (the same on each model's row of a phase).
-    pub phase_background_requests: u64,
-    pub phase_background_failures: u64,
-    /// The phase's wall time, and its probes (both models) per second.
-    pub phase_seconds: f64,
-    pub phase_probes_per_s: Option<f64>,
-    /// K (the selection service's overlap, what the fit indexes by) against the engine's own
-    /// `cached_tokens`, over the successful probes that report both.
-    #[serde(default)]
-    pub k_vs_cached: KVsCached,
-}
-
-/// How K compares with the engine's `cached_tokens` (see [`k_vs_cached`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KVsCached {
-    /// Probes with both K and `cached_tokens`.
-    pub checked: u64,
-    /// `cached_tokens = K`.
-    pub equal: u64,
-    /// K covers the whole prompt (K = N) and the engine reports less: it recomputed the block
-    /// holding the last prompt token, as vLLM does to get that token's logits
-    /// (docs/methodology.md, "K and the engine's cached tokens"). Expected; K stays the index.
-    pub full_hit_recomputed: u64,
-    /// Any other difference: the router's view and the engine's cache disagree (evicted blocks,
-    /// lost KV events, a block-size mismatch). Should be 0.
-    pub mismatch: u64,
 }
 
 /// One probe's K against its engine's cached tokens: defined with the data-quality check, which
@@ -130,7 +48,8 @@ fn tally_k_vs_cached(recs: &[&Record]) -> KVsCached {
     t
 }
 
-fn class_name<T: Serialize + std::fmt::Debug>(c: &T) -> String {
+/// The JSON name of an error class (its `Debug` name if it has none).
+pub(crate) fn class_name<T: Serialize + std::fmt::Debug>(c: &T) -> String {
     serde_json::to_value(c)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))

@@ -16,28 +16,13 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
 use sy_drive::{Driver, PromptFactory};
+use sy_rundir::artifact::manifest::WarmupSummary;
 
 use crate::plan::Plan;
 
 /// Warm-up requests per (worker, rank) by default on a real deployment.
 pub const DEFAULT_MAX_PER_RANK: u32 = 6;
-
-/// What the warm-up did (kept in the manifest).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct WarmupSummary {
-    /// (worker, rank) pairs warmed.
-    pub ranks: u64,
-    pub requests: u64,
-    pub failed: u64,
-    /// Prompt lengths used (tokens).
-    pub prompt_tokens: Vec<u64>,
-    pub seconds: f64,
-    /// The first failures (worker, rank and message), at most five.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub failures: Vec<String>,
-}
 
 /// The prompt lengths of `count` warm-up requests: spread over the plan's distinct lengths,
 /// smallest and largest first.

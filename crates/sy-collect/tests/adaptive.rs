@@ -262,3 +262,177 @@ fn dry_run_prints_the_adaptive_range_and_bad_sections_are_named() {
         stderr(&out)
     );
 }
+
+#[test]
+fn sigint_between_rounds_leaves_a_valid_run_and_resume_completes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // No verdict before 24 judged conditions: the rounds after round 0 cannot end the
+    // collection before the signal lands.
+    let plan = write(
+        dir.path(),
+        "plan.toml",
+        &PLAN.replace("min_conditions = 4", "min_conditions = 24"),
+    );
+    let run_dir = dir.path().join("run");
+    let child = bin()
+        .arg("--plan")
+        .arg(&plan)
+        .arg("--run-dir")
+        .arg(&run_dir)
+        .args(["--target", "sim", "--no-progress"])
+        .args(sim_args())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Round 0 looked at (it never stops: it only fits), round 1 not yet done.
+    let t = Instant::now();
+    while AdaptiveFile::read(&run_dir)
+        .ok()
+        .flatten()
+        .is_none_or(|f| f.looks.is_empty())
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "round 0 never ended"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--adaptive --resume"), "{err}");
+    // A valid run: the state reads, every recorded load unit was planned, the records are
+    // whole lines, and every reservation was released.
+    let f = state(&run_dir);
+    assert!(f.stopped.is_none(), "interrupted before a verdict");
+    assert!(!f.looks.is_empty());
+    let planned: BTreeSet<(String, u32)> = f
+        .rounds
+        .iter()
+        .flat_map(|r| r.units(f.spec.repeats))
+        .collect();
+    for r in records(&run_dir).iter().filter(|r| r.phase == Phase::Load) {
+        assert!(planned.contains(&(r.condition_id.clone(), r.repeat)));
+    }
+    let text = std::fs::read_to_string(run_dir.join("records.jsonl")).unwrap();
+    assert!(text.ends_with('\n'));
+    let m = manifest(&run_dir);
+    assert_eq!(m["loads_zero_at_end"], true, "{m}");
+    assert!(f.spent.is_some_and(|s| s.gpu_seconds > 0.0 && s.gpus == 4));
+
+    let args = sim_args();
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.push("--resume");
+    let out = run_sim(&plan, &run_dir, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let f = state(&run_dir);
+    assert!(f.stopped.is_some());
+    assert_units_match_rounds(&run_dir, &f);
+    assert_eq!(manifest(&run_dir)["complete"], true);
+}
+
+#[test]
+fn a_gpu_time_budget_stops_the_collection_with_budget_spent() {
+    let dir = tempfile::tempdir().unwrap();
+    // No verdict before 24 judged conditions (the grid has 24, 8 of them only fit): only a
+    // budget can stop it, and the GPU-time budget is the one that does.
+    let budget = 0.05;
+    let text = PLAN
+        .replace("min_conditions = 4", "min_conditions = 24")
+        .replace(
+            "epsilon_ms = 0.5",
+            &format!("budget_gpu_seconds = {budget}"),
+        );
+    let plan = write(dir.path(), "plan.toml", &text);
+    let run_dir = dir.path().join("run");
+    let args = sim_args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run_sim(&plan, &run_dir, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let f = state(&run_dir);
+    assert_eq!(f.stopped, Some(StopReason::Budget), "{f:?}");
+    let spent = f.spent.unwrap();
+    // The simulator serves each model with 2 workers of 1 rank.
+    assert_eq!(spent.gpus, 4);
+    assert!((spent.gpu_seconds - spent.seconds * 4.0).abs() < 1e-9);
+    let m = manifest(&run_dir);
+    let wall: f64 = m["phases"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|p| p["seconds"].as_f64().unwrap())
+        .sum();
+    assert!(
+        (spent.seconds - wall).abs() < 1e-9,
+        "the manifest's wall time"
+    );
+    // Round 0 always runs; a later round only when the budget left paid for it at the cost
+    // measured before it, so no later round overshoots by more than the cost's error.
+    let per_unit = spent.gpu_seconds_per_load_unit().unwrap();
+    if f.rounds.len() > 1 {
+        assert!(
+            spent.gpu_seconds <= budget + 2.0 * per_unit * 4.0,
+            "{spent:?}"
+        );
+    }
+    assert!(
+        f.drawn() < 24 && f.planned_units() < f.budget_units,
+        "the GPU budget, not the grid or the units, stopped it"
+    );
+    assert_units_match_rounds(&run_dir, &f);
+    let err = stderr(&out);
+    assert!(err.contains("of a budget of 0.05"), "{err}");
+    assert!(err.contains("budget is spent"), "{err}");
+}
+
+#[test]
+fn dry_run_json_has_the_adaptive_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        dir.path(),
+        "plan.toml",
+        &PLAN.replace("epsilon_ms = 0.5", "budget_gpu_seconds = 100.0"),
+    );
+    let out = bin()
+        .arg("--plan")
+        .arg(&plan)
+        .args(["--dry-run", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["load_units"], 48, "the dry run's own fields stay: {v}");
+    let a = &v["adaptive"];
+    assert_eq!(a["best_case_load_units"], 12, "{a}");
+    assert_eq!(a["budget_load_units"], 48, "{a}");
+    assert_eq!(a["gpu_budget"], 100.0);
+    let (lo, hi) = (
+        a["best_case_seconds"].as_f64().unwrap(),
+        a["budget_seconds"].as_f64().unwrap(),
+    );
+    assert!(0.0 < lo && lo < hi, "{a}");
+    assert!((hi - v["estimated_seconds"].as_f64().unwrap()).abs() < 1e-6);
+    // GPU-seconds need the target's GPUs: a pilot's (--target), not built-in speeds.
+    assert!(a["best_case_gpu_seconds"].is_null());
+
+    // A fixed plan's dry run has no `adaptive` field.
+    let fixed = write(
+        dir.path(),
+        "fixed.toml",
+        PLAN.split("[adaptive]").next().unwrap(),
+    );
+    let out = bin()
+        .arg("--plan")
+        .arg(&fixed)
+        .args(["--dry-run", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.get("adaptive").is_none(), "{v}");
+}

@@ -1,5 +1,6 @@
 //! Keeps `docs/architecture.md` true: its crate table lists exactly the workspace's members, and
-//! every library and tool crate of the table appears in its picture.
+//! every library and tool crate of the table appears in its picture; its run-artifact table names
+//! every artifact of the run directory's layout.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
@@ -85,4 +86,22 @@ fn crate_names_match_whole_words_only() {
         ),
         vec![("a-b".to_string(), "tool".to_string())]
     );
+}
+
+#[test]
+fn the_run_artifacts_table_names_every_artifact() {
+    let doc = std::fs::read_to_string(repo().join("docs/architecture.md")).unwrap();
+    let section = doc
+        .split("\n## Run artifacts\n")
+        .nth(1)
+        .expect("a `## Run artifacts` section");
+    let section = section.split("\n## ").next().unwrap_or_default();
+    for a in sy_rundir::Artifact::ALL {
+        let name = a.file_name();
+        assert!(
+            section.contains(&format!("`{name}`")) || section.contains(&format!("`{name}/`")),
+            "{name} ({}) is missing from docs/architecture.md's run-artifact table",
+            a.kind()
+        );
+    }
 }

@@ -22,10 +22,10 @@ use tokio::task::JoinSet;
 use crate::error::EvalError;
 use crate::observer::{DynamoObserver, unix_ms_now};
 use crate::plan::{BackgroundSpec, EvalPlan, Models};
-use crate::records::{
+use crate::sessions::{SessionSpec, TurnSpec};
+use sy_rundir::artifact::eval_block::{
     BLOCK_SCHEMA_VERSION, BackgroundSample, BlockResult, SessionRecord, TurnRecord,
 };
-use crate::sessions::{SessionSpec, TurnSpec};
 
 /// Everything a block needs besides its variant and round.
 #[derive(Debug, Clone)]

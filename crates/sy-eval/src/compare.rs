@@ -6,15 +6,14 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use sy_rundir::artifact::eval_block::{BlockResult, SessionRecord, TurnRecord};
 use sy_selector::{Model, Variant};
-
-use crate::records::{BlockResult, SessionRecord, TurnRecord};
 use sy_stats::sessions::{
     Distribution, Estimate, Summary, distribution, paired_mean_difference, summarise,
 };
 
-/// The comparison layout version of `comparison.json`.
-pub const COMPARISON_SCHEMA_VERSION: u32 = 1;
+/// Defined with the run directory's layout.
+pub use sy_rundir::COMPARISON_SCHEMA_VERSION;
 
 /// Mean think-time overshoot per think (ms) above which the client is said to lag its schedule.
 pub const LAG_LIMIT_MS: f64 = 10.0;
@@ -191,13 +190,14 @@ pub fn summarise_variant(variant: Variant, blocks: &[&BlockResult], seed: u64) -
         .filter_map(|t| t.uncached_input_tokens.map(|u| u as f64))
         .collect();
     let background: Vec<_> = blocks.iter().flat_map(|b| &b.background).collect();
-    let bg_values = |f: fn(&crate::records::BackgroundSample) -> Option<f64>| -> Vec<f64> {
-        background
-            .iter()
-            .filter(|b| b.ok)
-            .filter_map(|b| f(b))
-            .collect()
-    };
+    let bg_values =
+        |f: fn(&sy_rundir::artifact::eval_block::BackgroundSample) -> Option<f64>| -> Vec<f64> {
+            background
+                .iter()
+                .filter(|b| b.ok)
+                .filter_map(|b| f(b))
+                .collect()
+        };
     let overhead: Vec<f64> = turns.iter().map(|t| t.routing_overhead_ms).collect();
     let observe: Vec<f64> = turns.iter().filter_map(|t| t.observe_ms).collect();
     let sessions_ok = sessions.iter().filter(|s| s.ok).count();
@@ -518,7 +518,7 @@ fn warnings(summaries: &[VariantSummary], blocks: &[BlockResult]) -> Vec<String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::BLOCK_SCHEMA_VERSION;
+    use sy_rundir::artifact::eval_block::BLOCK_SCHEMA_VERSION;
 
     fn turn(variant: Variant, round: u32, session: u32, ttft: f64, changed: bool) -> TurnRecord {
         TurnRecord {

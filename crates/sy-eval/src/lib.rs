@@ -17,7 +17,7 @@
 //!   shapes ([`sy_drive::background`]), whose own latency is recorded (the effect on competing traffic);
 //! - **statistics** ([`stats`], [`compare`]): session completion time and per-turn TTFT with
 //!   grouped bootstrap intervals over sessions, and the paired difference to the baseline;
-//! - **records** ([`records`]): per turn the proposal, choice, reason, observations,
+//! - **records** ([`sy_rundir::artifact::eval_block`], written by [`block`]): per turn the proposal, choice, reason, observations,
 //!   predictions, worker, TTFT, full-response latency, uncached input and routing overhead; per
 //!   session the completion time.
 //!
@@ -31,7 +31,6 @@ pub mod limits;
 pub mod observer;
 pub mod plan;
 pub mod quiescence;
-pub mod records;
 pub mod report;
 pub mod run;
 pub mod sessions;

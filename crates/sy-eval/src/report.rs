@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use sy_report::{Bar, Bars, Lines, Plot, Report, Series};
 
 use crate::compare::{Comparison, VariantSummary};
-use crate::records::BlockResult;
+use sy_rundir::artifact::eval_block::BlockResult;
 use sy_stats::sessions::{Distribution, Estimate, Summary};
 
 fn est(e: &Estimate) -> String {

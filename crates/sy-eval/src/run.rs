@@ -15,9 +15,11 @@ use std::sync::Arc;
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sy_drive::{Endpoints, Target, TargetKind};
 use sy_dynamo::Cancel;
+use sy_rundir::Artifact;
+use sy_rundir::artifact::eval_manifest::EvalManifest;
 use sy_selector::{Bundle, Variant};
 
 use crate::block::{BlockId, BlockInputs, run_block};
@@ -25,19 +27,19 @@ use crate::compare::{Comparison, compare};
 use crate::error::EvalError;
 use crate::plan::{LoadedPlan, Order};
 use crate::quiescence::quiescent;
-use crate::records::BlockResult;
 use crate::sessions::{SessionSpec, TraceError, generate, read_trace};
+use sy_rundir::artifact::eval_block::BlockResult;
 
 /// The manifest file of a run directory.
-pub const MANIFEST_FILE: &str = sy_rundir::EVAL_MANIFEST_FILE;
+pub const MANIFEST_FILE: &str = Artifact::EvalManifest.file_name();
 /// Where finished blocks go.
-pub const BLOCKS_DIR: &str = "blocks";
+pub const BLOCKS_DIR: &str = Artifact::EvalBlocks.file_name();
 /// The comparison.
-pub const COMPARISON_FILE: &str = "comparison.json";
+pub const COMPARISON_FILE: &str = Artifact::Comparison.file_name();
 /// Every turn of every block, one JSON object per line.
-pub const TURNS_FILE: &str = "turns.jsonl";
+pub const TURNS_FILE: &str = Artifact::EvalTurns.file_name();
 /// Every session of every block.
-pub const SESSIONS_FILE: &str = "sessions.jsonl";
+pub const SESSIONS_FILE: &str = Artifact::EvalSessions.file_name();
 
 /// A run directory (or a file in it) that cannot be used for this evaluation: bad input,
 /// except a file that cannot be read.
@@ -104,32 +106,6 @@ pub struct RunOptions {
     /// An A/A check: the plan's first variant in both arms (twice the plan's rounds, half of
     /// them each arm; [`crate::compare::aa_arm`]).
     pub aa: bool,
-}
-
-/// What a run is, for `--resume` to check and a reader to trust.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EvalManifest {
-    pub schema_version: u32,
-    pub tool: String,
-    pub tool_version: String,
-    pub run_id: String,
-    pub plan_path: String,
-    pub plan_sha256: String,
-    pub bundle_path: String,
-    pub bundle_content_hash: String,
-    /// The bundle's own variant (the evaluation runs the plan's variants with its parameters).
-    pub bundle_variant: Variant,
-    pub seed: u64,
-    pub target: String,
-    pub frontend_url: Option<String>,
-    pub selection_url: Option<String>,
-    /// The block order: (round, variant) in the order they run.
-    pub blocks: Vec<(u32, Variant)>,
-    pub sessions_per_block: usize,
-    pub invocation_ids: Vec<String>,
-    pub started_at: String,
-    pub ended_at: Option<String>,
-    pub complete: bool,
 }
 
 /// What a finished run reports.
@@ -330,7 +306,7 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalE
     );
     let invocation_id = sy_drive::new_invocation_id();
     let fresh = EvalManifest {
-        schema_version: 1,
+        schema_version: sy_rundir::artifact::eval_manifest::EVAL_MANIFEST_SCHEMA_VERSION,
         tool: "sy-eval".into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
         run_id: format!("{}-{}", plan.plan.label(&plan.path), &invocation_id[..8]),

@@ -64,16 +64,21 @@ impl SessionSpec {
 /// A trace that cannot be used; names the file and line.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
-    #[error("cannot read trace {path}: {message}")]
-    Io { path: String, message: String },
-    #[error("trace {path} line {line}: {message}")]
+    #[error("cannot read trace {path}: {source}")]
+    Io {
+        path: String,
+        source: sy_rundir::RunError,
+    },
+    #[error("cannot read trace {path}: not UTF-8 text (invalid byte at offset {offset})")]
+    NotUtf8 { path: String, offset: usize },
+    #[error("trace {path} line {line}: {problem}")]
     Line {
         path: String,
         line: usize,
-        message: String,
+        problem: LineProblem,
     },
-    #[error("trace {path}: {message}")]
-    Whole { path: String, message: String },
+    #[error("trace {path}: no sessions (the file has no turn lines)")]
+    NoSessions { path: String },
     /// A session beyond the evaluation's bounds (the field and the limit).
     #[error("trace {path}: {field}: {message}")]
     Bound {
@@ -81,6 +86,28 @@ pub enum TraceError {
         field: String,
         message: String,
     },
+}
+
+/// What is wrong with one line of a trace.
+#[derive(Debug, thiserror::Error)]
+pub enum LineProblem {
+    #[error("{0}")]
+    Json(serde_json::Error),
+    #[error("`session` is empty")]
+    EmptySession,
+    #[error("`output_tokens` must be at least 1")]
+    NoOutput,
+    #[error(
+        "session `{session}`: turn {turn} where turn {expected} was expected (turns are numbered \
+         0, 1, … in file order)"
+    )]
+    TurnOrder {
+        session: String,
+        turn: u32,
+        expected: usize,
+    },
+    #[error("session `{0}`: turn 0 needs `append_tokens` ≥ 1 (its whole prompt)")]
+    NoPrompt(String),
 }
 
 fn draw(rng: &mut ChaCha8Rng, r: [u64; 2]) -> u64 {
@@ -140,15 +167,12 @@ pub fn read_trace(path: &Path) -> Result<Vec<SessionSpec>, TraceError> {
     let bytes = sy_rundir::read_input(path, crate::limits::MAX_TRACE_BYTES).map_err(|e| {
         TraceError::Io {
             path: name.clone(),
-            message: e.to_string(),
+            source: e,
         }
     })?;
-    let text = String::from_utf8(bytes).map_err(|e| TraceError::Io {
+    let text = String::from_utf8(bytes).map_err(|e| TraceError::NotUtf8 {
         path: name.clone(),
-        message: format!(
-            "not UTF-8 text (invalid byte at offset {})",
-            e.utf8_error().valid_up_to()
-        ),
+        offset: e.utf8_error().valid_up_to(),
     })?;
     parse_trace(&text, &name)
 }
@@ -159,39 +183,35 @@ pub fn parse_trace(text: &str, name: &str) -> Result<Vec<SessionSpec>, TraceErro
     let mut sessions: BTreeMap<String, Vec<TurnSpec>> = BTreeMap::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
-        let bad = |message: String| TraceError::Line {
+        let bad = |problem: LineProblem| TraceError::Line {
             path: name.to_string(),
             line,
-            message,
+            problem,
         };
         let trimmed = raw.trim();
         if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
         }
-        let t: TraceLine = serde_json::from_str(trimmed).map_err(|e| bad(e.to_string()))?;
+        let t: TraceLine = serde_json::from_str(trimmed).map_err(|e| bad(LineProblem::Json(e)))?;
         if t.session.is_empty() {
-            return Err(bad("`session` is empty".into()));
+            return Err(bad(LineProblem::EmptySession));
         }
         if t.output_tokens == 0 {
-            return Err(bad("`output_tokens` must be at least 1".into()));
+            return Err(bad(LineProblem::NoOutput));
         }
         let turns = sessions.entry(t.session.clone()).or_insert_with(|| {
             order.push(t.session.clone());
             Vec::new()
         });
         if t.turn as usize != turns.len() {
-            return Err(bad(format!(
-                "session `{}`: turn {} where turn {} was expected (turns are numbered 0, 1, … in file order)",
-                t.session,
-                t.turn,
-                turns.len()
-            )));
+            return Err(bad(LineProblem::TurnOrder {
+                session: t.session.clone(),
+                turn: t.turn,
+                expected: turns.len(),
+            }));
         }
         if t.turn == 0 && t.append_tokens == 0 {
-            return Err(bad(format!(
-                "session `{}`: turn 0 needs `append_tokens` ≥ 1 (its whole prompt)",
-                t.session
-            )));
+            return Err(bad(LineProblem::NoPrompt(t.session.clone())));
         }
         turns.push(TurnSpec {
             append_tokens: t.append_tokens,
@@ -201,9 +221,8 @@ pub fn parse_trace(text: &str, name: &str) -> Result<Vec<SessionSpec>, TraceErro
         });
     }
     if order.is_empty() {
-        return Err(TraceError::Whole {
+        return Err(TraceError::NoSessions {
             path: name.to_string(),
-            message: "no sessions (the file has no turn lines)".into(),
         });
     }
     Ok(order

@@ -69,7 +69,7 @@ pub struct FitArgs {
     pub cache: CacheArgs,
 }
 
-fn parse_fractions(s: &str) -> Result<SplitFractions, String> {
+fn parse_fractions(s: &str) -> Result<SplitFractions, sy_records::FractionsError> {
     s.parse()
 }
 
@@ -293,13 +293,13 @@ fn data_check(
     inputs: &[PathBuf],
     accept: bool,
 ) -> Result<Option<sy_calibration::fitting::DataCheck>, CliError> {
-    use sy_records::check::{CHECK_FILE, CheckOptions, CheckReport, judge_paths};
+    use sy_records::check::{CheckOptions, CheckReport, judge_paths};
     let mut runs = Vec::new();
     for dir in inputs
         .iter()
         .filter(|p| p.is_dir() && Artifact::Manifest.path(p).exists())
     {
-        let opts = std::fs::read_to_string(dir.join(CHECK_FILE))
+        let opts = std::fs::read_to_string(Artifact::Check.path(dir))
             .ok()
             .and_then(|t| serde_json::from_str::<CheckReport>(&t).ok())
             .map_or_else(CheckOptions::default, |c| c.options);

@@ -51,7 +51,7 @@ pub use codec::rows::records_to_frame;
 pub use codec::write::{
     PARQUET_ROW_GROUP_ROWS, parquet_bytes, write_csv, write_jsonl, write_parquet, write_records,
 };
-pub use error::{RecordsError, RowIssue};
+pub use error::{FormatError, ReadError, RecordsError, RowIssue, SplitsError, WriteError};
 pub use load::{
     FileSummary, LoadOptions, LoadedRecords, PickSummary, RUN_DIR_RECORD_FILES, RowOrigin,
     load_records, resolve_inputs, validate_record,
@@ -61,8 +61,8 @@ pub use record::{
     Background, ErrorClass, Model, ObservedFields, Phase, RECORD_SCHEMA_VERSION, Record, Status,
 };
 pub use splits::{
-    ConditionSplits, LoadConditions, SPLITS_SCHEMA_VERSION, Split, SplitCounts, SplitFractions,
-    SplitTable, assign_split, split_point,
+    ConditionSplits, FractionsError, LoadConditions, SPLITS_SCHEMA_VERSION, Split, SplitCounts,
+    SplitFractions, SplitTable, assign_split, split_point,
 };
 pub use table::{ConditionIndex, ProbePair, ProbeTable, Row, StagedCache};
 

@@ -276,10 +276,10 @@ pub fn pair_indices(records: &[Record]) -> Result<Vec<(usize, usize)>, RecordsEr
     let outcome = check_pairing(records, &describe, &|_| String::new());
     // The first problem found: a duplicate or mismatch as it is met, else an unpaired probe.
     match outcome.bad.into_iter().next() {
-        Some((i, _, msg)) => Err(RecordsError::Pairing(format!(
-            "run {:?}: {msg}",
-            records[i].run_id
-        ))),
+        Some((i, _, problem)) => Err(RecordsError::Pairing {
+            run: records[i].run_id.clone(),
+            problem,
+        }),
         None => Ok(outcome.pairs),
     }
 }

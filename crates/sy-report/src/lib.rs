@@ -34,10 +34,21 @@ pub const FIGURE_SIZE: (u32, u32) = (960, 600);
 /// Errors while drawing or writing.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
+    /// The figure could not be drawn (plotters' error, kept as its message: it is not `Send`,
+    /// and figures are drawn in parallel).
     #[error("cannot draw {name}: {message}")]
     Draw { name: String, message: String },
-    #[error("cannot write {path}: {message}")]
-    Write { path: PathBuf, message: String },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: sy_rundir::RunError,
+    },
+    /// The drawn PNG could not be renamed into place.
+    #[error("cannot write {path}: {source}")]
+    Rename {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("no usable font: {0}")]
     Font(String),
 }
@@ -150,9 +161,9 @@ pub enum Plot {
 pub fn render(plot: &Plot, dir: &Path, name: &str) -> Result<(), ReportError> {
     font()?;
     // A real directory (never a link planted in the run directory).
-    sy_rundir::ensure_dir(dir).map_err(|e| ReportError::Write {
+    sy_rundir::ensure_dir(dir).map_err(|source| ReportError::Write {
         path: dir.to_path_buf(),
-        message: e.to_string(),
+        source,
     })?;
     let err = |m: String| ReportError::Draw {
         name: name.to_string(),
@@ -164,9 +175,9 @@ pub fn render(plot: &Plot, dir: &Path, name: &str) -> Result<(), ReportError> {
         draw::draw(&area, plot).map_err(|e| err(e.to_string()))?;
     }
     let svg_path = dir.join(format!("{name}.svg"));
-    sy_rundir::atomic_write(&svg_path, svg.as_bytes()).map_err(|e| ReportError::Write {
+    sy_rundir::atomic_write(&svg_path, svg.as_bytes()).map_err(|source| ReportError::Write {
         path: svg_path.clone(),
-        message: e.to_string(),
+        source,
     })?;
     // PNG: plotters encodes by extension, so draw into a temporary `.png` beside the target and
     // rename it (atomic like every other output).
@@ -180,11 +191,11 @@ pub fn render(plot: &Plot, dir: &Path, name: &str) -> Result<(), ReportError> {
         let _ = std::fs::remove_file(&tmp);
         return Err(err(e.to_string()));
     }
-    std::fs::rename(&tmp, &png_path).map_err(|e| {
+    std::fs::rename(&tmp, &png_path).map_err(|source| {
         let _ = std::fs::remove_file(&tmp);
-        ReportError::Write {
+        ReportError::Rename {
             path: png_path.clone(),
-            message: e.to_string(),
+            source,
         }
     })
 }
@@ -246,9 +257,11 @@ impl Report {
             .par_iter()
             .try_for_each(|(name, plot)| render(plot, &plots, name))?;
         let path = self.dir.join(Artifact::Report.file_name());
-        sy_rundir::atomic_write(&path, self.md.as_bytes()).map_err(|e| ReportError::Write {
-            path: path.clone(),
-            message: e.to_string(),
+        sy_rundir::atomic_write(&path, self.md.as_bytes()).map_err(|source| {
+            ReportError::Write {
+                path: path.clone(),
+                source,
+            }
         })?;
         Ok(path)
     }

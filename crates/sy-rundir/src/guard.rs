@@ -17,6 +17,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::atomic::RunError;
+use crate::layout::Artifact;
 
 /// The lock file of a run directory (hidden; it holds the PID and command of the tool writing
 /// there, empty when none is).
@@ -150,23 +151,24 @@ pub enum RunKind {
     Evaluation,
 }
 
-/// The file that makes a directory an evaluation's (sy-eval's manifest).
-pub const EVAL_MANIFEST_FILE: &str = "eval-manifest.json";
-
 impl RunKind {
     /// Files only a run of this kind holds.
-    fn markers(self) -> &'static [&'static str] {
+    fn markers(self) -> &'static [Artifact] {
         match self {
             RunKind::Calibration => &[
-                "manifest.json",
-                "records.jsonl",
-                "records.parquet",
-                "splits.json",
-                "fit.json",
-                "margins.json",
-                "selection.json",
+                Artifact::Manifest,
+                Artifact::Records,
+                Artifact::RecordsParquet,
+                Artifact::Splits,
+                Artifact::Fit,
+                Artifact::Margins,
+                Artifact::Selection,
             ],
-            RunKind::Evaluation => &[EVAL_MANIFEST_FILE, "comparison.json", "blocks"],
+            RunKind::Evaluation => &[
+                Artifact::EvalManifest,
+                Artifact::Comparison,
+                Artifact::EvalBlocks,
+            ],
         }
     }
 
@@ -189,11 +191,11 @@ pub fn check_run_kind(dir: &Path, kind: RunKind) -> Result<(), RunError> {
     if let Some(found) = other
         .markers()
         .iter()
-        .find(|m| std::fs::symlink_metadata(dir.join(m)).is_ok())
+        .find(|m| std::fs::symlink_metadata(m.path(dir)).is_ok())
     {
         return Err(RunError::OtherTool {
             dir: dir.to_path_buf(),
-            file: dir.join(found),
+            file: found.path(dir),
             holds: other.describe(),
             wants: kind.describe(),
         });

@@ -1,15 +1,20 @@
-//! The run directory's layout: every artifact a calibration run holds, with its file name, the
-//! tool that writes it, its schema version and the checked read that refuses a file of another
-//! kind or version.
+//! The run directory's layout: every artifact a run holds, with its file name, the tool that
+//! writes it, its schema version and the checked read that refuses a file of another kind or
+//! version. This table is the one list of the run artifacts and their document types.
 //!
 //! ```text
-//! runs/demo/           what it holds (who writes it; the type it is read into)
-//!   plan.toml          the plan as collected (sy-collect)
+//! runs/demo/           what it holds (who writes it; its document type)
+//!   plan.toml          the plan as collected (sy-collect; sy_collect::plan::Plan, the tool's
+//!                      validated input)
 //!   records.jsonl      paired probe records, appended per unit (sy-collect; sy_records::Record)
-//!   attempts.jsonl     retried and incomplete attempts, never dropped (sy-collect)
+//!   attempts.jsonl     retried and incomplete attempts, never dropped (sy-collect;
+//!                      sy_records::Record)
 //!   records.parquet    the records, columnar (sy-collect, at the end of a run; sy_records::Record)
 //!   manifest.json      what was collected, against what, and whether it is complete
-//!                      (sy-collect; sy_collect::manifest::Manifest)
+//!                      (sy-collect; artifact::manifest::Manifest)
+//!   adaptive.json      the rounds and looks of an adaptive collection (sy-collect --adaptive;
+//!                      sy_collect::adaptive::AdaptiveFile)
+//!   check.json         the data-quality verdict (sy-collect check; artifact::check::CheckReport)
 //!   probe-table.cache  the validated, paired records as columns, for the next tool to map
 //!                      instead of reading the records again (the first calibration tool;
 //!                      sy_records::ProbeTable)
@@ -18,18 +23,33 @@
 //!   fit.json           Q tables, standardisers, ridge corrections (sy-fit;
 //!                      sy_calibration::fitting::FitFile)
 //!   margins.json       90th-percentile margins per estimator (sy-margin;
-//!                      sy_calibration::margins::MarginsFile)
+//!                      artifact::margins::MarginsFile)
 //!   selection.json     threshold search, evaluation, choice, intervals (sy-select;
 //!                      sy_select::select::SelectionFile)
 //!   bundle.json        the frozen rule (sy-select; read at run time: sy_selector::Bundle)
-//!   bundles/           one bundle per variant, same parameters (sy-select)
-//!   report.md, plots/  the report and its figures (sy-select)
-//!   .sy-rundir.lock       the lock of the tool writing here, with its PID and command
+//!   bundles/           one bundle per variant, same parameters (sy-select; sy_selector::Bundle)
+//!   report.md, plots/  the report and its figures (sy-select, or sy-eval in an evaluation)
+//!   .sy-rundir.lock    the lock of the tool writing here, with its PID and command
 //!                      ([`crate::RunLock`]; every writing tool)
+//!
+//! evals/demo/          an evaluation's directory (sy-eval)
+//!   eval-manifest.json the run: plan, bundle, seed, target, block order
+//!                      (artifact::eval_manifest::EvalManifest)
+//!   blocks/            one file per finished block (artifact::eval_block::BlockResult)
+//!   turns.jsonl        every turn of every block (artifact::eval_block::TurnRecord)
+//!   sessions.jsonl     every session of every block (artifact::eval_block::SessionRecord)
+//!   comparison.json    the paired comparison (sy_eval::compare::Comparison)
 //! ```
 //!
-//! The types live with the code that computes them (a library reads each one through
-//! [`read_artifact`], which checks the name, kind and version defined here).
+//! The document types are in [`crate::artifact`], except those whose members are another
+//! library's results, which this crate (depending only on `sy-selector` and serde) cannot
+//! name: the records, the probe table and the split table (`sy-records`: the record's columns,
+//! Parquet codec and memory-mapped table; the split table is built from records), `fit.json`
+//! (sy-stats intervals per coefficient), `selection.json` (the search, replay and sy-stats
+//! intervals of `sy-select`), `comparison.json` (sy-stats session estimates), `adaptive.json`
+//! (the adaptive design's rounds and looks) and the plan (the tool's input, validated by
+//! `sy-collect`). A reader reads each JSON document through [`read_artifact`], which checks
+//! the name, kind and version defined here.
 //!
 //! Every name above is defined here once; the tools take paths from [`Artifact::file_name`].
 
@@ -55,6 +75,16 @@ pub const FIT_SCHEMA_VERSION: u32 = 2;
 pub const MARGINS_SCHEMA_VERSION: u32 = 1;
 /// Version of the `selection.json` layout.
 pub const SELECTION_SCHEMA_VERSION: u32 = 1;
+/// Version of the `check.json` layout.
+pub const CHECK_SCHEMA_VERSION: u32 = 1;
+/// Version of the `adaptive.json` layout (`schemas/adaptive.schema.json`).
+pub const ADAPTIVE_SCHEMA_VERSION: u32 = 1;
+/// Version of the `eval-manifest.json` layout.
+pub const EVAL_MANIFEST_SCHEMA_VERSION: u32 = 1;
+/// Version of the `comparison.json` layout.
+pub const COMPARISON_SCHEMA_VERSION: u32 = 1;
+/// Version of an evaluation block's file (`blocks/`).
+pub const BLOCK_SCHEMA_VERSION: u32 = 1;
 
 /// One file or directory of a calibration run directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -73,11 +103,25 @@ pub enum Artifact {
     Bundles,
     Report,
     Plots,
+    /// `sy-collect --adaptive`'s rounds and looks.
+    Adaptive,
+    /// `sy-collect check`'s data-quality verdict.
+    Check,
+    /// An evaluation's manifest (its presence makes a directory an evaluation's).
+    EvalManifest,
+    /// An evaluation's paired comparison.
+    Comparison,
+    /// An evaluation's finished blocks, one file each.
+    EvalBlocks,
+    /// Every turn of every evaluation block.
+    EvalTurns,
+    /// Every session of every evaluation block.
+    EvalSessions,
 }
 
 impl Artifact {
     /// Every artifact, in the order a run produces them.
-    pub const ALL: [Artifact; 14] = [
+    pub const ALL: [Artifact; 21] = [
         Artifact::Plan,
         Artifact::Records,
         Artifact::Attempts,
@@ -92,6 +136,13 @@ impl Artifact {
         Artifact::Bundles,
         Artifact::Report,
         Artifact::Plots,
+        Artifact::Adaptive,
+        Artifact::Check,
+        Artifact::EvalManifest,
+        Artifact::Comparison,
+        Artifact::EvalBlocks,
+        Artifact::EvalTurns,
+        Artifact::EvalSessions,
     ];
 
     /// The JSON documents that carry a `schema_version` and have a checked read.
@@ -121,6 +172,13 @@ impl Artifact {
             Artifact::Bundles => "bundles",
             Artifact::Report => "report.md",
             Artifact::Plots => "plots",
+            Artifact::Adaptive => "adaptive.json",
+            Artifact::Check => "check.json",
+            Artifact::EvalManifest => "eval-manifest.json",
+            Artifact::Comparison => "comparison.json",
+            Artifact::EvalBlocks => "blocks",
+            Artifact::EvalTurns => "turns.jsonl",
+            Artifact::EvalSessions => "sessions.jsonl",
         }
     }
 
@@ -139,6 +197,13 @@ impl Artifact {
             Artifact::Bundle | Artifact::Bundles => "bundle",
             Artifact::Report => "report",
             Artifact::Plots => "plots",
+            Artifact::Adaptive => "adaptive design",
+            Artifact::Check => "data-quality check",
+            Artifact::EvalManifest => "evaluation manifest",
+            Artifact::Comparison => "comparison",
+            Artifact::EvalBlocks => "evaluation block",
+            Artifact::EvalTurns => "turns",
+            Artifact::EvalSessions => "sessions",
         }
     }
 
@@ -160,6 +225,13 @@ impl Artifact {
             | Artifact::Bundles
             | Artifact::Report
             | Artifact::Plots => "sy-select",
+            Artifact::Adaptive => "sy-collect --adaptive",
+            Artifact::Check => "sy-collect check",
+            Artifact::EvalManifest
+            | Artifact::Comparison
+            | Artifact::EvalBlocks
+            | Artifact::EvalTurns
+            | Artifact::EvalSessions => "sy-eval",
         }
     }
 
@@ -176,7 +248,16 @@ impl Artifact {
             Artifact::Margins => Some(MARGINS_SCHEMA_VERSION),
             Artifact::Selection => Some(SELECTION_SCHEMA_VERSION),
             Artifact::Bundle | Artifact::Bundles => Some(sy_selector::BUNDLE_SCHEMA_VERSION),
-            Artifact::Plan | Artifact::Report | Artifact::Plots => None,
+            Artifact::Check => Some(CHECK_SCHEMA_VERSION),
+            Artifact::Adaptive => Some(ADAPTIVE_SCHEMA_VERSION),
+            Artifact::EvalManifest => Some(EVAL_MANIFEST_SCHEMA_VERSION),
+            Artifact::Comparison => Some(COMPARISON_SCHEMA_VERSION),
+            Artifact::EvalBlocks => Some(BLOCK_SCHEMA_VERSION),
+            Artifact::Plan
+            | Artifact::Report
+            | Artifact::Plots
+            | Artifact::EvalTurns
+            | Artifact::EvalSessions => None,
         }
     }
 
@@ -218,10 +299,13 @@ pub enum ArtifactError {
     Read {
         path: PathBuf,
         artifact: Artifact,
-        source: std::io::Error,
+        source: ReadCause,
     },
-    #[error("{}: not valid JSON: {message}", path.display())]
-    NotJson { path: PathBuf, message: String },
+    #[error("{}: not valid JSON: {source}", path.display())]
+    NotJson {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
     #[error(
         "{}: this is a {} file (written by {}), not the {} file (written by {}) expected here",
         path.display(), found.kind(), found.written_by(), expected.kind(), expected.written_by()
@@ -249,6 +333,19 @@ pub enum ArtifactError {
     },
 }
 
+/// Why an artifact's file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadCause {
+    #[error("{0}")]
+    Io(std::io::Error),
+    /// Not a regular file (what it is instead).
+    #[error("{0}")]
+    NotRegular(&'static str),
+    /// The input check refused it.
+    #[error("{0}")]
+    File(Box<crate::RunError>),
+}
+
 impl ArtifactError {
     /// Every artifact error is bad input (exit code 2): the file given is not what the tool
     /// reads.
@@ -264,20 +361,20 @@ pub fn read_document(artifact: Artifact, path: &Path) -> Result<(String, Value),
         return Err(ArtifactError::Read {
             path: path.to_path_buf(),
             artifact,
-            source: std::io::Error::other(match e {
-                crate::RunError::NotRegular { what, .. } => what.to_string(),
-                other => other.to_string(),
-            }),
+            source: match e {
+                crate::RunError::NotRegular { what, .. } => ReadCause::NotRegular(what),
+                other => ReadCause::File(Box::new(other)),
+            },
         });
     }
-    let text = std::fs::read_to_string(path).map_err(|source| ArtifactError::Read {
+    let text = std::fs::read_to_string(path).map_err(|e| ArtifactError::Read {
         path: path.to_path_buf(),
         artifact,
-        source,
+        source: ReadCause::Io(e),
     })?;
-    let value: Value = serde_json::from_str(&text).map_err(|e| ArtifactError::NotJson {
+    let value: Value = serde_json::from_str(&text).map_err(|source| ArtifactError::NotJson {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        source,
     })?;
     check_document(artifact, path, &value)?;
     Ok((text, value))

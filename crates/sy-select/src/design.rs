@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 /// The file `sy-collect --adaptive` writes beside the records.
-const ADAPTIVE_FILE: &str = "adaptive.json";
+const ADAPTIVE_FILE: &str = sy_rundir::Artifact::Adaptive.file_name();
 
 fn adaptive_file_of(records: &Path) -> PathBuf {
     if records.is_dir() {
@@ -62,8 +62,22 @@ pub fn design_lines(records: &[PathBuf]) -> Vec<String> {
         let judged = look
             .and_then(|l| l["judged_conditions"].as_u64())
             .unwrap_or(0);
+        // What it spent: the run's wall time × the GPUs (or ranks) serving the two models.
+        let spent = doc["spent"]["gpu_seconds"]
+            .as_f64()
+            .map_or(String::new(), |g| {
+                let unit = if doc["spent"]["gpus_per_rank_known"].as_bool() == Some(true) {
+                    "GPU"
+                } else {
+                    "rank"
+                };
+                let budget = (doc["spec"]["budget_gpu_seconds"].as_f64())
+                    .filter(|b| *b > 0.0)
+                    .map_or(String::new(), |b| format!(" of a budget of {b}"));
+                format!(", {g:.0} {unit}-seconds spent{budget}")
+            });
         out.push(format!(
-            "Design: adaptive ({}): {rounds} rounds, stopped: {stopped}; at the stop {judged} conditions judged, change of `{}` versus Stage {sequence} (anytime-valid confidence sequence, α {}). The intervals below are the calibration's own, on all the records, as for a fixed plan.",
+            "Design: adaptive ({}): {rounds} rounds{spent}, stopped: {stopped}; at the stop {judged} conditions judged, change of `{}` versus Stage {sequence} (anytime-valid confidence sequence, α {}). The intervals below are the calibration's own, on all the records, as for a fixed plan.",
             path.display(),
             doc["judged_variant"].as_str().unwrap_or("?"),
             doc["spec"]["alpha"].as_f64().map_or("?".into(), |a| a.to_string()),
@@ -92,5 +106,18 @@ mod tests {
         assert_eq!(lines.len(), 1, "one line per run directory: {lines:?}");
         assert!(lines[0].contains("3 rounds, stopped: gain"), "{}", lines[0]);
         assert!(lines[0].contains("-10.0 ms, -18.5 to -1.5"), "{}", lines[0]);
+        std::fs::write(
+            dir.path().join(ADAPTIVE_FILE),
+            r#"{"rounds":[{}],"stopped":"budget","judged_variant":"cache",
+               "spec":{"alpha":0.05,"budget_gpu_seconds":100.0},"looks":[],
+               "spent":{"gpu_seconds":98.4,"gpus_per_rank_known":true}}"#,
+        )
+        .unwrap();
+        let lines = design_lines(&[dir.path().to_path_buf()]);
+        assert!(
+            lines[0].contains("1 rounds, 98 GPU-seconds spent of a budget of 100, stopped: budget"),
+            "{}",
+            lines[0]
+        );
     }
 }

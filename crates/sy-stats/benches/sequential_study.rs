@@ -13,7 +13,9 @@
 //!   conditions; after each round the asymptotic confidence sequence
 //!   (`sy_stats::sequential`, Waudby-Smith et al. 2024) of the per-condition changes, and a stop
 //!   as soon as its verdict is not *open*, or when the fixed plan's probes are spent (*open*:
-//!   the question stays open);
+//!   the question stays open); with `verdict_bounded`, what `sy-collect --adaptive` runs (a rule
+//!   that never acted needs the attainable change, the per-probe oracle's, within ε for *no
+//!   useful gain*; the candidate rule here acts in every world);
 //! - **naive**: the same rounds, but a fixed-sample Student-t interval recomputed after every
 //!   round and acted on at the first verdict: what repeated looks do to an interval that is not
 //!   built for them.
@@ -31,7 +33,7 @@
 
 use std::fmt::Write as _;
 
-use sy_stats::sequential::{SequentialConfig, Verdict, confidence_sequence, verdict};
+use sy_stats::sequential::{SequentialConfig, Verdict, confidence_sequence, verdict_bounded};
 use sy_stats::{BootstrapConfig, GroupDraws, Interval};
 
 #[path = "common/world.rs"]
@@ -148,8 +150,8 @@ fn fixed_verdict(i: &Interval, epsilon: f64) -> Verdict {
     }
 }
 
-/// Per condition: the mean over its first `repeats` probes of the rule's change versus Stage.
-fn condition_changes(p: &Probes, repeats: usize) -> Vec<f64> {
+/// Per condition: the mean over its first `repeats` probes of `value(probe)`.
+fn condition_means(p: &Probes, repeats: usize, value: impl Fn(usize) -> f64) -> Vec<f64> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < p.ids.len() {
@@ -158,7 +160,7 @@ fn condition_changes(p: &Probes, repeats: usize) -> Vec<f64> {
         let (mut sum, mut k) = (0.0, 0usize);
         while j < p.ids.len() && p.ids[j] == id {
             if k < repeats {
-                sum += p.cand[RULE][j] - p.stage[j];
+                sum += value(j);
                 k += 1;
             }
             j += 1;
@@ -211,7 +213,14 @@ fn one_study(s: Scenario, st: &Settings, truth: f64, seed: u64) -> [Outcome; 3] 
     // The adaptive and the naive designs: the same stream of conditions (another draw).
     let most = (fixed_probes as usize) / st.repeats;
     let stream = generate(s, most, &mut Rng::new(seed ^ 0x5eed_0000_0000));
-    let x = condition_changes(&stream, st.repeats);
+    // The rule's change, and the attainable one (the per-probe oracle's: what `sy-collect
+    // --adaptive` bounds a *no useful gain* answer with).
+    let x = condition_means(&stream, st.repeats, |j| {
+        stream.cand[RULE][j] - stream.stage[j]
+    });
+    let xo = condition_means(&stream, st.repeats, |j| {
+        (stream.oracle[j] - stream.stage[j]).min(0.0)
+    });
     let mut adaptive = None;
     let mut naive = None;
     let mut t = st.round;
@@ -220,7 +229,12 @@ fn one_study(s: Scenario, st: &Settings, truth: f64, seed: u64) -> [Outcome; 3] 
         let seen = &x[..t_now];
         if adaptive.is_none()
             && let Ok(cs) = confidence_sequence(seen, &st.seq)
-            && let Ok(v) = verdict(&cs, st.epsilon, &st.seq)
+            && let Ok(v) = verdict_bounded(
+                &cs,
+                confidence_sequence(&xo[..t_now], &st.seq).ok().as_ref(),
+                st.epsilon,
+                &st.seq,
+            )
             && (v.is_decided() || t_now == x.len())
         {
             adaptive = Some(Outcome {

@@ -195,6 +195,31 @@ pub fn verdict(
     })
 }
 
+/// The verdict of `change` (the judged rule's change versus Stage), guarded against a rule that
+/// never acted. A rule fitted on the first rounds may have too little data to clear its margin:
+/// it then keeps Stage's choice everywhere, its change is exactly zero in every condition, the
+/// plug-in standard deviation is zero and the sequence has width zero — "within ±ε" although it
+/// says nothing about the rules later rounds will fit. So when `change.sd` is zero a *no useful
+/// gain* verdict also needs `attainable` — the sequence of the per-condition oracle change (the
+/// mean over a condition's pairs of `min(0, TTFT_cap − TTFT_eff)`, the most any rule choosing
+/// per probe could gain) — to end above −ε; otherwise the verdict is *open*. A rule that acted
+/// somewhere is judged by its own sequence ([`verdict`]). Gain and loss are `change`'s alone,
+/// and the guard only makes *no useful gain* rarer, so every verdict keeps `change`'s level.
+pub fn verdict_bounded(
+    change: &SequenceInterval,
+    attainable: Option<&SequenceInterval>,
+    epsilon: f64,
+    cfg: &SequentialConfig,
+) -> Result<Verdict, SequentialError> {
+    let v = verdict(change, epsilon, cfg)?;
+    Ok(match (v, attainable) {
+        (Verdict::NoUsefulGain, _) if change.sd > 0.0 => v,
+        (Verdict::NoUsefulGain, Some(a)) if a.n >= cfg.min_n.max(2) && a.lo >= -epsilon => v,
+        (Verdict::NoUsefulGain, _) => Verdict::Open,
+        (v, _) => v,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,5 +344,57 @@ mod tests {
                 Verdict::Open => prop_assert!(cs.contains(0.0) && (cs.lo < -eps || cs.hi > eps)),
             }
         }
+    }
+
+    #[test]
+    fn a_rule_that_never_acted_needs_the_attainable_gain_within_epsilon() {
+        let cfg = SequentialConfig {
+            alpha: 0.05,
+            design_n: 20.0,
+            min_n: 10,
+        };
+        // A rule that never acted: every change exactly 0, a sequence of width 0.
+        let zero = confidence_sequence(&[0.0; 20], &cfg).unwrap();
+        assert_eq!(verdict(&zero, 2.0, &cfg).unwrap(), Verdict::NoUsefulGain);
+        // Where switching would have gained ~10 ms in a third of the conditions: open.
+        let big: Vec<f64> = (0..20)
+            .map(|i| if i % 3 == 0 { -10.0 } else { 0.0 })
+            .collect();
+        let big = confidence_sequence(&big, &cfg).unwrap();
+        assert_eq!(
+            verdict_bounded(&zero, Some(&big), 2.0, &cfg).unwrap(),
+            Verdict::Open
+        );
+        assert_eq!(
+            verdict_bounded(&zero, None, 2.0, &cfg).unwrap(),
+            Verdict::Open
+        );
+        // Where nothing could gain (the capable model slower everywhere): no useful gain.
+        let none = confidence_sequence(&[0.0; 20], &cfg).unwrap();
+        assert_eq!(
+            verdict_bounded(&zero, Some(&none), 2.0, &cfg).unwrap(),
+            Verdict::NoUsefulGain
+        );
+        // A rule that acted somewhere is judged by its own sequence.
+        let acted: Vec<f64> = (0..20)
+            .map(|i| if i % 5 == 0 { -0.5 } else { 0.0 })
+            .collect();
+        let acted = confidence_sequence(&acted, &cfg).unwrap();
+        assert_eq!(
+            verdict_bounded(&acted, Some(&big), 2.0, &cfg).unwrap(),
+            Verdict::NoUsefulGain
+        );
+        // Gain and loss are the change's alone.
+        let gain = confidence_sequence(
+            &[
+                -10.0, -11.0, -9.0, -10.5, -9.5, -10.0, -10.2, -9.8, -10.1, -9.9,
+            ],
+            &cfg,
+        )
+        .unwrap();
+        assert_eq!(
+            verdict_bounded(&gain, Some(&big), 2.0, &cfg).unwrap(),
+            Verdict::Gain
+        );
     }
 }

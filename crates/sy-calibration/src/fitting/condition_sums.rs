@@ -19,8 +19,8 @@ use sy_selector::{
 };
 
 use crate::fitting::fit::{
-    FitConfig, FitError, NoTarget, assign_folds, check_alpha_grid, condition_places, cv_and_solve,
-    load_rows, per_model, places_by_index, usable_row,
+    FitConfig, FitError, NoRowsCause, NoTarget, assign_folds, check_alpha_grid, condition_places,
+    cv_and_solve, load_rows, per_model, places_by_index, usable_row,
 };
 use crate::fitting::qbuild::{QBuildError, QTableReport, build_q_table};
 use crate::fitting::ridge::SuffStats;
@@ -164,12 +164,10 @@ fn model_estimators(
 ) -> Result<ModelEstimators, FitError> {
     let name = role.as_str();
     let (q, _) = model.q.clone()?;
-    let no_rows = |why: String| FitError::NoRows { model: name, why };
+    let no_rows = |why: NoRowsCause| FitError::NoRows { model: name, why };
     let standardiser = fit_moments(&model.sums, places)
         .standardiser()
-        .map_err(|_| {
-            no_rows("no ok load-phase records with valid N, R and P in the fit split".into())
-        })?;
+        .map_err(|_| no_rows(NoRowsCause::Features { skipped: None }))?;
     // `ei` indexes `Estimator::ALL` (blind, cache), as the targets do.
     let correction = |ei: usize| {
         let estimator = Estimator::ALL[ei].as_str();
@@ -178,9 +176,10 @@ fn model_estimators(
             .iter()
             .fold((0.0, 0.0), |(n, s), f| (n + f.n, s + f.sy));
         if n == 0.0 {
-            return Err(no_rows(format!(
-                "no fit-split row has a usable {estimator} target"
-            )));
+            return Err(no_rows(NoRowsCause::Target {
+                estimator,
+                skipped: None,
+            }));
         }
         let shift = sum / n;
         let z: Vec<SuffStats> = folds

@@ -28,7 +28,9 @@ use sy_selector::{
     Standardiser, quantile_unsorted, raw_features, regression_target,
 };
 
-use crate::fitting::qbuild::{QBuildError, QTableReport, build_q_table};
+/// The fit's errors (defined in `error.rs`).
+pub use crate::fitting::error::{AlphaGridError, FitError, NoRowsCause};
+use crate::fitting::qbuild::{QTableReport, build_q_table};
 use crate::fitting::ridge::{RidgeError, RidgeSolution, SuffStats, solve};
 
 /// Default number of cross-validation folds.
@@ -48,27 +50,23 @@ pub fn default_alpha_grid() -> Vec<f64> {
 }
 
 /// Parses an alpha grid: `LO:HI:COUNT` (COUNT log-spaced values from LO to HI) or a comma list.
-pub fn parse_alpha_grid(s: &str) -> Result<Vec<f64>, String> {
+pub fn parse_alpha_grid(s: &str) -> Result<Vec<f64>, AlphaGridError> {
     let grid: Vec<f64> = if s.contains(':') {
         let parts: Vec<&str> = s.split(':').map(str::trim).collect();
         let [lo, hi, count] = parts.as_slice() else {
-            return Err(format!(
-                "alpha grid {s:?}: expected LO:HI:COUNT, e.g. 1e-4:1e6:41"
-            ));
+            return Err(AlphaGridError::Shape(s.to_string()));
         };
         let lo: f64 = lo
             .parse()
-            .map_err(|_| format!("alpha grid: {lo:?} is not a number"))?;
+            .map_err(|_| AlphaGridError::NotNumber(lo.to_string()))?;
         let hi: f64 = hi
             .parse()
-            .map_err(|_| format!("alpha grid: {hi:?} is not a number"))?;
+            .map_err(|_| AlphaGridError::NotNumber(hi.to_string()))?;
         let count: usize = count
             .parse()
-            .map_err(|_| format!("alpha grid: {count:?} is not a count"))?;
+            .map_err(|_| AlphaGridError::NotCount(count.to_string()))?;
         if !(lo > 0.0 && hi > lo && lo.is_finite() && hi.is_finite()) || count < 2 {
-            return Err(format!(
-                "alpha grid {s:?}: need 0 < LO < HI (finite) and COUNT ≥ 2"
-            ));
+            return Err(AlphaGridError::Range(s.to_string()));
         }
         let (a, b) = (lo.log10(), hi.log10());
         (0..count)
@@ -79,15 +77,15 @@ pub fn parse_alpha_grid(s: &str) -> Result<Vec<f64>, String> {
             .map(|p| {
                 p.trim()
                     .parse::<f64>()
-                    .map_err(|_| format!("alpha grid: {p:?} is not a number"))
+                    .map_err(|_| AlphaGridError::NotNumber(p.to_string()))
             })
             .collect::<Result<_, _>>()?
     };
     if grid.is_empty() {
-        return Err("alpha grid is empty".to_string());
+        return Err(AlphaGridError::Empty);
     }
     if let Some(bad) = grid.iter().find(|a| !(a.is_finite() && **a >= 0.0)) {
-        return Err(format!("alpha grid: {bad} is not a finite alpha ≥ 0"));
+        return Err(AlphaGridError::NotAlpha(*bad));
     }
     let mut sorted = grid;
     sorted.sort_by(f64::total_cmp);
@@ -121,26 +119,6 @@ impl Default for FitConfig {
             parallel_models: true,
         }
     }
-}
-
-/// Why the fit cannot be made (all of these are the input's fault).
-#[derive(Debug, thiserror::Error)]
-pub enum FitError {
-    #[error(transparent)]
-    QTable(#[from] QBuildError),
-    #[error("the fit split has {0} condition(s); grouped cross-validation needs at least 2")]
-    TooFewConditions(usize),
-    #[error("no usable fit-split rows for the {model} model ({why})")]
-    NoRows { model: &'static str, why: String },
-    #[error("the {model} model's {estimator} correction: {source}")]
-    Ridge {
-        model: &'static str,
-        estimator: &'static str,
-        #[source]
-        source: RidgeError,
-    },
-    #[error("bad settings: {0}")]
-    Settings(String),
 }
 
 /// One point of the cross-validation curve.
@@ -295,7 +273,7 @@ fn deal_folds<T>(
         return Err(FitError::TooFewConditions(conds.len()));
     }
     if k < 2 {
-        return Err(FitError::Settings(format!("--folds must be ≥ 2, got {k}")));
+        return Err(FitError::Folds(k));
     }
     let k = k.min(conds.len());
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7379_2d66_6f6c_6473); // "sy-folds"
@@ -415,7 +393,7 @@ pub fn fit(
 /// Refuses an empty alpha grid (nothing to cross-validate).
 pub(crate) fn check_alpha_grid(config: &FitConfig) -> Result<(), FitError> {
     if config.alpha_grid.is_empty() {
-        return Err(FitError::Settings("the alpha grid is empty".to_string()));
+        return Err(FitError::EmptyAlphaGrid);
     }
     Ok(())
 }
@@ -596,9 +574,10 @@ fn model_correction(
             },
             CorrError::NoRows(skipped) => FitError::NoRows {
                 model: name,
-                why: format!(
-                    "no fit-split row has a usable {estimator} target; skipped: {skipped:?}"
-                ),
+                why: NoRowsCause::Target {
+                    estimator,
+                    skipped: Some(skipped),
+                },
             },
         })?;
     if report.alpha_at_grid_edge && config.alpha_grid.len() > 1 {
@@ -637,15 +616,15 @@ fn fit_model(
     if rows.is_empty() {
         return Err(FitError::NoRows {
             model: name,
-            why: format!(
-                "no ok load-phase records with valid N, R and P in the fit split; skipped: {skipped:?}"
-            ),
+            why: NoRowsCause::Features {
+                skipped: Some(skipped),
+            },
         });
     }
     let standardiser =
         Standardiser::fit(rows.iter().map(|r| r.raw)).map_err(|e| FitError::NoRows {
             model: name,
-            why: e.to_string(),
+            why: e.into(),
         })?;
     let std_report = StandardiserReport {
         rows: rows.len(),

@@ -19,12 +19,15 @@
 //! for `sy-margin` and `sy-select`.
 
 mod condition_sums;
+mod error;
 pub mod fit;
 pub mod fitfile;
 pub mod qbuild;
 pub mod ridge;
 
 pub use condition_sums::{ConditionSumsTable, KnownRow, KnownRows};
-pub use fit::{FitConfig, FitError, FitResult, ModelFit, ModelFits, fit};
+pub use fit::{
+    AlphaGridError, FitConfig, FitError, FitResult, ModelFit, ModelFits, NoRowsCause, fit,
+};
 pub use fitfile::{DataCheck, DataCheckRun, FIT_SCHEMA_VERSION, FitFile};
 pub use ridge::{FittedRidge, Ridge, RidgeError, SuffStats};

@@ -1,45 +1,14 @@
-//! The error of reading `margins.json` ([`MarginsFileError`]) and of computing it
-//! ([`MarginError`]: the `--level`, the inputs, the records against the split table, the
-//! output, or an estimator without a usable pair).
+//! The error of computing `margins.json` ([`MarginError`]: the `--level`, the inputs, the
+//! records against the split table, the output, or an estimator without a usable pair). The
+//! error of reading it is `sy_rundir::artifact::margins::MarginsFileError`, beside its type.
 //!
 //! Every message names the file and field and what was expected. The binaries turn it into
 //! `sy_cli::ToolError` at the edge (through `sy_rundir::Fault`, implemented at the end).
 
-use std::path::PathBuf;
-
 use sy_records::RecordsError;
-use sy_rundir::{ArtifactError, RunError};
+use sy_rundir::RunError;
 
 use crate::inputs::InputsError;
-
-/// Why a `margins.json` cannot be used (always the input's fault).
-#[derive(Debug, thiserror::Error)]
-pub enum MarginsFileError {
-    /// Not readable, not JSON, another kind of file, another version, or not the layout (the
-    /// member is named).
-    #[error(transparent)]
-    Artifact(#[from] ArtifactError),
-    #[error(
-        "{}: field `{field}` = {value}, expected a finite non-negative number of ms of at most \
-         {} (one hour)",
-        path.display(),
-        sy_selector::MAX_PLAUSIBLE_MS
-    )]
-    Delta {
-        path: PathBuf,
-        field: &'static str,
-        value: f64,
-    },
-}
-
-impl MarginsFileError {
-    /// Always: a margins file that cannot be used is the input's fault (exit code 2).
-    pub fn is_bad_input(&self) -> bool {
-        true
-    }
-}
-
-sy_rundir::impl_fault!(MarginsFileError);
 
 /// Why `sy-margin` cannot compute or write the margins.
 #[derive(Debug, thiserror::Error)]

@@ -30,84 +30,24 @@ pub mod stats;
 pub mod testkit;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 use sy_records::{ProbePair, condition_key};
-use sy_rundir::Artifact;
-use sy_selector::{
-    CandidateFeatures, Estimator, InputFile, Observation, PredictError, predict_prepared,
-};
+use sy_selector::{CandidateFeatures, Estimator, Observation, PredictError, predict_prepared};
 
 pub use crate::inputs::FitEstimators;
-pub use error::{MarginError, MarginsFileError};
+pub use error::MarginError;
 pub use run::{MarginOptions, write_margins};
-pub use stats::{
-    AdvantageError, ConditionMaxima, ConditionScore, MarginEstimate, RepeatSummary,
-    margin_from_pairs,
+pub use stats::{AdvantageError, ConditionMaxima, margin_from_pairs};
+/// `margins.json`'s document, its read and its error: defined with the run directory's
+/// artifacts; re-exported here beside the computation that fills it.
+pub use sy_rundir::artifact::margins::{
+    ConditionScore, EstimatorMargin, MARGINS_SCHEMA_VERSION, MarginEstimate, MarginsFile,
+    MarginsFileError, RepeatSummary,
 };
-/// Defined with the run directory's layout (`sy_rundir::layout`).
-pub use sy_rundir::MARGINS_SCHEMA_VERSION;
 /// The proposal's percentile level.
 pub const DEFAULT_LEVEL: f64 = 0.9;
 /// Fewer conditions than this and the margin is unreliable: warn.
 pub const MIN_CONDITIONS: u64 = 10;
-
-/// The margin of one estimator plus why pairs were excluded.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EstimatorMargin {
-    #[serde(flatten)]
-    pub estimate: MarginEstimate,
-    /// Excluded pairs by reason (`invalid_input`, `out_of_range`, `non_positive`).
-    pub excluded_by_reason: BTreeMap<String, u64>,
-}
-
-/// `margins.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MarginsFile {
-    pub schema_version: u32,
-    /// `sy-margin` and its version.
-    pub tool_versions: BTreeMap<String, String>,
-    /// Records, fit.json and splits.json with their SHA-256.
-    pub input_files: Vec<InputFile>,
-    pub split_seed: u64,
-    /// The split the margins come from (always `uncertainty`).
-    pub split: String,
-    /// The percentile level (0.9).
-    pub level: f64,
-    /// Load-phase paired probes in the uncertainty split.
-    pub pairs_in_split: u64,
-    /// Of those, pairs where a candidate has no measured TTFT (failed probe): not used.
-    pub pairs_unmeasured: u64,
-    /// The margin of `blind` (ms): `blind.delta_ms`.
-    pub delta_blind_ms: f64,
-    /// The margin of `cache` (ms): `cache.delta_ms`.
-    pub delta_cache_ms: f64,
-    pub blind: EstimatorMargin,
-    pub cache: EstimatorMargin,
-    /// Human-readable warnings (too few conditions, excluded pairs).
-    pub warnings: Vec<String>,
-}
-
-impl MarginsFile {
-    /// Reads and checks a `margins.json`.
-    pub fn read(path: &Path) -> Result<MarginsFile, MarginsFileError> {
-        let m: MarginsFile = sy_rundir::read_artifact(Artifact::Margins, path)?;
-        for (field, value) in [
-            ("delta_blind_ms", m.delta_blind_ms),
-            ("delta_cache_ms", m.delta_cache_ms),
-        ] {
-            if !(value.is_finite() && (0.0..=sy_selector::MAX_PLAUSIBLE_MS).contains(&value)) {
-                return Err(MarginsFileError::Delta {
-                    path: path.to_path_buf(),
-                    field,
-                    value,
-                });
-            }
-        }
-        Ok(m)
-    }
-}
 
 fn exclusion_reason(e: &PredictError) -> &'static str {
     match e {

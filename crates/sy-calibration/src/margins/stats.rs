@@ -2,7 +2,7 @@
 //! per-condition scores. Pure functions, no I/O. The percentile is the runtime crate's
 //! [`sy_selector::quantile_sorted`] (one definition).
 
-use serde::{Deserialize, Serialize};
+use sy_rundir::artifact::margins::{ConditionScore, MarginEstimate, RepeatSummary};
 use sy_selector::quantile_sorted;
 
 /// The rank `k = ⌈level · (G + 1)⌉` of the split-conformal order statistic among `g` scores
@@ -86,55 +86,6 @@ impl ConditionMaxima {
         sorted.sort_by(f64::total_cmp);
         margin_of_sorted_scores(&sorted, level)
     }
-}
-
-/// One condition's score: the largest absolute advantage error over its repeats.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ConditionScore {
-    pub condition_id: String,
-    /// max over repeats of |predicted − measured| (ms).
-    pub score_ms: f64,
-    /// Paired probes (repeats) that entered the score.
-    pub repeats: u64,
-}
-
-/// Distribution of repeats per condition.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RepeatSummary {
-    pub min: u64,
-    pub median: f64,
-    pub mean: f64,
-    pub max: u64,
-}
-
-/// The margin of one estimator with everything needed to judge it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MarginEstimate {
-    /// The margin (the proposal's definition): 90th percentile across conditions of each
-    /// condition's largest absolute advantage error (ms). `None` without any condition.
-    pub delta_ms: Option<f64>,
-    /// The percentile level used (0.9).
-    pub level: f64,
-    /// G: the number of conditions with at least one usable pair.
-    pub conditions: u64,
-    /// The split-conformal bound: the `⌈level · (G + 1)⌉`-th smallest condition score (`None` =
-    /// infinite: too few conditions).
-    pub conformal_ms: Option<f64>,
-    /// Its rank `⌈level · (G + 1)⌉`.
-    pub conformal_rank: u64,
-    /// The margin a per-probe percentile would give (every pair's absolute error pooled, same
-    /// level): it does not grow with the number of repeats.
-    pub per_probe_delta_ms: Option<f64>,
-    /// Pairs that entered the scores.
-    pub pairs_used: u64,
-    /// Pairs excluded because a prediction was invalid, non-finite or non-positive.
-    pub pairs_excluded: u64,
-    /// Repeats per condition.
-    pub repeats: Option<RepeatSummary>,
-    /// Mean signed error predicted − measured over the used pairs (ms): the estimator's bias.
-    pub mean_error_ms: Option<f64>,
-    /// The per-condition scores, sorted by score (for the report's CDF).
-    pub condition_scores: Vec<ConditionScore>,
 }
 
 /// Computes the margin from the pairs of one estimator. Pairs are grouped by condition id in the

@@ -29,7 +29,7 @@ use sy_selector::{
     CandidateFeatures, DecisionInput, Estimator, GuardLimits, Margins, Model, RuleParams,
     Thresholds, Variant,
 };
-use sy_stats::sequential::{SequenceInterval, Verdict, confidence_sequence, verdict};
+use sy_stats::sequential::{SequenceInterval, Verdict, confidence_sequence, verdict_bounded};
 
 use super::design::{ConditionAdvantage, RoundPlan, UnitKey};
 use super::error::AdaptiveError;
@@ -51,6 +51,12 @@ pub struct Look {
     pub unjudged_conditions: u64,
     /// The confidence sequence of the change versus Stage (ms), once 2 conditions are judged.
     pub sequence: Option<SequenceInterval>,
+    /// The confidence sequence of the attainable change (ms): per judged condition the mean of
+    /// `min(0, TTFT_cap − TTFT_eff)` over its pairs, the most any rule could gain there. While
+    /// the judged rule has not acted in any judged condition, a *no useful gain* verdict needs
+    /// its lower end within ε ([`verdict_bounded`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attainable: Option<SequenceInterval>,
     pub verdict: Verdict,
     /// The latest rule's cache margin (ms), when fitted.
     pub margin_cache_ms: Option<f64>,
@@ -126,19 +132,27 @@ pub fn fit_rule(records: &[Record], seed: u64, round: u32) -> Result<RuleParams,
     })
 }
 
-/// Per condition of `records` (load phase, first-pass repeats `< repeats`): the mean over its
-/// measured pairs of the judged variant's selected TTFT minus Stage's; `None` for a condition
-/// without a measured pair.
+/// One judged condition's values (ms, means over its measured first-pass pairs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConditionChange {
+    /// The judged variant's selected TTFT minus Stage's.
+    pub change: f64,
+    /// `min(0, TTFT_cap − TTFT_eff)`: the oracle's change, the most any rule could gain.
+    pub attainable: f64,
+}
+
+/// Per condition of `records` (load phase, first-pass repeats `< repeats`): its
+/// [`ConditionChange`]; `None` for a condition without a measured pair.
 pub fn condition_changes(
     params: &RuleParams,
     records: &[Record],
     repeats: u32,
-) -> Result<BTreeMap<String, Option<f64>>, AdaptiveError> {
+) -> Result<BTreeMap<String, Option<ConditionChange>>, AdaptiveError> {
     let first_pass: Vec<Record> = (records.iter())
         .filter(|r| r.phase == Phase::Load && r.repeat < repeats)
         .cloned()
         .collect();
-    let mut out: BTreeMap<String, (f64, u32)> = BTreeMap::new();
+    let mut out: BTreeMap<String, (f64, f64, u32)> = BTreeMap::new();
     let mut seen: BTreeSet<String> = first_pass.iter().map(|r| r.condition_id.clone()).collect();
     if first_pass.is_empty() {
         return Ok(BTreeMap::new());
@@ -160,14 +174,22 @@ pub fn condition_changes(
         };
         let d = sy_selector::decide(params, JUDGED_VARIANT, &input);
         let selected = if d.choice == Model::Capable { c } else { e };
-        let entry = out.entry(p.condition_id().to_string()).or_insert((0.0, 0));
+        let entry = out
+            .entry(p.condition_id().to_string())
+            .or_insert((0.0, 0.0, 0));
         entry.0 += selected - e;
-        entry.1 += 1;
+        entry.1 += (c - e).min(0.0);
+        entry.2 += 1;
     }
-    let mut result: BTreeMap<String, Option<f64>> = BTreeMap::new();
-    for (id, (sum, n)) in out {
+    let mut result: BTreeMap<String, Option<ConditionChange>> = BTreeMap::new();
+    for (id, (sum, oracle, n)) in out {
         seen.remove(&id);
-        result.insert(id, Some(sum / f64::from(n)));
+        let n = f64::from(n);
+        let change = ConditionChange {
+            change: sum / n,
+            attainable: oracle / n,
+        };
+        result.insert(id, Some(change));
     }
     for id in seen {
         result.insert(id, None);
@@ -193,6 +215,7 @@ pub fn look(
 ) -> Result<Look, AdaptiveError> {
     let mut earlier: BTreeSet<UnitKey> = BTreeSet::new();
     let mut values: Vec<f64> = Vec::new();
+    let mut attainable: Vec<f64> = Vec::new();
     let mut unjudged = 0u64;
     let mut last_margin = None;
     for (i, round) in rounds.iter().enumerate() {
@@ -219,7 +242,10 @@ pub fn look(
             // In the round's draw order (the order the sequence reads them).
             for id in &round.new_conditions {
                 match changes.get(id).copied().flatten() {
-                    Some(v) => values.push(v),
+                    Some(v) => {
+                        values.push(v.change);
+                        attainable.push(v.attainable);
+                    }
                     None => unjudged += 1,
                 }
             }
@@ -232,8 +258,13 @@ pub fn look(
     } else {
         None
     };
+    let attainable = if attainable.len() >= 2 {
+        Some(confidence_sequence(&attainable, &cfg)?)
+    } else {
+        None
+    };
     let verdict = match &sequence {
-        Some(cs) => verdict(cs, spec.epsilon_ms, &cfg)?,
+        Some(cs) => verdict_bounded(cs, attainable.as_ref(), spec.epsilon_ms, &cfg)?,
         None => Verdict::Open,
     };
     let load_units = (records.iter())
@@ -247,6 +278,7 @@ pub fn look(
         judged_conditions: values.len() as u64,
         unjudged_conditions: unjudged,
         sequence,
+        attainable,
         verdict,
         margin_cache_ms: last_margin,
     })
@@ -368,7 +400,12 @@ mod tests {
         let changes = condition_changes(&params, &drawn, 2).unwrap();
         assert_eq!(changes.len(), 20);
         for (id, v) in &changes {
-            let v = v.unwrap();
+            let ConditionChange {
+                change: v,
+                attainable,
+            } = v.unwrap();
+            // The oracle gains at least as much as the rule.
+            assert!(attainable <= v.min(0.0) + 1e-9, "{id}: {attainable} vs {v}");
             // Selected minus Stage is 0 where the rule keeps efficient, else cap − eff of the
             // pairs it switched: never beyond the condition's largest |cap − eff|.
             let worst = (drawn.iter())

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use sy_records::Phase;
 
 use super::spec::AdaptiveSpec;
+use super::state::Spent;
 use crate::schedule::Schedule;
 
 /// A unit: (condition id, repeat).
@@ -153,6 +154,20 @@ pub fn next_round(
     })
 }
 
+/// Load units the rest of a GPU-time budget pays for at the cost per load unit measured so far:
+/// `None` when there is no GPU-time budget (`budget_gpu_seconds` 0) or nothing measured yet
+/// (round 0 always runs: it measures the cost).
+pub fn gpu_affordable_units(budget_gpu_seconds: f64, spent: Option<&Spent>) -> Option<u64> {
+    if budget_gpu_seconds <= 0.0 {
+        return None;
+    }
+    let spent = spent?;
+    let per_unit = spent.gpu_seconds_per_load_unit()?;
+    let left = (budget_gpu_seconds - spent.gpu_seconds).max(0.0);
+    // Saturating float-to-int conversion: a huge budget pays for u64::MAX units.
+    Some((left / per_unit).floor() as u64)
+}
+
 /// The dry run's range of an adaptive plan, in load units: the fewest a verdict can take (the
 /// first round, then rounds until `min_conditions` conditions are judged) and the budget.
 pub fn unit_range(spec: &AdaptiveSpec, load_conditions: u64, budget: u64) -> (u64, u64) {
@@ -232,6 +247,46 @@ mod tests {
                 ("near".to_string(), 2),
                 ("far".to_string(), 2)
             ]
+        );
+    }
+
+    #[test]
+    fn the_gpu_budget_pays_for_the_units_its_rest_buys_at_the_measured_cost() {
+        // 10 load units took 5 s on 4 GPUs: 2 GPU-seconds each; 30 s spent in all (Q grid too).
+        let spent = Spent {
+            seconds: 7.5,
+            load_units: 10,
+            load_seconds: 5.0,
+            gpus: 4,
+            gpus_per_rank_known: false,
+            gpu_seconds: 30.0,
+        };
+        assert_eq!(spent.gpu_seconds_per_load_unit(), Some(2.0));
+        assert_eq!(gpu_affordable_units(41.0, Some(&spent)), Some(5));
+        assert_eq!(gpu_affordable_units(31.9, Some(&spent)), Some(0));
+        assert_eq!(
+            gpu_affordable_units(20.0, Some(&spent)),
+            Some(0),
+            "overspent"
+        );
+        assert_eq!(gpu_affordable_units(0.0, Some(&spent)), None, "no budget");
+        assert_eq!(gpu_affordable_units(41.0, None), None, "round 0 runs");
+        let nothing = Spent {
+            load_units: 0,
+            load_seconds: 0.0,
+            ..spent
+        };
+        assert_eq!(gpu_affordable_units(41.0, Some(&nothing)), None);
+        // A round the GPU budget cannot pay one condition of is not planned.
+        let order = ids(10);
+        let units = gpu_affordable_units(33.0, Some(&spent)).unwrap();
+        assert!(next_round(1, &order, 4, &spec(), units.min(100), vec![]).is_none());
+        let units = gpu_affordable_units(41.0, Some(&spent)).unwrap();
+        let r = next_round(1, &order, 4, &spec(), units.min(100), vec![]).unwrap();
+        assert_eq!(
+            r.units(2).len(),
+            4,
+            "2 conditions × 2 repeats of the 5 units paid"
         );
     }
 

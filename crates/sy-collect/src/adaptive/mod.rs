@@ -28,10 +28,12 @@
 pub mod decide;
 pub mod design;
 pub mod error;
+pub mod range;
 pub mod spec;
 pub mod state;
 
 pub use error::AdaptiveError;
+pub use range::{AdaptiveRange, DryRunReport, dry_run_range};
 pub use spec::AdaptiveSpec;
 pub use state::{ADAPTIVE_FILE, AdaptiveFile, StopReason};
 
@@ -42,6 +44,35 @@ use crate::results;
 use crate::run::{RunOptions, RunSummary, run_selected};
 use crate::schedule::Schedule;
 use crate::{CollectError, estimate};
+
+/// Whether Ctrl-C was pressed since [`Interrupt::listen`] (the listener lives as long as this).
+struct Interrupt {
+    flag: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Interrupt {
+    fn listen() -> Interrupt {
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let set = flag.clone();
+        let task = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                set.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+        Interrupt { flag, task }
+    }
+
+    fn happened(&self) -> bool {
+        self.flag.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Interrupt {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
 
 /// What an adaptive collection did.
 #[derive(Debug, Clone)]
@@ -100,7 +131,13 @@ fn plan_next_round(
     records: &[sy_records::Record],
 ) -> bool {
     let spec = state.spec.clone();
-    let budget_left = state.budget_units.saturating_sub(state.planned_units());
+    let units_left = state.budget_units.saturating_sub(state.planned_units());
+    // The GPU-time budget, when there is one, in the load units its rest pays for.
+    let budget_left =
+        match design::gpu_affordable_units(spec.budget_gpu_seconds, state.spent.as_ref()) {
+            Some(paid) => units_left.min(paid),
+            None => units_left,
+        };
     let load_repeats = plan.plan.load.as_ref().map_or(0, |l| l.repeats);
     let refine = match state.looks.last().and_then(|l| l.margin_cache_ms) {
         Some(margin) if spec.refine_units > 0 => design::uncertain_first(
@@ -148,7 +185,18 @@ pub async fn run_adaptive(
     let order = design::draw_order(&schedule, state.seed);
     let mut last = None;
     let mut sessions = 0u32;
+    // Ctrl-C between rounds (while a look refits, or before the next session has its own
+    // handler) ends the collection after the current step, with its files written.
+    let between = Interrupt::listen();
     while state.stopped.is_none() {
+        if between.happened() {
+            state.write(&opts.run_dir)?;
+            return Ok(AdaptiveOutcome {
+                file: state,
+                last,
+                interrupted: true,
+            });
+        }
         if state.looks.len() == state.rounds.len() {
             let records = results::read_all(&opts.run_dir)?;
             let more = plan_next_round(&mut state, &plan, &order, &records);
@@ -172,8 +220,23 @@ pub async fn run_adaptive(
         let summary = run_selected(plan.clone(), round_opts, Some(&units)).await?;
         sessions += 1;
         let interrupted = summary.interrupted;
+        let gpus = summary
+            .gpus
+            .or(state.spent.map(|s| s.gpu_count()))
+            .unwrap_or_else(|| {
+                tracing::warn!(
+                    "adaptive: the selection service lists no workers: GPU time counted as wall \
+                     time × 1"
+                );
+                estimate::GpuCount {
+                    gpus: 1,
+                    per_rank_known: false,
+                }
+            });
+        state.spent = Some(state::Spent::of(&summary.manifest, gpus));
         last = Some(summary);
         if interrupted {
+            state.write(&opts.run_dir)?;
             return Ok(AdaptiveOutcome {
                 file: state,
                 last,
@@ -197,43 +260,4 @@ pub async fn run_adaptive(
         last,
         interrupted: false,
     })
-}
-
-/// The dry run's range of an adaptive plan: (best case, budget) in load units and estimated
-/// seconds (built-in speeds), besides the Q grid's fixed part.
-pub fn dry_run_range(plan: &crate::plan::Plan) -> Option<AdaptiveRange> {
-    let spec = plan.adaptive.as_ref()?;
-    let conditions = Schedule::conditions_of(plan);
-    let load: Vec<_> = (conditions.iter())
-        .filter(|(c, _)| c.phase == sy_records::Phase::Load)
-        .collect();
-    let budget = spec.budget(plan);
-    let (best, most) = design::unit_range(spec, load.len() as u64, budget);
-    // Seconds per load unit: the grid's average (the rounds draw it at random).
-    let per_unit = if load.is_empty() {
-        0.0
-    } else {
-        load.iter()
-            .map(|(c, _)| estimate::unit_cost_seconds(plan, c))
-            .sum::<f64>()
-            / load.len() as f64
-    };
-    let qgrid: f64 = (conditions.iter())
-        .filter(|(c, _)| c.phase == sy_records::Phase::Qgrid)
-        .map(|(c, r)| estimate::unit_cost_seconds(plan, c) * f64::from(*r))
-        .sum();
-    Some(AdaptiveRange {
-        load_units: (best, most),
-        seconds: (
-            qgrid + per_unit * best as f64,
-            qgrid + per_unit * most as f64,
-        ),
-    })
-}
-
-/// An adaptive plan's range (best case, budget).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct AdaptiveRange {
-    pub load_units: (u64, u64),
-    pub seconds: (f64, f64),
 }

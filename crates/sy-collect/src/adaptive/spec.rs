@@ -34,6 +34,13 @@ pub struct AdaptiveSpec {
     /// Load units (paired probes) at most, every round together; 0 = the fixed plan's load
     /// units (`[load]`'s conditions × repeats).
     pub budget_units: u64,
+    /// GPU-seconds at most, every round together (0 = no GPU-time budget): the wall time of
+    /// the run's units, every phase and session, times the GPUs serving the two models (what
+    /// the dry run's GPU time counts). Round 0 always runs (it measures what a unit costs);
+    /// every later round takes only the load units the rest of the budget pays for at the
+    /// cost per load unit measured so far, and the collection stops when it cannot pay for
+    /// one more condition.
+    pub budget_gpu_seconds: f64,
 }
 
 impl Default for AdaptiveSpec {
@@ -48,6 +55,7 @@ impl Default for AdaptiveSpec {
             design_conditions: 60,
             min_conditions: 20,
             budget_units: 0,
+            budget_gpu_seconds: 0.0,
         }
     }
 }
@@ -130,6 +138,12 @@ impl AdaptiveSpec {
                 format!("must be ≥ 2, got {}", self.min_conditions),
             ));
         }
+        if !(self.budget_gpu_seconds.is_finite() && self.budget_gpu_seconds >= 0.0) {
+            return Err(bad(
+                "budget_gpu_seconds",
+                format!("must be finite and ≥ 0, got {}", self.budget_gpu_seconds),
+            ));
+        }
         let first = u64::from(self.first_round_conditions) * u64::from(self.repeats);
         if self.budget_units > 0 && self.budget_units < first {
             return Err(bad(
@@ -170,6 +184,7 @@ mod tests {
             ("adaptive.min_conditions", "min_conditions = 1"),
             ("adaptive.round_conditions", "round_conditions = 0"),
             ("adaptive.budget_units", "budget_units = 3"),
+            ("adaptive.budget_gpu_seconds", "budget_gpu_seconds = -1.0"),
         ] {
             let e = plan(text).unwrap_err().to_string();
             assert!(e.contains(field), "{text}: {e}");

@@ -11,11 +11,12 @@ use super::decide::{JUDGED_VARIANT, Look};
 use super::design::RoundPlan;
 use super::error::AdaptiveError;
 use super::spec::AdaptiveSpec;
+use crate::estimate::GpuCount;
 
-/// The file's name in the run directory.
-pub const ADAPTIVE_FILE: &str = "adaptive.json";
-/// Version of the `adaptive.json` layout (`schemas/adaptive.schema.json`).
-pub const ADAPTIVE_SCHEMA_VERSION: u32 = 1;
+/// The file's name in the run directory and its layout version: defined with the run
+/// directory's layout.
+pub const ADAPTIVE_FILE: &str = sy_rundir::Artifact::Adaptive.file_name();
+pub use sy_rundir::ADAPTIVE_SCHEMA_VERSION;
 
 /// The stopping rule, named and cited (what the file and the report say).
 pub const METHOD: &str = "asymptotic confidence sequence (Robbins normal mixture with plug-in variance; Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas, Ann. Statist. 52(6), 2024) of the per-condition change of the judged variant versus Stage, each round's conditions judged by the rule fitted on the earlier rounds";
@@ -68,6 +69,58 @@ pub struct AdaptiveFile {
     /// One per finished round.
     pub looks: Vec<Look>,
     pub stopped: Option<StopReason>,
+    /// What the run has spent, after its last session (`None` before the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<Spent>,
+}
+
+/// What a run has spent so far, from its manifest: the wall time of its units (every phase,
+/// every session, retries included) and that time the GPUs of the target hold.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spent {
+    /// Wall time of the run's units, seconds.
+    pub seconds: f64,
+    /// Load units recorded, and their wall time (seconds).
+    pub load_units: u64,
+    pub load_seconds: f64,
+    /// GPUs serving the two models (data-parallel ranks × GPUs per rank; ranks only when
+    /// `gpus_per_rank_known` is false).
+    pub gpus: u64,
+    pub gpus_per_rank_known: bool,
+    /// `seconds × gpus`.
+    pub gpu_seconds: f64,
+}
+
+impl Spent {
+    /// From a run's manifest and the GPUs of its target.
+    pub fn of(manifest: &crate::manifest::Manifest, gpus: GpuCount) -> Spent {
+        let seconds: f64 = manifest.phases.values().map(|p| p.seconds).sum();
+        let load = manifest.phases.get(sy_records::Phase::Load.as_str());
+        Spent {
+            seconds,
+            load_units: load.map_or(0, |p| p.units),
+            load_seconds: load.map_or(0.0, |p| p.seconds),
+            gpus: gpus.gpus,
+            gpus_per_rank_known: gpus.per_rank_known,
+            gpu_seconds: seconds * gpus.gpus as f64,
+        }
+    }
+
+    /// The GPUs it was counted with.
+    pub fn gpu_count(&self) -> GpuCount {
+        GpuCount {
+            gpus: self.gpus,
+            per_rank_known: self.gpus_per_rank_known,
+        }
+    }
+
+    /// GPU-seconds one load unit has cost on average (`None` before the first).
+    pub fn gpu_seconds_per_load_unit(&self) -> Option<f64> {
+        (self.load_units > 0)
+            .then(|| self.load_seconds / self.load_units as f64 * self.gpus as f64)
+            .filter(|c| c.is_finite() && *c > 0.0)
+    }
 }
 
 impl AdaptiveFile {
@@ -83,6 +136,7 @@ impl AdaptiveFile {
             rounds: Vec::new(),
             looks: Vec::new(),
             stopped: None,
+            spent: None,
         }
     }
 
@@ -137,8 +191,31 @@ impl AdaptiveFile {
 
     /// A few lines for the terminal and the report: the design, the rounds, why it stopped.
     pub fn summary_lines(&self) -> Vec<String> {
+        let gpu = match (self.spent, self.spec.budget_gpu_seconds > 0.0) {
+            (Some(s), budget) => format!(
+                ", {:.1} {}-seconds on {} {}{}",
+                s.gpu_seconds,
+                if s.gpus_per_rank_known { "GPU" } else { "rank" },
+                s.gpus,
+                if s.gpus_per_rank_known {
+                    "GPUs"
+                } else {
+                    "ranks"
+                },
+                if budget {
+                    format!(" of a budget of {}", self.spec.budget_gpu_seconds)
+                } else {
+                    String::new()
+                }
+            ),
+            (None, true) => format!(
+                ", a GPU-time budget of {} GPU-seconds",
+                self.spec.budget_gpu_seconds
+            ),
+            (None, false) => String::new(),
+        };
         let mut out = vec![format!(
-            "Design: adaptive ({} rounds, {} load units of a budget of {}; stopping rule: {} at α {}).",
+            "Design: adaptive ({} rounds, {} load units of a budget of {}{gpu}; stopping rule: {} at α {}).",
             self.rounds.len(),
             self.planned_units(),
             self.budget_units,

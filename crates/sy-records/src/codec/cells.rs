@@ -11,7 +11,7 @@ use std::path::Path;
 
 use polars::prelude::*;
 
-use crate::error::RecordsError;
+use crate::error::{ReadError, RecordsError};
 
 /// Largest integer a 64-bit float holds exactly.
 const MAX_EXACT_F64_INT: f64 = 9_007_199_254_740_992.0;
@@ -36,9 +36,12 @@ impl ColData {
         let Ok(column) = df.column(name) else {
             return Ok(ColData::Absent);
         };
-        let bad = |e: PolarsError| RecordsError::Read {
+        let bad = |source: PolarsError| RecordsError::Read {
             path: path.to_path_buf(),
-            message: format!("column `{name}`: {e}"),
+            source: ReadError::Column {
+                name: name.to_string(),
+                source,
+            },
         };
         let dtype = column.dtype().clone();
         let col = match dtype {

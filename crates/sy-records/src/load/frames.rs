@@ -11,7 +11,7 @@ use super::loaded::{FileSummary, RowOrigin, Sink, read_err};
 use super::validate::validated;
 use crate::codec::layout::{check_parquet_types, unknown_columns};
 use crate::codec::rows::frame_to_records;
-use crate::error::{RecordsError, RowIssue};
+use crate::error::{ReadError, RecordsError, RowIssue};
 use crate::record::Record;
 
 /// Threads that convert rows into records (at most).
@@ -102,7 +102,7 @@ fn push_frame(
             .map(|handle| {
                 handle
                     .join()
-                    .unwrap_or_else(|_| Err(read_err(path, "a record conversion thread panicked")))
+                    .unwrap_or_else(|_| Err(read_err(path, ReadError::Panicked)))
             })
             .collect()
     });
@@ -150,10 +150,10 @@ pub(super) fn read_parquet(
     let mut reader = ParquetReader::new(open()?);
     let total = reader
         .num_rows()
-        .map_err(|e| read_err(path, format!("not a readable Parquet file: {e}")))?;
+        .map_err(|e| read_err(path, ReadError::Parquet(e)))?;
     let schema = reader
         .schema()
-        .map_err(|e| read_err(path, format!("not a readable Parquet file: {e}")))?;
+        .map_err(|e| read_err(path, ReadError::Parquet(e)))?;
     check_parquet_types(path, &schema)?;
     summary.rows = total;
     sink.out.records.reserve(total);
@@ -166,7 +166,7 @@ pub(super) fn read_parquet(
         let df = ParquetReader::new(open()?)
             .with_slice(Some((offset, len)))
             .finish()
-            .map_err(|e| read_err(path, format!("not a readable Parquet file: {e}")))?;
+            .map_err(|e| read_err(path, ReadError::Parquet(e)))?;
         if first {
             summary.unknown_columns =
                 unknown_columns(df.get_column_names().into_iter().map(|n| n.as_str()));
@@ -201,5 +201,5 @@ pub(crate) fn read_csv_frame(path: &Path) -> Result<DataFrame, RecordsError> {
         .with_infer_schema_length(Some(0))
         .try_into_reader_with_file_path(Some(path.to_path_buf()))
         .and_then(|r| r.finish())
-        .map_err(|e| read_err(path, format!("not a readable CSV file: {e}")))
+        .map_err(|e| read_err(path, ReadError::Csv(e)))
 }

@@ -2,15 +2,13 @@
 
 use std::path::PathBuf;
 
-use crate::error::RecordsError;
+use crate::error::{ReadError, RecordsError};
 
 /// Turns the arguments (files or run directories) into record files. A directory contributes
 /// its newest complete record file (see [`crate::rundir`]).
 pub fn resolve_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RecordsError> {
     if paths.is_empty() {
-        return Err(RecordsError::NoRecords(
-            "no record files given (pass --records FILE or --run-dir DIR)".to_string(),
-        ));
+        return Err(RecordsError::NoFiles);
     }
     let mut out = Vec::with_capacity(paths.len());
     for p in paths {
@@ -19,7 +17,7 @@ pub fn resolve_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RecordsError> {
         } else if !p.exists() {
             return Err(RecordsError::Read {
                 path: p.clone(),
-                message: "no such file or directory".to_string(),
+                source: ReadError::Missing,
             });
         } else {
             out.push(p.clone());
@@ -29,9 +27,9 @@ pub fn resolve_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RecordsError> {
     for p in &out {
         sy_rundir::check_input_file(p).map_err(|e| RecordsError::Read {
             path: p.clone(),
-            message: match e {
-                sy_rundir::RunError::NotRegular { what, .. } => what.to_string(),
-                other => other.to_string(),
+            source: match e {
+                sy_rundir::RunError::NotRegular { what, .. } => ReadError::NotRegular(what),
+                other => ReadError::File(other),
             },
         })?;
     }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::validate::validated;
 use crate::codec::Format;
-use crate::error::{RecordsError, RowIssue};
+use crate::error::{FormatError, ReadError, RecordsError, RowIssue};
 use crate::record::Record;
 
 /// How to treat invalid rows.
@@ -50,7 +50,7 @@ impl FileSummary {
     pub(crate) fn before_reading(path: &Path) -> Result<FileSummary, RecordsError> {
         let format = Format::from_path(path).ok_or_else(|| RecordsError::Format {
             path: path.to_path_buf(),
-            message: "unknown record file type: expected .parquet, .csv or .jsonl".to_string(),
+            source: FormatError::UnknownType,
         })?;
         Ok(FileSummary {
             path: path.to_path_buf(),
@@ -89,14 +89,9 @@ pub(crate) fn count_per_file(
 
 /// The error of inputs without a single valid record, naming the files read.
 pub(crate) fn no_valid_records(files: &[PathBuf]) -> RecordsError {
-    RecordsError::NoRecords(format!(
-        "no valid records in {}",
-        files
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    ))
+    RecordsError::NoValidRecords {
+        files: files.to_vec(),
+    }
 }
 
 /// The result of [`load_records`].
@@ -166,9 +161,9 @@ impl Sink<'_> {
     }
 }
 
-pub(crate) fn read_err(path: &Path, e: impl std::fmt::Display) -> RecordsError {
+pub(crate) fn read_err(path: &Path, source: impl Into<ReadError>) -> RecordsError {
     RecordsError::Read {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        source: source.into(),
     }
 }

@@ -20,7 +20,7 @@ use sy_rundir::Artifact;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::error::RecordsError;
+use crate::error::{FormatError, RecordsError};
 
 /// Record file names looked for in a run directory, in order of preference.
 pub const RUN_DIR_RECORD_FILES: &[&str] = &[
@@ -29,17 +29,17 @@ pub const RUN_DIR_RECORD_FILES: &[&str] = &[
     "records.csv",
 ];
 
-fn format_err(path: &Path, message: String) -> RecordsError {
+fn format_err(path: &Path, source: FormatError) -> RecordsError {
     RecordsError::Format {
         path: path.to_path_buf(),
-        message,
+        source,
     }
 }
 
 fn sha256_of(path: &Path) -> Result<String, RecordsError> {
     let bytes = std::fs::read(path).map_err(|e| RecordsError::Read {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        source: e.into(),
     })?;
     Ok(hex::encode(Sha256::digest(&bytes)))
 }
@@ -67,29 +67,18 @@ pub fn record_file_of_run_dir(dir: &Path) -> Result<PathBuf, RecordsError> {
         .iter()
         .map(|name| dir.join(name))
         .find(|c| c.is_file())
-        .ok_or_else(|| {
-            format_err(
-                dir,
-                format!(
-                    "run directory has no records (looked for {})",
-                    RUN_DIR_RECORD_FILES.join(", ")
-                ),
-            )
-        })
+        .ok_or_else(|| format_err(dir, FormatError::NoRecordFile))
 }
 
 fn read_manifest(path: &Path) -> Result<Value, RecordsError> {
     let text = std::fs::read_to_string(path).map_err(|e| RecordsError::Read {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        source: e.into(),
     })?;
-    let value: Value = serde_json::from_str(&text)
-        .map_err(|e| format_err(path, format!("not a run manifest: {e}")))?;
+    let value: Value =
+        serde_json::from_str(&text).map_err(|e| format_err(path, FormatError::NotManifest(e)))?;
     if !value.is_object() {
-        return Err(format_err(
-            path,
-            "not a run manifest: expected an object".into(),
-        ));
+        return Err(format_err(path, FormatError::ManifestNotObject));
     }
     Ok(value)
 }
@@ -106,19 +95,13 @@ fn check_complete(path: &Path, manifest: &Value) -> Result<(), RecordsError> {
             };
             Err(format_err(
                 path,
-                format!(
-                    "field `complete` is false: the run is not complete ({} of {} units done): \
-                     finish it with `sy-collect --resume`, or pass --records FILE to read a \
-                     record file as it is",
-                    n("units_done"),
-                    n("units_total")
-                ),
+                FormatError::Incomplete {
+                    done: n("units_done"),
+                    total: n("units_total"),
+                },
             ))
         }
-        _ => Err(format_err(
-            path,
-            "field `complete`: missing or not a boolean".into(),
-        )),
+        _ => Err(format_err(path, FormatError::CompleteNotBool)),
     }
 }
 
@@ -134,10 +117,7 @@ fn by_manifest(
         text("parquet_sha256"),
         files.get("jsonl_bytes").and_then(Value::as_u64),
     ) else {
-        return Err(format_err(
-            manifest_path,
-            "field `records_files`: expected parquet_sha256 and jsonl_bytes".into(),
-        ));
+        return Err(format_err(manifest_path, FormatError::RecordsFilesFields));
     };
     let jsonl_now = std::fs::metadata(jsonl).ok().map(|m| m.len());
     let jsonl_same = jsonl_now == Some(jsonl_len);
@@ -147,14 +127,12 @@ fn by_manifest(
         }
         return Err(format_err(
             jsonl,
-            format!(
-                "changed after {} was written ({} bytes, the manifest's `records_files.jsonl_bytes` \
-                 says {jsonl_len}): {} no longer holds the same records; rerun `sy-collect \
-                 --resume` to bring them together, or pass --records FILE",
-                manifest_path.display(),
-                jsonl_now.unwrap_or(0),
-                parquet.display()
-            ),
+            FormatError::JsonlChanged {
+                manifest: manifest_path.to_path_buf(),
+                bytes: jsonl_now.unwrap_or(0),
+                expected: jsonl_len,
+                parquet: parquet.to_path_buf(),
+            },
         ));
     }
     if jsonl_same {
@@ -169,12 +147,9 @@ fn by_manifest(
     }
     Err(format_err(
         manifest_path,
-        format!(
-            "field `records_files`: neither {} (sha256 differs or missing) nor {} (length \
-             differs or missing) is the record file this manifest describes: pass --records \
-             FILE",
-            parquet.display(),
-            jsonl.display()
-        ),
+        FormatError::NotDescribed {
+            parquet: parquet.to_path_buf(),
+            jsonl: jsonl.to_path_buf(),
+        },
     ))
 }

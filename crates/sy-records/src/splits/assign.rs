@@ -56,23 +56,52 @@ impl Default for SplitFractions {
     }
 }
 
+/// Split fractions that cannot be used (`--split` or `splits.json`'s `fractions`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FractionsError {
+    #[error("split fractions must be finite and ≥ 0, got {fit},{uncertainty},{selection}")]
+    Negative {
+        fit: f64,
+        uncertainty: f64,
+        selection: f64,
+    },
+    #[error("split fractions must sum to 1, got {fit}+{uncertainty}+{selection} = {sum}")]
+    Sum {
+        fit: f64,
+        uncertainty: f64,
+        selection: f64,
+        sum: f64,
+    },
+    #[error("the fit fraction must be > 0")]
+    NoFit,
+    #[error("expected three fractions FIT,UNCERTAINTY,SELECTION (e.g. 0.6,0.2,0.2), got {0:?}")]
+    Count(String),
+    #[error("split fraction {0:?} is not a number")]
+    NotNumber(String),
+}
+
 impl SplitFractions {
     /// Checks the fractions: finite, ≥ 0, summing to 1 (within 1e-9), fit > 0.
-    pub fn new(fit: f64, uncertainty: f64, selection: f64) -> Result<Self, String> {
+    pub fn new(fit: f64, uncertainty: f64, selection: f64) -> Result<Self, FractionsError> {
         let all = [fit, uncertainty, selection];
         if all.iter().any(|v| !v.is_finite() || *v < 0.0) {
-            return Err(format!(
-                "split fractions must be finite and ≥ 0, got {fit},{uncertainty},{selection}"
-            ));
+            return Err(FractionsError::Negative {
+                fit,
+                uncertainty,
+                selection,
+            });
         }
         let sum: f64 = all.iter().sum();
         if (sum - 1.0).abs() > 1e-9 {
-            return Err(format!(
-                "split fractions must sum to 1, got {fit}+{uncertainty}+{selection} = {sum}"
-            ));
+            return Err(FractionsError::Sum {
+                fit,
+                uncertainty,
+                selection,
+                sum,
+            });
         }
         if fit == 0.0 {
-            return Err("the fit fraction must be > 0".to_string());
+            return Err(FractionsError::NoFit);
         }
         Ok(SplitFractions {
             fit,
@@ -95,21 +124,19 @@ impl SplitFractions {
 }
 
 impl FromStr for SplitFractions {
-    type Err = String;
+    type Err = FractionsError;
 
     /// `"0.6,0.2,0.2"` or `"60,20,20"` / `"60/20/20"` (percentages when the sum is 100).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let parts: Vec<&str> = s.split([',', '/', ':']).map(str::trim).collect();
         if parts.len() != 3 {
-            return Err(format!(
-                "expected three fractions FIT,UNCERTAINTY,SELECTION (e.g. 0.6,0.2,0.2), got {s:?}"
-            ));
+            return Err(FractionsError::Count(s.to_string()));
         }
         let mut v = [0.0; 3];
         for (slot, p) in v.iter_mut().zip(&parts) {
             *slot = p
                 .parse::<f64>()
-                .map_err(|_| format!("split fraction {p:?} is not a number"))?;
+                .map_err(|_| FractionsError::NotNumber(p.to_string()))?;
         }
         let sum: f64 = v.iter().sum();
         if (sum - 100.0).abs() < 1e-6 {

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{SPLITS_SCHEMA_VERSION, Split, SplitFractions, assign_split};
-use crate::error::RecordsError;
+use crate::error::{RecordsError, SplitsError};
 use crate::record::{Phase, Record};
 
 /// Conditions per split.
@@ -204,20 +204,26 @@ impl SplitTable {
             .find(|(run, c)| self.split_of(run, c).is_none());
         match missing {
             None => Ok(()),
-            Some((run_id, condition_id)) => Err(RecordsError::Splits(format!(
-                "{}: condition {condition_id:?} of run {run_id:?} is not in the split table (re-run sy-fit on these records)",
-                table_path.display(),
-            ))),
+            Some((run, condition)) => Err(SplitsError::NotInTable {
+                path: table_path.to_path_buf(),
+                run: run.to_string(),
+                condition: condition.to_string(),
+            }
+            .into()),
         }
     }
 
     /// Reads and checks `splits.json`.
     pub fn read(path: &Path) -> Result<SplitTable, RecordsError> {
         let t: SplitTable = sy_rundir::read_artifact(sy_rundir::Artifact::Splits, path)
-            .map_err(|e| RecordsError::Splits(e.to_string()))?;
+            .map_err(SplitsError::Artifact)?;
         let f = t.fractions;
-        SplitFractions::new(f.fit, f.uncertainty, f.selection)
-            .map_err(|e| RecordsError::Splits(format!("{}: {e}", path.display())))?;
+        SplitFractions::new(f.fit, f.uncertainty, f.selection).map_err(|source| {
+            SplitsError::Fractions {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
         let mut counts = SplitCounts::default();
         for conds in t.conditions.values() {
             for s in conds.values() {
@@ -225,12 +231,12 @@ impl SplitTable {
             }
         }
         if counts != t.counts {
-            return Err(RecordsError::Splits(format!(
-                "{}: counts {:?} do not match the conditions listed {:?}",
-                path.display(),
-                t.counts,
-                counts
-            )));
+            return Err(SplitsError::Counts {
+                path: path.to_path_buf(),
+                listed: t.counts,
+                found: counts,
+            }
+            .into());
         }
         Ok(t)
     }
@@ -239,7 +245,7 @@ impl SplitTable {
     pub fn write(&self, path: &Path) -> Result<(), RecordsError> {
         sy_rundir::atomic_write_json(path, self).map_err(|e| RecordsError::Write {
             path: path.to_path_buf(),
-            message: e.to_string(),
+            source: e.into(),
         })
     }
 
@@ -259,26 +265,22 @@ impl SplitTable {
             if let Some(s) = seed
                 && s != t.seed
             {
-                return Err(RecordsError::Splits(format!(
-                    "{}: the split table was made with seed {}, but --seed {s} was given; remove the file to re-split or pass --seed {}",
-                    path.display(),
-                    t.seed,
-                    t.seed
-                )));
+                return Err(SplitsError::Seed {
+                    path: path.to_path_buf(),
+                    made: t.seed,
+                    given: s,
+                }
+                .into());
             }
             if let Some(f) = fractions
                 && f != t.fractions
             {
-                return Err(RecordsError::Splits(format!(
-                    "{}: the split table was made with fractions {},{},{}, but {},{},{} were given; remove the file to re-split",
-                    path.display(),
-                    t.fractions.fit,
-                    t.fractions.uncertainty,
-                    t.fractions.selection,
-                    f.fit,
-                    f.uncertainty,
-                    f.selection
-                )));
+                return Err(SplitsError::OtherFractions {
+                    path: path.to_path_buf(),
+                    made: t.fractions,
+                    given: f,
+                }
+                .into());
             }
             t.extend(records);
             Ok((t, true))
@@ -310,6 +312,7 @@ mod tests {
             "0.5,0.2,0.2"
                 .parse::<SplitFractions>()
                 .unwrap_err()
+                .to_string()
                 .contains("sum to 1")
         );
         assert!("0.5,0.5".parse::<SplitFractions>().is_err());

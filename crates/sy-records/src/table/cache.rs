@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use bytemuck::Pod;
 use serde::{Deserialize, Serialize};
 
+use super::cache_error::CacheError;
 use super::column::Column;
 use super::{ConditionIndex, Interner, NO_TEXT, ProbeTable, codes, present};
 use crate::error::RowIssue;
@@ -153,15 +154,14 @@ impl std::fmt::Debug for FilingSlot {
 /// staged beside `path` (the cache to be): values pushed into them are written once, into the
 /// page cache, and [`stage`] only adds the rest. A column that outgrows its region (more rows
 /// than `rows`) moves into memory and is written by [`stage`] like the others.
-pub(super) fn filed_table(path: &Path, rows: usize) -> Result<ProbeTable, String> {
+pub(super) fn filed_table(path: &Path, rows: usize) -> Result<ProbeTable, CacheError> {
     if rows == 0 {
-        return Err("no rows to reserve".to_string());
+        return Err(CacheError::NoRows);
     }
-    let (staged, file) = sy_rundir::stage_open(path).map_err(|e| e.to_string())?;
+    let (staged, file) = sy_rundir::stage_open(path)?;
     // Sparse: an upper bound (8 bytes a value); `stage` cuts the file to what it holds.
-    let bound = (ROW_COLUMNS + 1) * (rows.checked_mul(8).ok_or("too many rows")? + ALIGN);
-    file.set_len((ALIGN + bound) as u64)
-        .map_err(|e| e.to_string())?;
+    let bound = (ROW_COLUMNS + 1) * (rows.checked_mul(8).ok_or(CacheError::TooManyRows)? + ALIGN);
+    file.set_len((ALIGN + bound) as u64)?;
     let mut t = ProbeTable::default();
     let mut at = ALIGN;
     t.probe_end = region(&file, &mut at, rows)?;
@@ -171,7 +171,7 @@ pub(super) fn filed_table(path: &Path, rows: usize) -> Result<ProbeTable, String
         };
     }
     row_columns!(place!(t, file, at, rows));
-    *t.filing.0.get_mut().map_err(|e| e.to_string())? = Some(Filing {
+    *t.filing.0.get_mut().map_err(|_| CacheError::Poisoned)? = Some(Filing {
         staged,
         file,
         end: at,
@@ -188,15 +188,14 @@ const ROW_COLUMNS: usize = {
 };
 
 /// A column of `rows` values of `T` at byte `at` of `file` (advanced past it, aligned).
-fn region<T: Pod>(file: &File, at: &mut usize, rows: usize) -> Result<Column<T>, String> {
+fn region<T: Pod>(file: &File, at: &mut usize, rows: usize) -> Result<Column<T>, CacheError> {
     let bytes = rows * size_of::<T>();
     // The region's blocks are allocated before it is mapped, while a full disk is still an
     // error: a store into a mapped hole the file system cannot back is a SIGBUS, which kills
     // the process. Without them the table is built in memory instead (the caller's fallback).
-    reserve(file, *at, bytes)
-        .map_err(|e| format!("cannot reserve {bytes} bytes of the staged cache file: {e}"))?;
-    let map = map_mut(file, *at, bytes).map_err(|e| e.to_string())?;
-    let column = Column::filed(map, *at).ok_or("a region is misaligned")?;
+    reserve(file, *at, bytes).map_err(|source| CacheError::Reserve { bytes, source })?;
+    let map = map_mut(file, *at, bytes)?;
+    let column = Column::filed(map, *at).ok_or(CacheError::Misaligned)?;
     *at += bytes + padding(bytes);
     Ok(column)
 }
@@ -252,12 +251,17 @@ pub(crate) fn stage(
     table: &ProbeTable,
     key: &CacheKey,
     path: &Path,
-) -> Result<sy_rundir::Staged, String> {
-    let filing = table.filing.0.lock().map_err(|e| e.to_string())?.take();
+) -> Result<sy_rundir::Staged, CacheError> {
+    let filing = table
+        .filing
+        .0
+        .lock()
+        .map_err(|_| CacheError::Poisoned)?
+        .take();
     let (staged, file, end) = match filing {
         Some(f) => (f.staged, f.file, f.end),
         None => {
-            let (staged, file) = sy_rundir::stage_open(path).map_err(|e| e.to_string())?;
+            let (staged, file) = sy_rundir::stage_open(path)?;
             (staged, file, ALIGN)
         }
     };
@@ -290,9 +294,9 @@ pub(crate) fn stage(
         skipped: table.skipped.clone(),
         columns: placed,
     };
-    let header = serde_json::to_vec(&header).map_err(|e| e.to_string())?;
+    let header = serde_json::to_vec(&header).map_err(CacheError::Encode)?;
     // Every byte is checksummed and verified on reading: no sync needed.
-    write_frame(&file, end, &to_write, &header).map_err(|e| e.to_string())?;
+    write_frame(&file, end, &to_write, &header)?;
     Ok(staged)
 }
 
@@ -333,9 +337,6 @@ fn map(file: &File) -> std::io::Result<memmap2::Mmap> {
     unsafe { memmap2::Mmap::map(file) }
 }
 
-/// Why a cache is not used when it was made from other record files or options.
-pub(crate) const OTHER_RECORDS: &str = "made from other record files or load options";
-
 /// The table cached at `path`, if it was made from `files` with the options `o` and passes
 /// every check, with the key it was made with (the caller compares the files' digests, which
 /// it may still be computing); otherwise why not.
@@ -343,12 +344,12 @@ pub(crate) fn open(
     path: &Path,
     files: &[std::path::PathBuf],
     o: &LoadOptions,
-) -> Result<(CacheKey, ProbeTable), String> {
-    let file = File::open(path).map_err(|e| e.to_string())?;
-    let map = Arc::new(map(&file).map_err(|e| e.to_string())?);
+) -> Result<(CacheKey, ProbeTable), CacheError> {
+    let file = File::open(path)?;
+    let map = Arc::new(map(&file)?);
     let header = read_header(&map)?;
     if !header.key.names(files, o) {
-        return Err(OTHER_RECORDS.to_string());
+        return Err(CacheError::OtherRecords);
     }
     let key = header.key.clone();
     let table = table_of(&map, header)?;
@@ -356,36 +357,34 @@ pub(crate) fn open(
     Ok((key, table))
 }
 
-fn read_header(map: &[u8]) -> Result<Header, String> {
+fn read_header(map: &[u8]) -> Result<Header, CacheError> {
     let n = map.len();
-    let tail = n.checked_sub(24).ok_or("shorter than its frame")?;
+    let tail = n.checked_sub(24).ok_or(CacheError::Short)?;
     if map.get(..8) != Some(MAGIC) || map.get(n - 8..) != Some(MAGIC) {
-        return Err("not a probe-table cache (magic bytes)".to_string());
+        return Err(CacheError::Magic);
     }
     let word = |at: usize| {
         let mut w = [0; 8];
         w.copy_from_slice(&map[at..at + 8]);
         u64::from_le_bytes(w)
     };
-    let len = usize::try_from(word(tail + 8)).map_err(|e| e.to_string())?;
-    let start = tail
-        .checked_sub(len)
-        .ok_or("header length past the start")?;
+    let len = usize::try_from(word(tail + 8)).map_err(CacheError::HeaderLength)?;
+    let start = tail.checked_sub(len).ok_or(CacheError::HeaderPastStart)?;
     let bytes = &map[start..tail];
     if u64::from(crc32fast::hash(bytes)) != word(tail) {
-        return Err("header checksum mismatch".to_string());
+        return Err(CacheError::HeaderChecksum);
     }
-    let header: Header = serde_json::from_slice(bytes).map_err(|e| format!("header: {e}"))?;
+    let header: Header = serde_json::from_slice(bytes).map_err(CacheError::Header)?;
     if header.kind != KIND || header.schema_version != sy_rundir::PROBE_CACHE_SCHEMA_VERSION {
-        return Err(format!(
-            "layout {} version {}, expected {KIND} version {}",
-            header.kind,
-            header.schema_version,
-            sy_rundir::PROBE_CACHE_SCHEMA_VERSION
-        ));
+        return Err(CacheError::Layout {
+            kind: header.kind,
+            version: header.schema_version,
+            expected_kind: KIND,
+            expected: sy_rundir::PROBE_CACHE_SCHEMA_VERSION,
+        });
     }
     if header.sy_version != env!("CARGO_PKG_VERSION") {
-        return Err(format!("written by sy {}", header.sy_version));
+        return Err(CacheError::OtherBuild(header.sy_version));
     }
     Ok(header)
 }
@@ -397,28 +396,30 @@ struct Columns<'a> {
 }
 
 impl Columns<'_> {
-    fn get<T: Pod>(&self, name: &str, len: usize) -> Result<Column<T>, String> {
+    fn get<T: Pod>(&self, name: &str, len: usize) -> Result<Column<T>, CacheError> {
         let (_, start, bytes, crc) = self
             .header
             .columns
             .iter()
             .find(|(n, ..)| n == name)
-            .ok_or_else(|| format!("column {name} missing"))?;
+            .ok_or_else(|| CacheError::ColumnMissing(name.to_string()))?;
         if Some(*bytes) != len.checked_mul(size_of::<T>()) {
-            return Err(format!(
-                "column {name}: {bytes} bytes, expected {len} values"
-            ));
+            return Err(CacheError::ColumnSize {
+                name: name.to_string(),
+                bytes: *bytes,
+                len,
+            });
         }
         let column = Column::mapped(self.map, *start, len)
-            .ok_or_else(|| format!("column {name}: out of the file or misaligned"))?;
+            .ok_or_else(|| CacheError::ColumnPlace(name.to_string()))?;
         if crc32fast::hash(column.bytes()) != *crc {
-            return Err(format!("column {name}: checksum mismatch"));
+            return Err(CacheError::ColumnChecksum(name.to_string()));
         }
         Ok(column)
     }
 }
 
-fn table_of(map: &Arc<memmap2::Mmap>, h: Header) -> Result<ProbeTable, String> {
+fn table_of(map: &Arc<memmap2::Mmap>, h: Header) -> Result<ProbeTable, CacheError> {
     let c = Columns { map, header: &h };
     let rows = h.rows;
     let mut table = ProbeTable {
@@ -442,9 +443,9 @@ fn table_of(map: &Arc<memmap2::Mmap>, h: Header) -> Result<ProbeTable, String> {
 }
 
 /// Every index and code the columns hold is in range (see the module docs).
-fn check(t: &ProbeTable) -> Result<(), String> {
-    let text = std::str::from_utf8(&t.probe_text).map_err(|e| format!("probe_text: {e}"))?;
-    let bad = |column: &str, i: usize| Err(format!("column {column}, row {i}: out of range"));
+fn check(t: &ProbeTable) -> Result<(), CacheError> {
+    let text = std::str::from_utf8(&t.probe_text).map_err(CacheError::ProbeText)?;
+    let bad = |column: &'static str, row: usize| Err(CacheError::OutOfRange { column, row });
     // Each column as a slice once, not through `Column::deref` per row.
     let (ends, condition, model) = (&*t.probe_end, &*t.condition, &*t.model);
     let (decode_length, bits, origins) = (&*t.decode_length, &*t.present, &*t.origins);
@@ -479,13 +480,13 @@ fn check(t: &ProbeTable) -> Result<(), String> {
         }
     }
     if start != text.len() {
-        return Err("probe_text: longer than its rows".to_string());
+        return Err(CacheError::TextTooLong);
     }
     check_pairs(t)
 }
 
 /// Each pair is a load-phase efficient row and a load-phase capable row.
-fn check_pairs(t: &ProbeTable) -> Result<(), String> {
+fn check_pairs(t: &ProbeTable) -> Result<(), CacheError> {
     let load = codes::phase(crate::record::Phase::Load);
     let row_is = |i: u32, role: u8| {
         let i = i as usize;
@@ -498,9 +499,7 @@ fn check_pairs(t: &ProbeTable) -> Result<(), String> {
         .iter()
         .position(|&[e, c]| !row_is(e, efficient) || !row_is(c, capable))
     {
-        Some(p) => Err(format!(
-            "pairs, pair {p}: not an efficient and a capable load row"
-        )),
+        Some(p) => Err(CacheError::Pair(p)),
         None => Ok(()),
     }
 }

@@ -90,7 +90,7 @@ impl ConditionIndex {
     pub(super) fn from_entries(
         runs: Vec<String>,
         entries: Vec<(u32, String, bool)>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, super::cache_error::CacheError> {
         let mut index = ConditionIndex {
             runs: Interner::from_values(runs),
             ..ConditionIndex::default()
@@ -98,14 +98,15 @@ impl ConditionIndex {
         for (run, condition, load) in entries {
             let name = index.runs.values.get(run as usize).cloned();
             let Some(name) = name else {
-                return Err(format!(
-                    "condition {condition}: run index {run} out of range"
-                ));
+                return Err(super::cache_error::CacheError::RunIndex { condition, run });
             };
             let before = index.conditions.len();
             let c = index.intern(&name, &condition, load) as usize;
             if c != before || index.conditions.get(c).map(|e| e.0) != Some(run) {
-                return Err(format!("condition {condition} of run {name} listed twice"));
+                return Err(super::cache_error::CacheError::ConditionTwice {
+                    condition,
+                    run: name,
+                });
             }
         }
         Ok(index)

@@ -58,7 +58,7 @@ impl ProbeTable {
                 return Ok(t);
             }
             Source::Cached(..) => {
-                tracing::info!(cache = %cache.display(), "probe-table cache not used: {}", cache::OTHER_RECORDS);
+                tracing::info!(cache = %cache.display(), "probe-table cache not used: {}", super::cache_error::CacheError::OtherRecords);
                 ProbeTable::read_cached_files(&files, options, cache)?
             }
             Source::Read(read) => read?,
@@ -244,7 +244,7 @@ pub(super) fn digests(files: &[PathBuf]) -> Result<Vec<String>, RecordsError> {
         .map(|f| {
             sy_rundir::file_sha256(f).map_err(|e| RecordsError::Read {
                 path: f.clone(),
-                message: e.to_string(),
+                source: crate::error::ReadError::File(e),
             })
         })
         .collect()

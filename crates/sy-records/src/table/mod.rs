@@ -43,6 +43,7 @@ macro_rules! row_columns {
 
 mod build;
 mod cache;
+mod cache_error;
 mod column;
 mod conditions;
 mod interner;

@@ -42,12 +42,12 @@ impl ProbeTable {
     ) -> Result<(), RecordsError> {
         let bad = |e: PolarsError| RecordsError::Read {
             path: path.to_path_buf(),
-            message: format!("not a readable Parquet file: {e}"),
+            source: crate::error::ReadError::Parquet(e),
         };
         let open = || {
             File::open(path).map_err(|e| RecordsError::Read {
                 path: path.to_path_buf(),
-                message: e.to_string(),
+                source: e.into(),
             })
         };
         let mut reader = ParquetReader::new(open()?);

@@ -1,12 +1,13 @@
-//! What an evaluation records: one [`TurnRecord`] per turn, one [`SessionRecord`] per session,
-//! one [`BackgroundSample`] per competing request, grouped per block ([`BlockResult`], written
-//! atomically as `blocks/<block>.json` when the block ends, which is what `--resume` skips).
+//! `blocks/<block>.json`, what an evaluation records: one [`TurnRecord`] per turn, one
+//! [`SessionRecord`] per session, one [`BackgroundSample`] per competing request, grouped per
+//! block ([`BlockResult`], written atomically by `sy-eval` when the block ends, which is what
+//! `--resume` skips).
 
 use serde::{Deserialize, Serialize};
 use sy_selector::{Decision, Model, Observation, Variant};
 
-/// The block layout version of `blocks/*.json`.
-pub const BLOCK_SCHEMA_VERSION: u32 = 1;
+/// Defined with the run directory's layout.
+pub use crate::layout::BLOCK_SCHEMA_VERSION;
 
 /// One routed and executed turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
