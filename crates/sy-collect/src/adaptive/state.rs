@@ -94,7 +94,7 @@ pub struct Spent {
 
 impl Spent {
     /// From a run's manifest and the GPUs of its target.
-    pub fn of(manifest: &crate::manifest::Manifest, gpus: GpuCount) -> Spent {
+    pub fn of(manifest: &sy_rundir::artifact::manifest::Manifest, gpus: GpuCount) -> Spent {
         let seconds: f64 = manifest.phases.values().map(|p| p.seconds).sum();
         let load = manifest.phases.get(sy_records::Phase::Load.as_str());
         Spent {
