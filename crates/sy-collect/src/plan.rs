@@ -226,9 +226,9 @@ pub struct LoadedPlan {
 impl Plan {
     /// Parses plan text (no validation beyond types and unknown fields).
     pub fn from_toml_str(text: &str, path: &Path) -> Result<Plan, PlanError> {
-        toml::from_str(text).map_err(|e| PlanError::Parse {
+        toml::from_str(text).map_err(|source| PlanError::Parse {
             path: path.to_path_buf(),
-            message: e.to_string().trim_end().to_string(),
+            source,
         })
     }
 

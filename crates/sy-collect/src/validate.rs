@@ -16,17 +16,14 @@ impl Plan {
     /// Reads, parses and validates a plan file.
     pub fn from_path(path: &Path) -> Result<LoadedPlan, PlanError> {
         // A regular file of bounded size: a FIFO would block the read forever.
-        let bytes = sy_rundir::read_input(path, 1 << 20).map_err(|e| PlanError::Read {
-            path: path.to_path_buf(),
-            source: match e {
-                sy_rundir::RunError::Read { source, .. } => source,
-                other => std::io::Error::other(other.to_string()),
-            },
-        })?;
-        let text = String::from_utf8(bytes.clone()).map_err(|e| PlanError::Parse {
-            path: path.to_path_buf(),
-            message: format!("not UTF-8: {e}"),
-        })?;
+        let bytes =
+            sy_rundir::read_input(path, 1 << 20).map_err(|source| PlanError::Read { source })?;
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|source| PlanError::NotUtf8 {
+                path: path.to_path_buf(),
+                source,
+            })?
+            .to_owned();
         let plan = Plan::from_toml_str(&text, path)?;
         plan.validate(path)?;
         Ok(LoadedPlan {

@@ -9,14 +9,29 @@ use serde::{Deserialize, Serialize};
 /// A plan that failed to load or validate. Every message names the file and the field.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
-    #[error("cannot read plan {path}: {source}")]
+    /// The file cannot be read (missing, not a regular file, too large); the source names it.
+    #[error("plan: {source}")]
     Read {
+        #[source]
+        source: sy_rundir::RunError,
+    },
+    /// The file is not UTF-8 text.
+    #[error(
+        "plan {path}: not UTF-8 text (invalid byte at offset {}): a plan is a UTF-8 TOML file",
+        source.valid_up_to()
+    )]
+    NotUtf8 {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: std::str::Utf8Error,
     },
-    #[error("plan {path}: {message}")]
-    Parse { path: PathBuf, message: String },
+    /// The text is not TOML of the plan's shape (the parser's message names line and field).
+    #[error("plan {path}: {}", source.to_string().trim_end())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: toml::de::Error,
+    },
     #[error("plan {path}: field `{field}`: {message}")]
     Invalid {
         path: PathBuf,

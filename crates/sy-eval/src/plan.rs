@@ -210,18 +210,11 @@ impl LoadedPlan {
     /// Reads, parses and validates a plan file.
     pub fn from_path(path: &Path) -> Result<LoadedPlan, PlanError> {
         // A regular file of bounded size (a FIFO would block the read forever), in UTF-8.
-        let bytes = sy_rundir::read_input(path, crate::limits::MAX_PLAN_BYTES).map_err(|e| {
-            PlanError::Parse {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            }
-        })?;
-        let text = std::str::from_utf8(&bytes).map_err(|e| PlanError::Parse {
+        let bytes = sy_rundir::read_input(path, crate::limits::MAX_PLAN_BYTES)
+            .map_err(|source| PlanError::Read { source })?;
+        let text = std::str::from_utf8(&bytes).map_err(|source| PlanError::NotUtf8 {
             path: path.to_path_buf(),
-            message: format!(
-                "not UTF-8 text (invalid byte at offset {}): a plan is a UTF-8 TOML file",
-                e.valid_up_to()
-            ),
+            source,
         })?;
         let plan = EvalPlan::from_toml_str(text, path)?;
         use sha2::Digest;
@@ -244,9 +237,9 @@ impl LoadedPlan {
 impl EvalPlan {
     /// Parses and validates a plan.
     pub fn from_toml_str(text: &str, path: &Path) -> Result<EvalPlan, PlanError> {
-        let plan: EvalPlan = toml::from_str(text).map_err(|e| PlanError::Parse {
+        let plan: EvalPlan = toml::from_str(text).map_err(|source| PlanError::Parse {
             path: path.to_path_buf(),
-            message: e.to_string(),
+            source,
         })?;
         plan.validate(path)?;
         Ok(plan)
