@@ -15,8 +15,10 @@
 //! (N, cached tokens), each cell's median TTFT is taken — the server's own TTFT
 //! (`server_ttft_ms`) where every record of the model has it, else the client's — and the four
 //! parameters are the non-negative least-squares fit of the cell medians in *relative* error
-//! (every cell counts alike, short prompts as much as long ones). The decode parameters, the
-//! capacities and everything else come from the base configuration unchanged.
+//! (every cell counts alike, short prompts as much as long ones). The batch budget and KV capacity
+//! come from what the deployment published (the records' `prefill_capacity_tokens`,
+//! `kv_capacity_blocks`) where every record agrees; the decode parameters and everything else
+//! from the base configuration unchanged.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
