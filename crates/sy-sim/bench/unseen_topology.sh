@@ -3,9 +3,11 @@
 #   1. the plan unseen-plan.toml on a local mocker stack of topology SEEN (block 16, two workers
 #      per model at one speed: efficient speedup 4, budget 2,048; capable speedup 1, budget 1,024);
 #   2. `sy-sim fit-config` from that run (base: the same table, timing = "step");
-#   3. the same plan on a stack of topology UNSEEN (block 64; efficient speedups 3 and 1.5, budget
-#      1,024; capable speedups 1 and 0.75, budget 512) and on the simulator with the fitted step
-#      parameters and the UNSEEN table;
+#   3. the same plan on a stack of topology UNSEEN (block 64; efficient speedup 2, budget 1,024;
+#      capable speedup 0.75, budget 512: N = 1,536 in three chunks) and on the simulator with the
+#      fitted step parameters and the UNSEEN table (one speed per model: the collector's probes go
+#      where the router sends them, and a tie between workers of different speeds would make a
+#      cell's median depend on the tie-break);
 #   4. scripts/compare-runs.py of the two UNSEEN runs, server TTFT.
 # usage: crates/sy-sim/bench/unseen_topology.sh OUT_DIR   (binaries from $CARGO_TARGET_DIR/debug, or
 # SY_BIN_DIR; the stack on PORT_BASE (31500) +0/+92/+100/+200, run dir OUT_DIR/stack)
@@ -26,19 +28,20 @@ seen="efficient-w0 efficient 4 2048 2048
 efficient-w1 efficient 4 2048 2048
 capable-w0 capable 1 1024 1024
 capable-w1 capable 1 1024 1024"
-unseen="efficient-w0 efficient 3 1024 1024
-efficient-w1 efficient 1.5 1024 1024
-capable-w0 capable 1 512 512
+unseen="efficient-w0 efficient 2 1024 1024
+efficient-w1 efficient 2 1024 1024
+capable-w0 capable 0.75 512 512
 capable-w1 capable 0.75 512 512"
 
-# The simulator configuration of a worker table (timing = "step"; the fit folds the request plane into base_ms).
+# The simulator configuration of a worker table (timing = "step"; the request plane's 2 ms, which
+# the fit takes off every cell).
 sim_config() {
   local block=$1 table=$2
   echo "seed = 42"
   echo "time_scale = 1.0"
   for model in efficient capable; do
     echo "$table" | awk -v m="$model" -v b="$block" '$2 == m { n++; s = s (s ? ", " : "") $3; kv = $4; t = $5 }
-      END { printf "[[models]]\nname = \"%s\"\nworkers = %d\nworker_speeds = [%s]\nblock_size = %d\nkv_blocks = %d\nmax_num_batched_tokens = %d\nmax_num_seqs = 64\n", m, n, s, b, kv, t }'
+      END { printf "[[models]]\nname = \"%s\"\nworkers = %d\nworker_speeds = [%s]\nblock_size = %d\nkv_blocks = %d\nmax_num_batched_tokens = %d\nmax_num_seqs = 64\nrequest_plane_ms = 2.0\n", m, n, s, b, kv, t }'
   done
 }
 

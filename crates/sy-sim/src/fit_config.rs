@@ -15,7 +15,9 @@
 //! (N, cached tokens), each cell's median TTFT is taken — the server's own TTFT
 //! (`server_ttft_ms`) where every record of the model has it, else the client's — and the four
 //! parameters are the non-negative least-squares fit of the cell medians in *relative* error
-//! (every cell counts alike, short prompts as much as long ones). The batch budget and KV capacity
+//! (every cell counts alike, short prompts as much as long ones), after taking the base's
+//! `request_plane_ms` off every cell (the frontend's time: it does not scale with the worker's
+//! speed). The batch budget and KV capacity
 //! come from what the deployment published (the records' `prefill_capacity_tokens`,
 //! `kv_capacity_blocks`) where every record agrees; the decode parameters and everything else
 //! from the base configuration unchanged.
@@ -340,9 +342,20 @@ pub fn fit_config(
                 cells.len()
             )));
         }
-        let fitted = fit_cells(&cells, m.max_num_batched_tokens, speed).ok_or_else(|| {
-            model_err("the cells do not determine the TTFT parameters (singular fit)".into())
-        })?;
+        // The request plane's time is the frontend's, not the engine's: it does not scale with
+        // the worker's speed, so it comes off every cell before the step costs are fitted.
+        let plane = m.request_plane_ms.max(0.0);
+        let engine_cells: Vec<Cell> = cells
+            .iter()
+            .map(|c| Cell {
+                ttft_ms: c.ttft_ms - plane,
+                ..*c
+            })
+            .collect();
+        let fitted =
+            fit_cells(&engine_cells, m.max_num_batched_tokens, speed).ok_or_else(|| {
+                model_err("the cells do not determine the TTFT parameters (singular fit)".into())
+            })?;
         m.step = StepTimeConfig {
             decode_ms_per_seq: m.step.decode_ms_per_seq,
             decode_ms_per_ctx: m.step.decode_ms_per_ctx,
@@ -360,7 +373,7 @@ pub fn fit_config(
             },
             cells: cells
                 .iter()
-                .map(|c| (*c, predict(&step, c.n, c.cached, mbt, speed)))
+                .map(|c| (*c, plane + predict(&step, c.n, c.cached, mbt, speed)))
                 .collect(),
             step,
         });
@@ -604,6 +617,28 @@ mod tests {
         r.observed.prefill_capacity_tokens = Some(2048);
         r.observed.kv_capacity_blocks = None;
         r
+    }
+
+    /// The base's request plane is not engine time: it comes off the cells, so the step costs
+    /// fitted at one speed predict another.
+    #[test]
+    fn the_request_plane_is_not_fitted_into_the_step_costs() {
+        let t = truth();
+        let mut base = SimConfig::default();
+        base.models[0].request_plane_ms = 2.0;
+        base.models[0].worker_speeds = vec![4.0, 4.0];
+        let recs: Vec<Record> = grid(&t, 2048, 4.0)
+            .iter()
+            .map(|c| record("efficient", c.n, c.cached, Some(c.ttft_ms + 2.0)))
+            .collect();
+        let (cfg, fits) =
+            fit_config(&recs, Path::new("r.jsonl"), base, Path::new("b.toml")).unwrap();
+        let got = &cfg.models[0].step;
+        assert!((got.base_ms - t.base_ms).abs() < 1e-9, "{got:?}");
+        assert!((got.prefill_ms_per_token - t.prefill_ms_per_token).abs() < 1e-12);
+        for (c, p) in &fits[0].cells {
+            assert!((p / c.ttft_ms - 1.0).abs() < 1e-9, "{c:?}: {p}");
+        }
     }
 
     /// The batch budget and KV capacity the deployment published replace the base's; values
