@@ -136,11 +136,13 @@ fn default_max_tokens() -> u32 {
 /// prefill = base_ms + Σ_chunks [ prefill_ms_per_token       × chunk
 ///                              + cached_ms_per_token        × context before the chunk
 ///                              + attention_ms_per_token_ctx × chunk × (context before + chunk/2) / 1000 ]
-/// decode  = base_ms + Σ_decoding [ decode_ms_per_seq + decode_ms_per_ctx × context / 1000 ]
+/// decode  = base_ms (unless the pass also prefilled) + Σ_decoding [ decode_ms_per_seq + decode_ms_per_ctx × context / 1000 ]
 /// ```
 /// each divided by the worker's speed (the engine's `speedup_ratio`). The engine gives a batch's
 /// mean chunk and mean context, so a batch of several chunks is costed at its means. A pass with
-/// no prefill (no decode) has no prefill (decode) time; a pass with both pays `base_ms` twice.
+/// no prefill (no decode) has no prefill (decode) time; a pass with both pays `base_ms` once, as
+/// one forward pass of a real engine does (vLLM runs a step's prefill chunks and decodes in one
+/// forward pass).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StepTimeConfig {
@@ -214,12 +216,13 @@ impl StepTimeConfig {
     }
 
     /// Simulated ms (at speed 1) of a decode batch of `batch` sequences of mean context
-    /// `mean_context` tokens.
-    pub fn decode_ms(&self, batch: usize, mean_context: usize) -> f64 {
+    /// `mean_context` tokens; `with_base`: whether it pays the step's fixed cost (false when the
+    /// same pass also prefilled and paid it there).
+    pub fn decode_ms(&self, batch: usize, mean_context: usize, with_base: bool) -> f64 {
         if batch == 0 {
             return 0.0;
         }
-        self.base_ms
+        (if with_base { self.base_ms } else { 0.0 })
             + batch as f64
                 * (self.decode_ms_per_seq + self.decode_ms_per_ctx * mean_context as f64 / 1000.0)
     }

@@ -98,8 +98,16 @@ impl EngineParams {
     }
 }
 
-/// The step-time model as the engine's timing model.
-struct StepTiming(StepTimeConfig);
+/// The step-time model as the engine's timing model. The engine asks for a pass's prefill batch
+/// first and its decode batch after (`aisimulate-core` 0.13.0, `engine/scheduler/vllm/core.rs`:
+/// `predict_prefill_duration`, then `emit_ready_tokens`) and adds the two; one forward pass has
+/// one fixed cost, so the decode batch of a pass that also prefilled does not pay `base_ms` again.
+/// `prefill_in_pass` says whether this pass prefilled: the prefill prediction sets it, the
+/// decode prediction takes it, the driver clears it before every pass.
+struct StepTiming {
+    step: StepTimeConfig,
+    prefill_in_pass: Arc<AtomicBool>,
+}
 
 impl TimingModel for StepTiming {
     fn prefill_batch_validation_can_fail(&self) -> bool {
@@ -116,7 +124,11 @@ impl TimingModel for StepTiming {
         mean_isl: usize,
         mean_prefix: usize,
     ) -> anyhow::Result<f64> {
-        Ok(self.0.prefill_ms(batch_size, mean_isl, mean_prefix))
+        let ms = self.step.prefill_ms(batch_size, mean_isl, mean_prefix);
+        if ms > 0.0 {
+            self.prefill_in_pass.store(true, Ordering::Relaxed);
+        }
+        Ok(ms)
     }
 
     fn predict_decode_ms(
@@ -126,7 +138,10 @@ impl TimingModel for StepTiming {
         mean_context_length: usize,
         _total_kv_tokens: usize,
     ) -> anyhow::Result<f64> {
-        Ok(self.0.decode_ms(batch_size, mean_context_length))
+        let shared = self.prefill_in_pass.swap(false, Ordering::Relaxed);
+        Ok(self
+            .step
+            .decode_ms(batch_size, mean_context_length, !shared))
     }
 }
 
@@ -134,7 +149,8 @@ impl TimingModel for StepTiming {
 /// `--block-size`, `--num-gpu-blocks-override`, `--max-num-seqs`, `--max-num-batched-tokens` and
 /// `--speedup-ratio` (prefix caching and chunked prefill on, their defaults), with KV events on.
 /// The error is the engine's own message.
-pub(crate) fn build_engine(p: &EngineParams, worker_id: u64) -> Result<Engine, String> {
+pub(crate) fn build_engine(p: &EngineParams, worker_id: u64) -> Result<BuiltEngine, String> {
+    let prefill_in_pass = Arc::new(AtomicBool::new(false));
     let launch = EngineLaunchConfig::from_value(serde_json::json!({
         "engine": {
             "backend": "vllm",
@@ -152,14 +168,28 @@ pub(crate) fn build_engine(p: &EngineParams, worker_id: u64) -> Result<Engine, S
     rank.emit_kv_events = true;
     let factory = match p.timing {
         TimingKind::Mocker => EngineFactory::new(rank),
-        TimingKind::Step => {
-            EngineFactory::with_timing_model(rank, Arc::new(StepTiming(p.step.clone())))
-        }
+        TimingKind::Step => EngineFactory::with_timing_model(
+            rank,
+            Arc::new(StepTiming {
+                step: p.step.clone(),
+                prefill_in_pass: Arc::clone(&prefill_in_pass),
+            }),
+        ),
     }
     .map_err(|e| format!("{e:#}"))?;
-    factory
+    let engine = factory
         .build(EngineIdentity::new(worker_id), NonZeroU32::MIN)
-        .map_err(|e| format!("{e:#}"))
+        .map_err(|e| format!("{e:#}"))?;
+    Ok(BuiltEngine {
+        engine,
+        prefill_in_pass,
+    })
+}
+
+/// A worker's engine and its timing model's pass flag (see `StepTiming`).
+pub(crate) struct BuiltEngine {
+    pub engine: Engine,
+    pub prefill_in_pass: Arc<AtomicBool>,
 }
 
 /// State shared between the engine task and the HTTP side.
@@ -190,6 +220,7 @@ struct Driver {
     p: EngineParams,
     shared: Arc<EngineShared>,
     engine: Engine,
+    prefill_in_pass: Arc<AtomicBool>,
     seqs: HashMap<Uuid, Seq>,
     next_id: u128,
     /// The engine's clock (simulated ms): never goes back.
@@ -351,14 +382,15 @@ fn pass_start(
 /// Runs a worker until it is killed or every sender is gone.
 pub(crate) async fn run_engine(
     p: EngineParams,
-    engine: Engine,
+    built: BuiltEngine,
     shared: Arc<EngineShared>,
     mut rx: mpsc::UnboundedReceiver<EngineMsg>,
 ) {
     let mut d = Driver {
         p,
         shared,
-        engine,
+        engine: built.engine,
+        prefill_in_pass: built.prefill_in_pass,
         seqs: HashMap::new(),
         next_id: 1,
         engine_ms: 0.0,
@@ -393,6 +425,7 @@ pub(crate) async fn run_engine(
         }
         let now = Instant::now();
         let start_ms = d.sim_now(now);
+        d.prefill_in_pass.store(false, Ordering::Relaxed);
         let started = match d.engine.execute_pass(start_ms) {
             Ok(Some(s)) => s,
             Ok(None) => continue,
@@ -476,7 +509,7 @@ mod tests {
     #[test]
     fn kv_events_use_the_routers_block_hashes() -> Result<(), String> {
         let p = params(TimingKind::Step);
-        let mut engine = build_engine(&p, 7)?;
+        let mut engine = build_engine(&p, 7)?.engine;
         let tokens: Vec<u32> = (100..164).collect();
         let hashes = crate::hashing::sequence_hashes(&tokens, 16);
         let mut cache = CachedBlocks::default();
@@ -518,6 +551,66 @@ mod tests {
         assert_eq!(outputs, 2);
         assert_eq!(cache.match_prefix(&hashes), 4);
         Ok(())
+    }
+
+    /// Runs passes until one admits `id`; returns that pass's simulated duration.
+    fn pass_admitting(engine: &mut Engine, flag: &AtomicBool, id: Uuid, now: &mut f64) -> f64 {
+        loop {
+            flag.store(false, Ordering::Relaxed);
+            let started = engine.execute_pass(*now).unwrap().unwrap();
+            let admitted = started
+                .by_rank
+                .iter()
+                .any(|r| r.effects.admissions.iter().any(|a| a.request_id == id));
+            let took = started.end_ms - started.started_at_ms;
+            *now = started.end_ms;
+            engine.complete_pass(started.pass_id, *now).unwrap();
+            if admitted {
+                return took;
+            }
+        }
+    }
+
+    /// A pass that prefills and decodes pays the step's fixed cost once: the prefill batch's
+    /// cost plus the decode batch's per-sequence cost, not two `base_ms`.
+    #[test]
+    fn a_mixed_pass_pays_the_fixed_cost_once() {
+        let p = params(TimingKind::Step);
+        let built = build_engine(&p, 3).unwrap();
+        let (mut engine, flag) = (built.engine, built.prefill_in_pass);
+        let submit = |engine: &mut Engine, id: u128, n: u32, out: usize, now: f64| {
+            let first = 1000 * u32::try_from(id).unwrap();
+            let request = Request {
+                request_id: Uuid::from_u128(id),
+                tokens: (first..first + n).collect(),
+                max_output_tokens: out,
+                output_token_ids: None,
+            };
+            engine
+                .apply_command_effects(SchedulerCommand::new(0, Command::Submit(request)), now)
+                .unwrap();
+        };
+        let mut now = 0.0;
+        submit(&mut engine, 1, 32, 50, now);
+        let alone = pass_admitting(&mut engine, &flag, Uuid::from_u128(1), &mut now);
+        assert!(
+            (alone - p.step.prefill_ms(1, 32, 0)).abs() < 1e-6,
+            "{alone}"
+        );
+        // Request 1 now decodes; request 2's prefill joins it in one pass.
+        submit(&mut engine, 2, 64, 2, now);
+        let mixed = pass_admitting(&mut engine, &flag, Uuid::from_u128(2), &mut now);
+        let want = p.step.prefill_ms(1, 64, 0) + p.step.decode_ms(1, 33, false);
+        assert!(
+            (mixed - want).abs() < 1e-6,
+            "mixed pass {mixed} ms, want {want} ms"
+        );
+        assert!(mixed < p.step.prefill_ms(1, 64, 0) + p.step.base_ms);
+        // A decode-only pass pays it.
+        flag.store(false, Ordering::Relaxed);
+        let started = engine.execute_pass(now).unwrap().unwrap();
+        let took = started.end_ms - started.started_at_ms;
+        assert!(took >= p.step.base_ms, "{took}");
     }
 
     #[test]

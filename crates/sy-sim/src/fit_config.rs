@@ -15,8 +15,12 @@
 //! (N, cached tokens), each cell's median TTFT is taken — the server's own TTFT
 //! (`server_ttft_ms`) where every record of the model has it, else the client's — and the four
 //! parameters are the non-negative least-squares fit of the cell medians in *relative* error
-//! (every cell counts alike, short prompts as much as long ones). The decode parameters, the
-//! capacities and everything else come from the base configuration unchanged.
+//! (every cell counts alike, short prompts as much as long ones), after taking the base's
+//! `request_plane_ms` off every cell (the frontend's time: it does not scale with the worker's
+//! speed). The batch budget and KV capacity
+//! come from what the deployment published (the records' `prefill_capacity_tokens`,
+//! `kv_capacity_blocks`) where every record agrees; the decode parameters and everything else
+//! from the base configuration unchanged.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -80,10 +84,38 @@ pub struct Cell {
     pub count: usize,
 }
 
+/// The capacities a deployment published for a model's workers (the selection service's
+/// `prefill_capacity_tokens` and `kv_capacity_blocks`, which the records carry): the batch budget
+/// that decides where a prompt is cut into chunks and the KV capacity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacities {
+    pub max_num_batched_tokens: Option<u64>,
+    pub kv_blocks: Option<u64>,
+}
+
+/// The one value every record of the model gives for a capacity; `None` when none gives one,
+/// they disagree, or it is the selection service's "not advertised" sentinel.
+fn published(records: &[&Record], field: impl Fn(&Record) -> Option<u64>) -> Option<u64> {
+    let mut values = records.iter().filter_map(|r| field(r));
+    let first = values.next()?;
+    (first > 0 && first < crate::MISSING_CAPACITY_SENTINEL && values.all(|v| v == first))
+        .then_some(first)
+}
+
+/// The capacities the model's successful records (any phase) published.
+pub fn published_capacities(records: &[&Record]) -> Capacities {
+    Capacities {
+        max_num_batched_tokens: published(records, |r| r.observed.prefill_capacity_tokens),
+        kv_blocks: published(records, |r| r.observed.kv_capacity_blocks),
+    }
+}
+
 /// The fitted model: its parameters and, per cell, measured vs fitted TTFT.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelFit {
     pub model: String,
+    /// The capacities taken from the records (the base's are kept where `None`).
+    pub capacities: Capacities,
     /// `server_ttft_ms` or `ttft_ms`: what the cell medians are of.
     pub target: &'static str,
     pub step: StepTimeConfig,
@@ -264,11 +296,12 @@ pub fn fit_config(
     base_path: &Path,
 ) -> Result<(SimConfig, Vec<ModelFit>), FitConfigError> {
     let mut by_model: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();
-    for r in records
-        .iter()
-        .filter(|r| r.phase == Phase::Qgrid && r.status == Status::Ok)
-    {
-        by_model.entry(r.model.as_str()).or_default().push(r);
+    let mut all_by_model: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();
+    for r in records.iter().filter(|r| r.status == Status::Ok) {
+        all_by_model.entry(r.model.as_str()).or_default().push(r);
+        if r.phase == Phase::Qgrid {
+            by_model.entry(r.model.as_str()).or_default().push(r);
+        }
     }
     if by_model.is_empty() {
         return Err(FitConfigError::Records {
@@ -289,6 +322,13 @@ pub fn fit_config(
         };
         let m = &mut base.models[index];
         let speed = model_speed(m, index, base_path)?;
+        let capacities = published_capacities(&all_by_model[model]);
+        if let Some(v) = capacities.max_num_batched_tokens {
+            m.max_num_batched_tokens = v;
+        }
+        if let Some(v) = capacities.kv_blocks {
+            m.kv_blocks = v;
+        }
         let use_server = recs.iter().all(|r| r.server_ttft_ms.is_some());
         let cells = q_cells(&recs, use_server);
         let model_err = |message: String| FitConfigError::Model {
@@ -302,9 +342,20 @@ pub fn fit_config(
                 cells.len()
             )));
         }
-        let fitted = fit_cells(&cells, m.max_num_batched_tokens, speed).ok_or_else(|| {
-            model_err("the cells do not determine the TTFT parameters (singular fit)".into())
-        })?;
+        // The request plane's time is the frontend's, not the engine's: it does not scale with
+        // the worker's speed, so it comes off every cell before the step costs are fitted.
+        let plane = m.request_plane_ms.max(0.0);
+        let engine_cells: Vec<Cell> = cells
+            .iter()
+            .map(|c| Cell {
+                ttft_ms: c.ttft_ms - plane,
+                ..*c
+            })
+            .collect();
+        let fitted =
+            fit_cells(&engine_cells, m.max_num_batched_tokens, speed).ok_or_else(|| {
+                model_err("the cells do not determine the TTFT parameters (singular fit)".into())
+            })?;
         m.step = StepTimeConfig {
             decode_ms_per_seq: m.step.decode_ms_per_seq,
             decode_ms_per_ctx: m.step.decode_ms_per_ctx,
@@ -314,6 +365,7 @@ pub fn fit_config(
         let mbt = m.max_num_batched_tokens;
         fits.push(ModelFit {
             model: model.to_owned(),
+            capacities,
             target: if use_server {
                 "server_ttft_ms"
             } else {
@@ -321,7 +373,7 @@ pub fn fit_config(
             },
             cells: cells
                 .iter()
-                .map(|c| (*c, predict(&step, c.n, c.cached, mbt, speed)))
+                .map(|c| (*c, plane + predict(&step, c.n, c.cached, mbt, speed)))
                 .collect(),
             step,
         });
@@ -562,7 +614,78 @@ mod tests {
         r.cached_tokens = Some(cached);
         r.server_ttft_ms = server;
         r.ttft_ms = server.map(|s| s + 0.5).or(Some(10.0));
+        r.observed.prefill_capacity_tokens = Some(2048);
+        r.observed.kv_capacity_blocks = None;
         r
+    }
+
+    /// The base's request plane is not engine time: it comes off the cells, so the step costs
+    /// fitted at one speed predict another.
+    #[test]
+    fn the_request_plane_is_not_fitted_into_the_step_costs() {
+        let t = truth();
+        let mut base = SimConfig::default();
+        base.models[0].request_plane_ms = 2.0;
+        base.models[0].worker_speeds = vec![4.0, 4.0];
+        let recs: Vec<Record> = grid(&t, 2048, 4.0)
+            .iter()
+            .map(|c| record("efficient", c.n, c.cached, Some(c.ttft_ms + 2.0)))
+            .collect();
+        let (cfg, fits) =
+            fit_config(&recs, Path::new("r.jsonl"), base, Path::new("b.toml")).unwrap();
+        let got = &cfg.models[0].step;
+        assert!((got.base_ms - t.base_ms).abs() < 1e-9, "{got:?}");
+        assert!((got.prefill_ms_per_token - t.prefill_ms_per_token).abs() < 1e-12);
+        for (c, p) in &fits[0].cells {
+            assert!((p / c.ttft_ms - 1.0).abs() < 1e-9, "{c:?}: {p}");
+        }
+    }
+
+    /// The batch budget and KV capacity the deployment published replace the base's; values
+    /// that disagree between records, or the "not advertised" sentinel, leave the base's.
+    #[test]
+    fn takes_the_published_capacities_and_chunks_with_them() {
+        let t = truth();
+        let mut recs = Vec::new();
+        for c in grid(&t, 512, 1.0) {
+            let mut r = record("efficient", c.n, c.cached, Some(c.ttft_ms));
+            r.observed.prefill_capacity_tokens = Some(512);
+            r.observed.kv_capacity_blocks = Some(1456);
+            recs.push(r);
+        }
+        let mut load = record("capable", 256, 0, Some(30.0));
+        load.phase = Phase::Load;
+        load.observed.prefill_capacity_tokens = Some(crate::MISSING_CAPACITY_SENTINEL);
+        let mut q = vec![
+            record("capable", 128, 0, Some(20.0)),
+            record("capable", 512, 0, Some(40.0)),
+        ];
+        q[1].observed.kv_capacity_blocks = Some(100);
+        q[0].observed.kv_capacity_blocks = Some(200);
+        recs.extend(q);
+        recs.push(load);
+        let base = SimConfig::default();
+        let (cfg, fits) = fit_config(
+            &recs,
+            Path::new("r.jsonl"),
+            base.clone(),
+            Path::new("b.toml"),
+        )
+        .unwrap();
+        assert_eq!(cfg.models[0].max_num_batched_tokens, 512);
+        assert_eq!(cfg.models[0].kv_blocks, 1456);
+        let efficient = fits.iter().find(|f| f.model == "efficient").unwrap();
+        assert_eq!(efficient.capacities.max_num_batched_tokens, Some(512));
+        // Chunked at 512, the grid made with 512 is fitted exactly.
+        assert!((cfg.models[0].step.base_ms - t.base_ms).abs() < 1e-9);
+        let capable = fits.iter().find(|f| f.model == "capable").unwrap();
+        assert_eq!(capable.capacities.max_num_batched_tokens, None, "sentinel");
+        assert_eq!(capable.capacities.kv_blocks, None, "disagreeing records");
+        assert_eq!(
+            cfg.models[1].max_num_batched_tokens,
+            base.models[1].max_num_batched_tokens
+        );
+        assert_eq!(cfg.models[1].kv_blocks, base.models[1].kv_blocks);
     }
 
     #[test]

@@ -68,6 +68,15 @@ fn fit_config(a: &FitConfigArgs) -> Result<(), sy_sim::fit_config::FitConfigErro
             s.attention_ms_per_token_ctx,
             f.target
         );
+        let c = &f.capacities;
+        if c.max_num_batched_tokens.is_some() || c.kv_blocks.is_some() {
+            let show = |v: Option<u64>| v.map_or("the base's".to_owned(), |v| v.to_string());
+            println!(
+                "  published by the deployment: max_num_batched_tokens {}  kv_blocks {}",
+                show(c.max_num_batched_tokens),
+                show(c.kv_blocks)
+            );
+        }
         println!(
             "  {:>6} {:>7} {:>7} {:>11} {:>10} {:>6}",
             "N", "cached", "records", "measured ms", "fitted ms", "ratio"

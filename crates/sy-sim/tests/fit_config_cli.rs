@@ -59,7 +59,16 @@ fn fits_from_records_and_refuses_bad_input_naming_the_file() {
     assert!(stdout.contains("fitted to ttft_ms medians"), "{stdout}");
     let fitted = sy_sim::SimConfig::from_toml_path(&out).unwrap();
     assert_eq!(fitted.models.len(), 2);
-    assert_eq!(fitted.models[0].kv_blocks, cfg.models[0].kv_blocks);
+    // The capacities the records published replace the base's.
+    let recs = generate(&SynthSpec::default());
+    let published = recs
+        .iter()
+        .find(|r| r.model == "efficient-model")
+        .and_then(|r| r.observed.kv_capacity_blocks)
+        .unwrap();
+    assert_ne!(published, cfg.models[0].kv_blocks);
+    assert_eq!(fitted.models[0].kv_blocks, published);
+    assert!(stdout.contains("published by the deployment"), "{stdout}");
 
     // A base that does not parse: its file and field are named.
     let bad = dir.path().join("bad.toml");
