@@ -12,7 +12,10 @@ use sy_records::{LoadOptions, Phase, ProbeTable, RecordsError, Split, SplitFract
 use crate::fit::{
     ALPHA_RULE, FitConfig, FitError, FitResult, default_alpha_grid, fit, parse_alpha_grid,
 };
-use crate::fitfile::{FIT_SCHEMA_VERSION, FitFile, FitSettings, RecordCounts, SplitInfo, ToolInfo};
+use sy_rundir::FIT_SCHEMA_VERSION;
+use sy_rundir::artifact::fit::{
+    DataCheck, DataCheckRun, FitFile, FitSettings, RecordCounts, SplitInfo, ToolInfo,
+};
 
 /// Fit the no-load Q tables, standardisers and ridge load corrections from calibration records.
 ///
@@ -289,10 +292,7 @@ fn fit_paths(common: &CommonArgs, args: &FitArgs) -> Result<FitPaths, CliError> 
 /// The data-quality verdict of every input that is a collected run directory (it has a
 /// `manifest.json`), judged now with the bounds of its `check.json` when `sy-collect check` wrote
 /// one (else the defaults). A failing run stops the fit unless `accept`.
-fn data_check(
-    inputs: &[PathBuf],
-    accept: bool,
-) -> Result<Option<sy_calibration::fitting::DataCheck>, CliError> {
+fn data_check(inputs: &[PathBuf], accept: bool) -> Result<Option<DataCheck>, CliError> {
     use sy_records::check::{CheckOptions, CheckReport, judge_paths};
     let mut runs = Vec::new();
     for dir in inputs
@@ -309,7 +309,7 @@ fn data_check(
             dir.display(),
             if report.passed() { "passed" } else { "FAILED" }
         );
-        runs.push(sy_calibration::fitting::DataCheckRun {
+        runs.push(DataCheckRun {
             path: dir.display().to_string(),
             verdict: if report.passed() { "pass" } else { "fail" }.to_string(),
             failed: report.failed().iter().map(|s| s.to_string()).collect(),
@@ -331,7 +331,7 @@ fn data_check(
             failing.join("; ")
         )));
     }
-    Ok(Some(sy_calibration::fitting::DataCheck {
+    Ok(Some(DataCheck {
         runs,
         accepted_failing: !failing.is_empty(),
     }))
@@ -572,7 +572,7 @@ fn print_summary(
     loaded: &ProbeTable,
     seconds: f64,
 ) -> Result<(), CliError> {
-    let model_summary = |m: &crate::fit::ModelFit| ModelSummary {
+    let model_summary = |m: &sy_rundir::artifact::fit::ModelFit| ModelSummary {
         q_cells: m.q_table.cells.len(),
         q_empty_cells: m.q_table.empty_cells.len(),
         blind_alpha: m.blind.alpha,

@@ -70,7 +70,7 @@ fn fits_a_run_directory_and_writes_valid_fit_and_splits() {
     let splits_path = dir.path().join("splits.json");
     assert_valid("fit.schema.json", &fit_path);
     assert_valid("splits.schema.json", &splits_path);
-    let fit = sy_fit::FitFile::read(&fit_path).unwrap();
+    let fit = sy_rundir::artifact::fit::FitFile::read(&fit_path).unwrap();
     let splits = SplitTable::read(&splits_path).unwrap();
     assert_eq!(splits.seed, 3);
     assert_eq!(fit.split.conditions, splits.counts);
@@ -171,7 +171,7 @@ fn bad_records_exit_2_naming_file_row_and_field_or_are_skipped() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let fit = sy_fit::FitFile::read(&fit_path).unwrap();
+    let fit = sy_rundir::artifact::fit::FitFile::read(&fit_path).unwrap();
     assert_eq!(fit.records.skipped_invalid, 2); // the bad row and its partner
     assert!(fit.warnings.iter().any(|w| w.contains("skipped")));
 }
@@ -257,7 +257,7 @@ fn a_run_failing_the_data_check_is_refused_unless_accepted() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("data-quality check:"));
     let fit_path = dir.path().join("fit.json");
     assert_valid("fit.schema.json", &fit_path);
-    let fit = sy_fit::FitFile::read(&fit_path).unwrap();
+    let fit = sy_rundir::artifact::fit::FitFile::read(&fit_path).unwrap();
     let dc = fit.data_check.expect("data_check in fit.json");
     assert!(dc.accepted_failing);
     assert_eq!(dc.runs[0].verdict, "fail");
@@ -294,7 +294,7 @@ fn planned_f_axis_fallback_warns_in_the_run() {
         err.contains("WARN") && err.contains("f axis is the planned cached fractions"),
         "{err}"
     );
-    let fit = sy_fit::FitFile::read(&dir.path().join("fit.json")).unwrap();
+    let fit = sy_rundir::artifact::fit::FitFile::read(&dir.path().join("fit.json")).unwrap();
     let w: Vec<&String> = fit
         .warnings
         .iter()
@@ -307,7 +307,7 @@ fn planned_f_axis_fallback_warns_in_the_run() {
     write_parquet(&records(), &dir.path().join("records.parquet")).unwrap();
     let out = sy_fit(&["--run-dir", s(dir.path()), "--no-progress"]);
     assert!(out.status.success());
-    let fit = sy_fit::FitFile::read(&dir.path().join("fit.json")).unwrap();
+    let fit = sy_rundir::artifact::fit::FitFile::read(&dir.path().join("fit.json")).unwrap();
     assert!(
         !fit.warnings.iter().any(|w| w.contains("planned cached")),
         "{:#?}",

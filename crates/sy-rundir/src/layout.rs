@@ -21,7 +21,7 @@
 //!   splits.json        the grouped fit / uncertainty / selection split (sy-fit;
 //!                      sy_records::SplitTable)
 //!   fit.json           Q tables, standardisers, ridge corrections (sy-fit;
-//!                      sy_calibration::fitting::FitFile)
+//!                      artifact::fit::FitFile)
 //!   margins.json       90th-percentile margins per estimator (sy-margin;
 //!                      artifact::margins::MarginsFile)
 //!   selection.json     threshold search, evaluation, choice, intervals (sy-select;
@@ -42,14 +42,14 @@
 //! ```
 //!
 //! The document types are in [`crate::artifact`], except those whose members are another
-//! library's results, which this crate (depending only on `sy-selector` and serde) cannot
-//! name: the records, the probe table and the split table (`sy-records`: the record's columns,
-//! Parquet codec and memory-mapped table; the split table is built from records), `fit.json`
-//! (sy-stats intervals per coefficient), `selection.json` (the search, replay and sy-stats
-//! intervals of `sy-select`), `comparison.json` (sy-stats session estimates), `adaptive.json`
-//! (the adaptive design's rounds and looks) and the plan (the tool's input, validated by
-//! `sy-collect`). A reader reads each JSON document through [`read_artifact`], which checks
-//! the name, kind and version defined here.
+//! library's results, which this crate (depending only on `sy-selector`, `sy-stats` and serde)
+//! cannot name: the records, the probe table and the split table (`sy-records`: the record's
+//! columns, Parquet codec and memory-mapped table; the split table is built from records; the
+//! splits, their fractions and counts are [`crate::split`]'s), `selection.json` (the search,
+//! replay and intervals of `sy-select`), `comparison.json` (session estimates of `sy-eval`),
+//! `adaptive.json` (the adaptive design's rounds and looks) and the plan (the tool's input,
+//! validated by `sy-collect`). A reader reads each JSON document through [`read_artifact`],
+//! which checks the name, kind and version defined here.
 //!
 //! Every name above is defined here once; the tools take paths from [`Artifact::file_name`].
 

@@ -18,6 +18,7 @@ mod clock;
 mod fault;
 pub mod guard;
 pub mod layout;
+pub mod split;
 
 pub use atomic::{
     Durability, RunError, Staged, atomic_write, atomic_write_all, atomic_write_json,

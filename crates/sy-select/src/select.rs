@@ -122,7 +122,7 @@ pub struct SelectOutput {
     pub margins: MarginsFile,
     /// fit.json as written by sy-fit (Q-table cells, R², coefficient intervals); `None` for a
     /// minimal fit file holding only the estimators.
-    pub fit_file: Option<sy_calibration::fitting::FitFile>,
+    pub fit_file: Option<sy_rundir::artifact::fit::FitFile>,
     /// Selection-split pairs (for the report's plots).
     pub selection_pairs: Vec<EvalPair>,
     /// Each variant's selected TTFT of every selection-split pair, in `selection_pairs` order,
@@ -245,7 +245,7 @@ struct Inputs {
     fit: FitEstimators,
     /// The full fit.json (Q-table cells, CV settings) when sy-fit wrote it; a minimal file with
     /// only the estimators (as tests write) is enough to select.
-    fit_file: Option<sy_calibration::fitting::FitFile>,
+    fit_file: Option<sy_rundir::artifact::fit::FitFile>,
     margins_file: MarginsFile,
     splits: sy_records::SplitTable,
     /// Provenance: the records, then fit.json, margins.json and splits.json.
@@ -255,7 +255,7 @@ struct Inputs {
 /// Reads every input and checks the provenance chain, the split coverage and the split seed.
 fn load_inputs(opts: &SelectOptions) -> Result<(Inputs, sy_records::ProbeTable), SelectError> {
     let fit = inputs::read_fit(&opts.fit)?;
-    let fit_file = sy_calibration::fitting::FitFile::read(&opts.fit).ok();
+    let fit_file = sy_rundir::artifact::fit::FitFile::read(&opts.fit).ok();
     let margins_file = MarginsFile::read(&opts.margins)?;
     let splits = inputs::read_splits(&opts.splits)?;
     let loaded = inputs::load_records(

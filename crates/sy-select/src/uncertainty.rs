@@ -161,7 +161,7 @@ pub struct Uncertainty {
 /// The coefficient intervals of `fit.json` by `<model>.<estimator>` (see
 /// [`Uncertainty::coefficients`]).
 pub fn coefficient_intervals(
-    fit: Option<&sy_calibration::fitting::FitFile>,
+    fit: Option<&sy_rundir::artifact::fit::FitFile>,
 ) -> BTreeMap<String, Vec<Interval>> {
     let Some(fit) = fit else {
         return BTreeMap::new();

@@ -22,7 +22,9 @@ use crate::fitting::fit::{
     FitConfig, FitError, NoRowsCause, NoTarget, assign_folds, check_alpha_grid, condition_places,
     cv_and_solve, load_rows, per_model, places_by_index, usable_row,
 };
-use crate::fitting::qbuild::{QBuildError, QTableReport, build_q_table};
+use sy_rundir::artifact::fit::QTableReport;
+
+use crate::fitting::qbuild::{QBuildError, build_q_table};
 use crate::fitting::ridge::SuffStats;
 
 /// What every fit of the same records shares, whatever the split table: each model's Q table

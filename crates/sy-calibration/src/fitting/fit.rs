@@ -21,7 +21,6 @@ use sy_selector::Model;
 
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
-use serde::{Deserialize, Serialize};
 use sy_records::{ConditionIndex, Phase, ProbeTable, Split, SplitTable, Status};
 use sy_selector::{
     Estimator, Field, InvalidInput, LoadCorrection, ModelEstimators, PredictError, QTable,
@@ -30,8 +29,12 @@ use sy_selector::{
 
 /// The fit's errors (defined in `error.rs`).
 pub use crate::fitting::error::{AlphaGridError, FitError, NoRowsCause};
-use crate::fitting::qbuild::{QTableReport, build_q_table};
+use crate::fitting::qbuild::build_q_table;
 use crate::fitting::ridge::{RidgeError, RidgeSolution, SuffStats, solve};
+use sy_rundir::artifact::fit::{
+    CorrectionReport, CvPoint, ModelFit, ModelFits, QTableReport, ResidualSpread,
+    StandardiserReport,
+};
 
 /// Default number of cross-validation folds.
 pub const DEFAULT_FOLDS: usize = 5;
@@ -117,103 +120,6 @@ impl Default for FitConfig {
             seed: 0,
             coefficient_intervals: true,
             parallel_models: true,
-        }
-    }
-}
-
-/// One point of the cross-validation curve.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CvPoint {
-    pub alpha: f64,
-    /// Unweighted mean of the fold MSEs (ms²); `null` when no fold could be scored.
-    pub cv_mse: Option<f64>,
-    /// Per fold (ms²); `null` for a fold without rows (left out of the mean).
-    pub fold_mse: Vec<Option<f64>>,
-}
-
-/// Spread of the in-sample residuals (measured − predicted TTFT, ms) on the fit split.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ResidualSpread {
-    pub mean_ms: f64,
-    pub std_ms: f64,
-    pub mae_ms: f64,
-    pub p50_abs_ms: f64,
-    pub p90_abs_ms: f64,
-    pub p99_abs_ms: f64,
-    pub max_abs_ms: f64,
-}
-
-/// Diagnostics of one model's one estimator.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CorrectionReport {
-    /// Rows fitted.
-    pub rows: usize,
-    /// Conditions those rows come from.
-    pub conditions: usize,
-    /// Fit-split rows without a usable target, per reason (`k`, `q_out_of_range`, ...).
-    pub skipped: BTreeMap<String, usize>,
-    /// Folds used (fewer than asked when there are fewer conditions).
-    pub folds: usize,
-    /// The chosen alpha.
-    pub alpha: f64,
-    /// Whether the chosen alpha is the largest of the grid (the curve was flat up to its end).
-    pub alpha_at_grid_edge: bool,
-    /// The whole cross-validation curve, ascending alpha.
-    pub cv: Vec<CvPoint>,
-    /// R² of the load correction on its target (TTFT − Q) over the fit split (`null` when the
-    /// target is constant).
-    pub r2_target: Option<f64>,
-    /// R² of the whole estimator (Q + correction) on the measured TTFT over the fit split.
-    pub r2_ttft: Option<f64>,
-    pub residuals: ResidualSpread,
-    /// 95 % grouped-bootstrap intervals of (intercept, bN, bR, bP): fit-split conditions resampled
-    /// (`sy-stats`), the standardiser and the chosen alpha held fixed. `None` with fewer than 2
-    /// conditions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub coefficient_intervals: Option<Vec<sy_stats::Interval>>,
-}
-
-/// Diagnostics of one model's standardiser.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StandardiserReport {
-    /// Fit-split rows the statistics were computed on.
-    pub rows: usize,
-    /// Fit-split ok rows with an invalid N, R or P, per field.
-    pub skipped: BTreeMap<String, usize>,
-}
-
-/// Everything fitted for one model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelFit {
-    /// Served model names seen in this role's records.
-    pub served_models: Vec<String>,
-    /// What the runtime uses: Q table, standardiser, blind and cache corrections.
-    pub estimators: ModelEstimators,
-    pub q_table: QTableReport,
-    pub standardiser: StandardiserReport,
-    pub blind: CorrectionReport,
-    pub cache: CorrectionReport,
-}
-
-/// Both models.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelFits {
-    pub efficient: ModelFit,
-    pub capable: ModelFit,
-}
-
-impl ModelFits {
-    /// The fit of one model.
-    pub fn get(&self, model: Model) -> &ModelFit {
-        match model {
-            Model::Efficient => &self.efficient,
-            Model::Capable => &self.capable,
         }
     }
 }

@@ -15,19 +15,15 @@
 //! and solves. The ridge ([`ridge`]) is a closed-form solve on sufficient statistics, so the whole CV
 //! curve costs one pass over the rows, and is also a linfa estimator (`Fit` / `Predict`).
 //!
-//! The result is `fit.json` ([`FitFile`]), which embeds sy-selector's `ModelEstimators` per model
+//! The result is `fit.json` ([`sy_rundir::artifact::fit::FitFile`]), which embeds sy-selector's `ModelEstimators` per model
 //! for `sy-margin` and `sy-select`.
 
 mod condition_sums;
 mod error;
 pub mod fit;
-pub mod fitfile;
 pub mod qbuild;
 pub mod ridge;
 
 pub use condition_sums::{ConditionSumsTable, KnownRow, KnownRows};
-pub use fit::{
-    AlphaGridError, FitConfig, FitError, FitResult, ModelFit, ModelFits, NoRowsCause, fit,
-};
-pub use fitfile::{DataCheck, DataCheckRun, FIT_SCHEMA_VERSION, FitFile};
+pub use fit::{AlphaGridError, FitConfig, FitError, FitResult, NoRowsCause, fit};
 pub use ridge::{FittedRidge, Ridge, RidgeError, SuffStats};

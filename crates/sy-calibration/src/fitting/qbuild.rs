@@ -15,90 +15,11 @@
 use std::collections::BTreeMap;
 use sy_selector::Model;
 
-use serde::{Deserialize, Serialize};
 use sy_records::{Phase, ProbeTable, Status};
+use sy_rundir::artifact::fit::{FAxisFallback, MonotoneViolation, QCell, QTableReport};
 use sy_selector::QTable;
 
 use sy_selector::{quantile_sorted, quantile_unsorted};
-
-/// One cell of a Q table, as measured.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct QCell {
-    /// The N axis value (median observed N of the planned prompt length).
-    pub n: f64,
-    /// The f axis value: the cell's median observed K / N (its row's f axis; 0 for the f = 0
-    /// column).
-    pub f: f64,
-    pub planned_n: u64,
-    /// Ok records in the cell.
-    pub count: usize,
-    /// The cell value (ms); `None` when empty.
-    pub median_ms: Option<f64>,
-    pub p25_ms: Option<f64>,
-    pub p75_ms: Option<f64>,
-    pub min_ms: Option<f64>,
-    pub max_ms: Option<f64>,
-    /// Median observed K / N of the cell's records.
-    pub observed_f_median: Option<f64>,
-}
-
-/// A pair of cells whose medians decrease although the uncached tokens N·(1 − f) increase, by
-/// more than either cell's half inter-quartile range.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MonotoneViolation {
-    /// (N, f, median) of the cell with fewer uncached tokens.
-    pub lower: [f64; 3],
-    /// (N, f, median) of the cell with more uncached tokens but a smaller median.
-    pub higher: [f64; 3],
-}
-
-/// Everything about one model's Q table besides the table itself.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct QTableReport {
-    /// Ok Q-grid records used.
-    pub records: usize,
-    /// Q-grid records not used (failed probe or missing / invalid N, K), per reason.
-    pub skipped: BTreeMap<String, usize>,
-    pub cells: Vec<QCell>,
-    /// (N, f) of every empty cell.
-    pub empty_cells: Vec<[f64; 2]>,
-    /// Total number of non-monotone cell pairs.
-    pub monotone_violation_count: usize,
-    /// The first few non-monotone pairs (largest drops first).
-    pub monotone_violations: Vec<MonotoneViolation>,
-    /// Why the f axis is the planned fractions instead of the observed ones, when it is (the
-    /// fit warns with it). Not written to `fit.json`: the cells' `f` show the axis itself.
-    #[serde(skip)]
-    pub f_axis_fallback: Option<FAxisFallback>,
-}
-
-/// Why a Q table's f axis fell back to the planned cached fractions.
-#[derive(Debug, Clone, PartialEq)]
-pub enum FAxisFallback {
-    /// No Q-grid record of this planned fraction has an observed K / N.
-    NoObservedFraction { planned_f: f64 },
-    /// The median observed K / N per planned fraction would not increase strictly.
-    NotIncreasing { observed: Vec<f64> },
-}
-
-impl std::fmt::Display for FAxisFallback {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FAxisFallback::NoObservedFraction { planned_f } => write!(
-                f,
-                "no Q-grid record of planned fraction {planned_f} has an observed K/N"
-            ),
-            FAxisFallback::NotIncreasing { observed } => write!(
-                f,
-                "the median observed K/N per planned fraction, {observed:?}, does not increase \
-                 strictly"
-            ),
-        }
-    }
-}
 
 /// Why no Q table can be built for a model.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -121,7 +121,7 @@ pub fn input_file(path: &Path) -> Result<InputFile, InputsError> {
 }
 
 /// The estimators of `model` in a `fit.json` document: `models.<model>.estimators`, as `sy-fit`
-/// writes them ([`crate::fitting::FitFile`]; the document's kind and version are already checked). Only
+/// writes them ([`sy_rundir::artifact::fit::FitFile`]; the document's kind and version are already checked). Only
 /// this member is read, so the fit file's diagnostics may grow without breaking the later tools.
 fn estimators_of(root: &Value, model: &str) -> Result<ModelEstimators, String> {
     let at = root

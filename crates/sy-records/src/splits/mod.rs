@@ -20,7 +20,8 @@
 mod assign;
 mod table;
 
-pub use assign::{FractionsError, Split, SplitFractions, assign_split, split_point};
+pub use assign::{assign_split, split_point};
 /// Defined with the run directory's layout (`sy_rundir::layout`).
 pub use sy_rundir::SPLITS_SCHEMA_VERSION;
-pub use table::{ConditionSplits, LoadConditions, SplitCounts, SplitTable};
+pub use sy_rundir::split::{FractionsError, Split, SplitCounts, SplitFractions};
+pub use table::{ConditionSplits, LoadConditions, SplitTable};

@@ -6,33 +6,16 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{SPLITS_SCHEMA_VERSION, Split, SplitFractions, assign_split};
+use super::{SPLITS_SCHEMA_VERSION, Split, SplitCounts, SplitFractions, assign_split};
 use crate::error::{RecordsError, SplitsError};
 use crate::record::{Phase, Record};
 
-/// Conditions per split.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SplitCounts {
-    pub fit: usize,
-    pub uncertainty: usize,
-    pub selection: usize,
-}
-
-impl SplitCounts {
-    pub fn get(&self, s: Split) -> usize {
-        match s {
-            Split::Fit => self.fit,
-            Split::Uncertainty => self.uncertainty,
-            Split::Selection => self.selection,
-        }
-    }
-
-    fn bump(&mut self, s: Split) {
-        match s {
-            Split::Fit => self.fit += 1,
-            Split::Uncertainty => self.uncertainty += 1,
-            Split::Selection => self.selection += 1,
-        }
+/// Counts one more condition in split `s`.
+fn bump(counts: &mut SplitCounts, s: Split) {
+    match s {
+        Split::Fit => counts.fit += 1,
+        Split::Uncertainty => counts.uncertainty += 1,
+        Split::Selection => counts.selection += 1,
     }
 }
 
@@ -63,7 +46,7 @@ impl ConditionSplits {
                 conditions.is_load(c).then(|| {
                     let (run_id, condition_id) = conditions.key(c);
                     let s = assign_split(seed, &fractions, run_id, condition_id);
-                    counts.bump(s);
+                    bump(&mut counts, s);
                     s
                 })
             })
@@ -163,7 +146,7 @@ impl SplitTable {
                 .entry(run_id.to_string())
                 .or_default()
                 .insert(condition_id.to_string(), s);
-            self.counts.bump(s);
+            bump(&mut self.counts, s);
             added += 1;
         }
         added
@@ -227,7 +210,7 @@ impl SplitTable {
         let mut counts = SplitCounts::default();
         for conds in t.conditions.values() {
             for s in conds.values() {
-                counts.bump(*s);
+                bump(&mut counts, *s);
             }
         }
         if counts != t.counts {
@@ -328,7 +311,7 @@ mod tests {
             let c = format!("c{i}");
             let s = assign_split(7, &f, "run", &c);
             assert_eq!(s, assign_split(7, &f, "run", &c));
-            counts.bump(s);
+            bump(&mut counts, s);
         }
         assert!((5_700..6_300).contains(&counts.fit), "{counts:?}");
         assert!((1_800..2_200).contains(&counts.uncertainty), "{counts:?}");

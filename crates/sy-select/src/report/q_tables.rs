@@ -23,7 +23,7 @@ pub(super) fn f_column_label(q: &sy_selector::QTable, j: usize) -> String {
 pub(super) fn q_plots(
     name: &str,
     est: &ModelEstimators,
-    report: Option<&sy_calibration::fitting::qbuild::QTableReport>,
+    report: Option<&sy_rundir::artifact::fit::QTableReport>,
 ) -> (Plot, Plot) {
     let q = &est.q;
     let n_axis = q.n_axis();
