@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use sy_report::{Bar, Bars, Lines, Plot, Report, Series};
 
-use crate::compare::{Comparison, VariantSummary};
+use sy_rundir::artifact::comparison::{Comparison, VariantSummary};
 use sy_rundir::artifact::eval_block::BlockResult;
 use sy_stats::sessions::{Distribution, Estimate, Summary};
 

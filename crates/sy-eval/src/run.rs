@@ -23,11 +23,12 @@ use sy_rundir::artifact::eval_manifest::EvalManifest;
 use sy_selector::{Bundle, Variant};
 
 use crate::block::{BlockId, BlockInputs, run_block};
-use crate::compare::{Comparison, compare};
+use crate::compare::compare;
 use crate::error::EvalError;
 use crate::plan::{LoadedPlan, Order};
 use crate::quiescence::quiescent;
 use crate::sessions::{SessionSpec, TraceError, generate, read_trace};
+use sy_rundir::artifact::comparison::Comparison;
 use sy_rundir::artifact::eval_block::BlockResult;
 
 /// The manifest file of a run directory.

@@ -38,7 +38,7 @@
 //!   blocks/            one file per finished block (artifact::eval_block::BlockResult)
 //!   turns.jsonl        every turn of every block (artifact::eval_block::TurnRecord)
 //!   sessions.jsonl     every session of every block (artifact::eval_block::SessionRecord)
-//!   comparison.json    the paired comparison (sy_eval::compare::Comparison)
+//!   comparison.json    the paired comparison (artifact::comparison::Comparison)
 //! ```
 //!
 //! The document types are in [`crate::artifact`], except those whose members are another
@@ -46,9 +46,8 @@
 //! cannot name: the records, the probe table and the split table (`sy-records`: the record's
 //! columns, Parquet codec and memory-mapped table; the split table is built from records; the
 //! splits, their fractions and counts are [`crate::split`]'s), `selection.json` (the search,
-//! replay and intervals of `sy-select`), `comparison.json` (session estimates of `sy-eval`),
-//! `adaptive.json` (the adaptive design's rounds and looks) and the plan (the tool's input,
-//! validated by `sy-collect`). A reader reads each JSON document through [`read_artifact`],
+//! replay and intervals of `sy-select`), `adaptive.json` (the adaptive design's rounds and
+//! looks) and the plan (the tool's input, validated by `sy-collect`). A reader reads each JSON document through [`read_artifact`],
 //! which checks the name, kind and version defined here.
 //!
 //! Every name above is defined here once; the tools take paths from [`Artifact::file_name`].

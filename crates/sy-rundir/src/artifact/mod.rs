@@ -7,6 +7,7 @@
 //! each one lives, and why.
 
 pub mod check;
+pub mod comparison;
 pub mod eval_block;
 pub mod eval_manifest;
 pub mod fit;
