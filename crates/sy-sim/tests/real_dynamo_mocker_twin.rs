@@ -356,19 +356,8 @@ fn check(
     // For the typical cell the simulator is about as close to Dynamo as Dynamo is to itself. The
     // median, not the mean: a simulated condition whose closed-loop background happened to
     // interleave differently (one of eight, 1.35 once on block 64) is bounded above, one by one.
-    let median = |i: usize| {
-        let mut d: Vec<f64> = dev(i).collect();
-        d.sort_by(f64::total_cmp);
-        let n = d.len();
-        if n == 0 {
-            0.0
-        } else if n % 2 == 1 {
-            d[n / 2]
-        } else {
-            (d[n / 2 - 1] + d[n / 2]) / 2.0
-        }
-    };
-    let (typical, self_typical) = (median(1), median(2));
+    let typical_of = |i: usize| median(&dev(i).collect::<Vec<_>>());
+    let (typical, self_typical) = (typical_of(1), typical_of(2));
     if typical > bound.max(self_typical + MEDIAN_SLACK) {
         failures.push(format!(
             "{what}: median |1 - sim/Dynamo| {typical:.3} above ±{bound} and Dynamo's own {self_typical:.3} + {MEDIAN_SLACK}"
