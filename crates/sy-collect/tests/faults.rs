@@ -411,3 +411,39 @@ fn assert_recovered(
     assert!(failed.is_empty(), "every unit recovers: {failed:?}");
     recs
 }
+
+/// A client that sees the first token well after the frontend timed it (every model's first
+/// event held 40 ms outside the frontend's TTFT timer, as a delayed ACK or a proxy would) is
+/// refused by the preflight before anything is collected, naming the median gap over its probes.
+#[test]
+fn a_client_server_ttft_gap_above_the_bound_blocks_the_run() {
+    let rt = runtime();
+    rt.block_on(async {
+        let mut cfg = sy_drive::sim::SimConfig::default();
+        for m in &mut cfg.models {
+            m.frontend_untimed_ms = 40.0;
+        }
+        let sim = sy_drive::sim::spawn(cfg).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let plan_path = write(
+            dir.path(),
+            "plan.toml",
+            "seed = 3\n[probe]\nmax_tokens = 2\n[qgrid]\nn = [64]\nf = [0.0]\nrepeats = 1\n",
+        );
+        let run_dir = dir.path().join("run");
+        let opts = dynamo_options(&sim, &run_dir);
+        let plan = sy_collect::Plan::from_path(&plan_path).unwrap();
+        let out = tokio::time::timeout(Duration::from_secs(60), sy_collect::run(plan, opts))
+            .await
+            .expect("no hang");
+        sim.shutdown().await;
+        let err = out.expect_err("the preflight must refuse the deployment");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("client TTFT exceeds the server's own TTFT by")
+                && msg.contains("median over"),
+            "{msg}"
+        );
+        assert!(!run_dir.join("records.jsonl").exists(), "nothing collected");
+    });
+}

@@ -64,6 +64,11 @@ const KV_EVENT_WAIT: Duration = Duration::from_secs(4);
 /// Blocks in a preflight probe prompt; the first `PRIME_BLOCKS` are primed.
 const PROBE_BLOCKS: u64 = 4;
 const PRIME_BLOCKS: u64 = 3;
+/// Pinned probes per (worker, rank) whose client − server TTFT gaps enter the median: the first
+/// meets the primed prefix, the others the whole prompt cached (cheap on any engine). One probe
+/// per rank made the verdict of a two-worker deployment the larger of two gaps, so one stall of
+/// the client's scheduler on a loaded machine failed the preflight.
+const GAP_PROBES: usize = 3;
 
 /// Discovers the deployment, registers what is missing, and checks every worker of the plan's
 /// models. Errors only when a service cannot be reached at all; everything else is a problem
