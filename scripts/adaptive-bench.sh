@@ -2,22 +2,29 @@
 # The adaptive benchmark with the real binaries: `sy-collect` fixed plan against
 # `sy-collect --adaptive` on the embedded simulator, then `sy-fit`, `sy-margin`, `sy-select` on each
 # run, in worlds of known truth (data/adaptive-bench/: the capable model helps broadly, in some
-# conditions, nowhere). Per world and design: probes, GPU time (wall time × the simulator's ranks),
-# the decision reached and whether the headline interval (sy-select's mean change versus Stage)
-# covers the truth, with Wilson 95 % intervals over the repeats. The truth of a world is a large
-# fixed run of its own (the plan's grid with TRUTH_REPEATS repeats, same pipeline): its estimate of
-# the change, and the decision its interval gives. The decision of an interval: gain (below 0),
-# loss (above 0), no useful gain (within ±ε), else open.
+# conditions, nowhere). Per world and design: load units, GPU time (wall time × the simulator's
+# ranks), the decision of the report and whether it equals the truth's, and whether the interval
+# the report's decision rests on covers the truth, with Wilson 95 % intervals over the studies.
+# The report's decision: for a fixed plan its headline (sy-select's selection-adjusted mean change
+# of the chosen bundle versus Stage, on the selection split); for an adaptive run the decision of
+# the adaptive design its Answer states (the stop's anytime-valid prequential confidence sequence
+# of `cache`'s change, recomputed by sy-select; `sy-select --json`'s `adaptive`), with the
+# selection-split headline's decision beside it. The truth of a world is a large fixed run of its
+# own (the plan's grid with TRUTH_REPEATS repeats, same pipeline): its headline change and the
+# decision its interval gives, and its `cache` variant's change (what the adaptive sequence
+# estimates). The decision of an interval: gain (below 0), loss (above 0), no useful gain (within
+# ±ε), else open.
 #   scripts/adaptive-bench.sh
 # Environment: REPEATS (studies per world and design, default 6; seeds 1..REPEATS), WORLDS (default
 # "broad few nowhere"), TRUTH_REPEATS (default 6), EPSILON_MS (the no-useful-gain band, default the
 # plan's [adaptive] epsilon_ms = 2), BIN (directory of release binaries; default: build them into
 # ${CARGO_TARGET_DIR:-target}/release), WORK (run directories, default target/adaptive-bench),
 # OUT (the table, default target/adaptive-bench.md), PARALLEL (worlds at once, default 3: the
-# simulator sleeps most of the time). DYNAMO=1 adds the small case on the local real-Dynamo stack
-# (data/adaptive-bench/dynamo.toml, DYNAMO_REPEATS studies, default 2): started and stopped with
-# scripts/dynamo-local.sh and the caller's FRONTEND_PORT, SELECT_PORT, WORKER_SYS_PORT_BASE,
-# ZMQ_KV_PORT_BASE, RUN_DIR; WORLDS="" skips the simulator.
+# simulator sleeps most of the time). A run directory whose select.json is older than
+# $BIN/sy-select is selected again (its collection is kept). DYNAMO=1 adds the small case on the
+# local real-Dynamo stack (data/adaptive-bench/dynamo.toml, DYNAMO_REPEATS studies, default 2):
+# started and stopped with scripts/dynamo-local.sh and the caller's FRONTEND_PORT, SELECT_PORT,
+# WORKER_SYS_PORT_BASE, ZMQ_KV_PORT_BASE, RUN_DIR; WORLDS="" skips the simulator.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeats="${REPEATS:-6}"
@@ -46,7 +53,20 @@ pipeline() {
   fi
   "$BIN/sy-fit" --run-dir "$dir" -q --no-progress "${accept[@]}"
   "$BIN/sy-margin" --run-dir "$dir" -q --no-progress
-  "$BIN/sy-select" --run-dir "$dir" -q --no-progress --json > "$dir/select.json"
+  select_run "$dir"
+}
+
+# select_run RUN_DIR: sy-select --json alone (what a newer sy-select redoes).
+select_run() {
+  "$BIN/sy-select" --run-dir "$1" -q --no-progress --json > "$1/select.json.tmp"
+  mv "$1/select.json.tmp" "$1/select.json"
+}
+
+# done_or_reselect RUN_DIR: whether the run is finished (reselected first when its select.json is
+# older than the sy-select binary).
+done_or_reselect() {
+  [[ -f $1/select.json ]] || return 1
+  [[ $1/select.json -nt $BIN/sy-select ]] || select_run "$1"
 }
 
 collect() {
@@ -66,11 +86,11 @@ collect() {
 
 run_world() {
   local world=$1
-  [[ -f $work/$world/truth/select.json ]] || collect "$world" truth 1000 "$work/$world/truth"
+  done_or_reselect "$work/$world/truth" || collect "$world" truth 1000 "$work/$world/truth"
   for seed in $(seq 1 "$repeats"); do
     for design in fixed adaptive; do
       local dir=$work/$world/$design-$seed
-      [[ -f $dir/select.json ]] || collect "$world" "$design" "$seed" "$dir"
+      done_or_reselect "$dir" || collect "$world" "$design" "$seed" "$dir"
     done
   done
 }
@@ -120,12 +140,13 @@ fi
 load1=$(cut -d' ' -f1 /proc/loadavg)
 
 python3 - "$work" "$repeats" "$start" "$load0 .. $load1" "$plan" "${EPSILON_MS:-}" $worlds > "$out" <<'PY'
-import json, math, sys, tomllib
+import json, math, os, sys, tomllib
 work, repeats, start, load, plan_path, eps_env = sys.argv[1:7]
 worlds = sys.argv[7:]
 repeats = int(repeats)
 plan = tomllib.load(open(plan_path, "rb"))
 eps = float(eps_env) if eps_env else plan["adaptive"].get("epsilon_ms", 2.0)
+NONE = {"estimate": math.nan, "lo": -math.inf, "hi": math.inf}
 
 def wilson(k, n, z=1.959964):
     if n == 0:
@@ -136,7 +157,8 @@ def wilson(k, n, z=1.959964):
     h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
     return f"{100 * p:.0f} % ({100 * max(0, c - h):.0f}–{100 * min(1, c + h):.0f})"
 
-def decision(lo, hi):
+def decision(i):
+    lo, hi = i["lo"], i["hi"]
     if math.isinf(lo) and math.isinf(hi):
         return "open"
     if hi < 0:
@@ -147,90 +169,105 @@ def decision(lo, hi):
         return "no useful gain"
     return "open"
 
+def covers(i, x):
+    return not math.isinf(i["lo"]) and i["lo"] <= x <= i["hi"]
 
 def run(dir):
     s = json.load(open(f"{dir}/select.json"))
     m = json.load(open(f"{dir}/manifest.json"))
     # No interval when the selection split has too few conditions: the decision is then open.
-    h = s["headline"]["mean_change_vs_stage_ms"] or {"estimate": math.nan, "lo": -math.inf, "hi": math.inf}
+    headline = s["headline"]["mean_change_vs_stage_ms"] or NONE
     load = m["phases"].get("load", {})
-    secs = sum(p["seconds"] for p in m["phases"].values())
     out = {
         "variant": s["bundle_variant"],
-        "estimate": h["estimate"], "lo": h["lo"], "hi": h["hi"],
+        "headline": headline,
         "load_units": load.get("units", 0),
-        "seconds": secs,
-        "check_failed": __import__("os").path.exists(f"{dir}/check-failed"),
+        "seconds": sum(p["seconds"] for p in m["phases"].values()),
+        "check_failed": os.path.exists(f"{dir}/check-failed"),
     }
-    try:
-        a = json.load(open(f"{dir}/adaptive.json"))
-        out["stopped"] = a["stopped"]
-        out["rounds"] = len(a["rounds"])
-        out["gpus"] = a["spent"]["gpus"]
-        seq = a["looks"][-1]["sequence"] if a["looks"] else None
-        out["seq"] = (seq["lo"], seq["hi"]) if seq else None
-    except FileNotFoundError:
-        pass
+    sel = json.load(open(f"{dir}/selection.json"))
+    cache = next((v for v in sel["uncertainty"]["variants"] if v["variant"] == "cache"), None)
+    out["cache"] = (cache or {}).get("mean_change_vs_stage_ms") or NONE
+    a = s.get("adaptive")
+    if a is not None:
+        ad = json.load(open(f"{dir}/adaptive.json"))
+        out["stopped"] = ad["stopped"]
+        out["gpus"] = ad["spent"]["gpus"]
+        out["adaptive_error"] = a.get("error")
+        if "error" not in a and a["lo"] is not None:
+            out["answer"] = {"estimate": a["estimate"], "lo": a["lo"], "hi": a["hi"]}
+            out["answer_decision"] = a["decision"].replace("_", " ")
+        else:
+            out["answer"] = NONE
+            out["answer_decision"] = "open"
+    else:
+        out["answer"] = headline
+        out["answer_decision"] = decision(headline)
     return out
 
 print(f"Started {start}; load average {load}; ε = {eps} ms.\n")
 if worlds:
     print(f"{repeats} studies per world and design (seeds 1..{repeats}).\n")
-    print("| world | truth: the large run's change (ms, 95 % CI) | its decision | design | load units (mean) | share of fixed | GPU time (mean; wall time × ranks) | decision = truth's | decision = fixed's (same seed) | interval covers the truth | decisions (gain / loss / no useful gain / open) | adaptive stops (gain / loss / no gain / budget); stop = truth's decision; its sequence covers the truth | no interval | check failed |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-pooled = {"fixed": [0, 0, 0, 0, 0.0], "adaptive": [0, 0, 0, 0, 0.0]}
+    print("| world | truth: the large run's headline change (ms, 95 % CI); its `cache` change | its decision | design | load units (mean) | share of fixed | GPU time (mean; wall time × ranks) | the report's decision = truth's | = fixed's (same seed) | its interval covers the truth's headline change | covers the truth's `cache` change | decisions (gain / loss / no useful gain / open) | adaptive: selection-split headline = truth's; stops (gain / loss / no gain / budget) | no interval | check failed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+keys = ("decided", "same", "same_fixed", "cov", "cov_cache", "units", "n", "head_same")
+pooled = {d: dict.fromkeys(keys, 0) for d in ("fixed", "adaptive")}
+misses = []
 for w in worlds:
     t = run(f"{work}/{w}/truth")
-    truth = t["estimate"]
-    td = decision(t["lo"], t["hi"])
+    truth, truth_cache = t["headline"]["estimate"], t["cache"]["estimate"]
+    td = decision(t["headline"])
     rows = {d: [run(f"{work}/{w}/{d}-{s}") for s in range(1, repeats + 1)] for d in ("fixed", "adaptive")}
     gpus = next((r["gpus"] for r in rows["adaptive"] if "gpus" in r), 1)
     fixed_units = sum(r["load_units"] for r in rows["fixed"]) / repeats
     for d, rs in rows.items():
         n = len(rs)
-        dec = [decision(r["lo"], r["hi"]) for r in rs]
+        dec = [r["answer_decision"] for r in rs]
         same_truth = sum(x == td for x in dec)
-        same_fixed = sum(x == decision(f["lo"], f["hi"]) for x, f in zip(dec, rows["fixed"]))
-        covers = sum(r["lo"] <= truth <= r["hi"] and not math.isinf(r["lo"]) for r in rs)
-        no_interval = sum(math.isinf(r["lo"]) for r in rs)
+        same_fixed = sum(x == f["answer_decision"] for x, f in zip(dec, rows["fixed"]))
+        cov = sum(covers(r["answer"], truth) for r in rs)
+        cov_cache = sum(covers(r["answer"], truth_cache) for r in rs)
+        no_interval = sum(math.isinf(r["answer"]["lo"]) for r in rs)
         units = sum(r["load_units"] for r in rs) / n
         gpu_s = sum(r["seconds"] for r in rs) / n * gpus
         counts = " / ".join(str(dec.count(k)) for k in ("gain", "loss", "no useful gain", "open"))
-        stops = "–"
+        extra = "–"
+        head_same = 0
         if d == "adaptive":
+            head_same = sum(decision(r["headline"]) == td for r in rs)
             stops = " / ".join(str(sum(r.get("stopped") == k for r in rs)) for k in ("gain", "loss", "no_useful_gain", "budget"))
-            # The stopping rule's own answer and its sequence (the judged rule's change).
-            as_decision = {"gain": "gain", "loss": "loss", "no_useful_gain": "no useful gain"}
-            stop_same = sum(as_decision.get(r.get("stopped"), "open") == td for r in rs)
-            seq_covers = sum(r.get("seq") is not None and r["seq"][0] <= truth <= r["seq"][1] for r in rs)
-            stops += f"; = truth's {wilson(stop_same, n)}; sequence covers {wilson(seq_covers, n)}"
-            p_stop = pooled.setdefault("stop", [0, 0, 0])
-            p_stop[0] += n; p_stop[1] += stop_same; p_stop[2] += seq_covers
+            extra = f"{wilson(head_same, n)}; {stops}"
+            for s, r in enumerate(rs, 1):
+                if not covers(r["answer"], truth):
+                    a = r["answer"]
+                    misses.append(f"{w} seed {s}: {r['answer_decision']} {a['estimate']:+.2f} ({a['lo']:+.2f} to {a['hi']:+.2f}), truth {truth:+.2f}, truth's cache {truth_cache:+.2f}, stop {r.get('stopped')}{'; ' + r['adaptive_error'] if r.get('adaptive_error') else ''}")
         checks = sum(r["check_failed"] for r in rs)
-        print(f"| {w} | {truth:+.2f} ({t['lo']:+.1f} to {t['hi']:+.1f}) | {td} | {d} | {units:.0f} | {100 * units / fixed_units:.0f} % | {gpu_s:.0f} rank-s | {wilson(same_truth, n)} | {wilson(same_fixed, n) if d == 'adaptive' else '–'} | {wilson(covers, n)} | {counts} | {stops} | {no_interval} | {checks} |")
+        print(f"| {w} | {truth:+.2f} ({t['headline']['lo']:+.1f} to {t['headline']['hi']:+.1f}); {truth_cache:+.2f} | {td} | {d} | {units:.0f} | {100 * units / fixed_units:.0f} % | {gpu_s:.0f} rank-s | {wilson(same_truth, n)} | {wilson(same_fixed, n) if d == 'adaptive' else '–'} | {wilson(cov, n)} | {wilson(cov_cache, n)} | {counts} | {extra} | {no_interval} | {checks} |")
         p = pooled[d]
-        p[0] += n; p[1] += same_truth; p[2] += covers; p[3] += same_fixed; p[4] += units * n
+        for k, v in (("n", n), ("same", same_truth), ("same_fixed", same_fixed), ("cov", cov), ("cov_cache", cov_cache), ("units", units * n), ("decided", sum(x != "open" for x in dec)), ("head_same", head_same)):
+            p[k] += v
 print()
-if pooled["fixed"][0] == 0:
-    pooled = {}
-stop = pooled.pop("stop", None)
-for d, (n, same, cov, same_fixed, units) in pooled.items():
-    extra = f", decision = fixed's {wilson(same_fixed, n)}" if d == "adaptive" else ""
-    print(f"Pooled {d}: {n} studies, {units / n:.0f} load units, decision = truth's {wilson(same, n)}{extra}, covers {wilson(cov, n)}.")
-if stop:
-    print(f"Pooled adaptive stops: = truth's decision {wilson(stop[1], stop[0])}; the sequence at the stop covers the truth {wilson(stop[2], stop[0])}.")
+for d, p in pooled.items():
+    n = p["n"]
+    if n == 0:
+        continue
+    extra = f", = fixed's {wilson(p['same_fixed'], n)}, selection-split headline = truth's {wilson(p['head_same'], n)}" if d == "adaptive" else ""
+    print(f"Pooled {d}: {n} studies, {p['units'] / n:.0f} load units, decided {wilson(p['decided'], n)}, the report's decision = truth's {wilson(p['same'], n)}{extra}, its interval covers the truth's headline change {wilson(p['cov'], n)}, the truth's `cache` change {wilson(p['cov_cache'], n)}.")
+if misses:
+    print("\nAdaptive intervals that miss the truth's headline change:\n")
+    for m in misses:
+        print(f"- {m}")
 
-import os
 dyn = f"{work}/dynamo"
 if os.path.isdir(dyn):
     print("\nLocal real-Dynamo stack (data/adaptive-bench/dynamo.toml; no known truth):\n")
-    print("| study | design | load units | GPU time (rank-seconds) | decision | mean change vs Stage (95 % CI) | chosen | adaptive stop |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| study | design | load units | GPU time (rank-seconds) | the report's decision | its interval (ms) | selection-split headline (95 % CI) | chosen | adaptive stop |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name in sorted(os.listdir(dyn), key=lambda n: (n.rsplit("-", 1)[0], int(n.rsplit("-", 1)[1]))):
         r = run(f"{dyn}/{name}")
         design, seed = name.rsplit("-", 1)
         gpus = r.get("gpus", 4)
-        ci = "no interval" if math.isinf(r["lo"]) else f"{r['estimate']:+.1f} ({r['lo']:+.1f} to {r['hi']:+.1f})"
-        print(f"| {seed} | {design} | {r['load_units']} | {r['seconds'] * gpus:.0f} | {decision(r['lo'], r['hi'])} | {ci} | {r['variant']} | {r.get('stopped', '–')} |")
+        fmt = lambda i: "no interval" if math.isinf(i["lo"]) else f"{i['estimate']:+.1f} ({i['lo']:+.1f} to {i['hi']:+.1f})"
+        print(f"| {seed} | {design} | {r['load_units']} | {r['seconds'] * gpus:.0f} | {r['answer_decision']} | {fmt(r['answer'])} | {fmt(r['headline'])} | {r['variant']} | {r.get('stopped', '–')} |")
 PY
 cat "$out"

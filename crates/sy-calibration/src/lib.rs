@@ -9,7 +9,10 @@
 //!   `fit.json`; `sy-select`'s stability seeds refit for each split seed);
 //! * [`margins`] — the 90th-percentile margins of the predicted advantage on the uncertainty
 //!   split (`sy-margin` writes `margins.json`; the seeds recompute them);
-//! * [`inputs`] — the checked reading of what the earlier tools wrote into a run directory.
+//! * [`inputs`] — the checked reading of what the earlier tools wrote into a run directory;
+//! * [`prequential`] — an adaptive collection's stopping statistic: each round's conditions
+//!   judged by the rule fitted on the earlier rounds, read by an anytime-valid confidence
+//!   sequence (`sy-collect --adaptive` stops on it, `sy-select` recomputes and reports it).
 //!
 //! Every formula is `sy-selector`'s; the run directory's names, versions and checked reads are
 //! `sy-rundir`'s.
@@ -17,3 +20,4 @@
 pub mod fitting;
 pub mod inputs;
 pub mod margins;
+pub mod prequential;

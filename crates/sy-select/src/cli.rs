@@ -236,10 +236,14 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
                 "regret_ms": v.all.regret_ms,
             })).collect::<Vec<_>>(),
             "warnings": s.warnings,
+            "adaptive": result.adaptive.as_ref().map(adaptive_json),
         }));
     }
     if !common.quiet {
         for line in crate::report::headline_lines_with(s, Some(&result.failures)) {
+            println!("{line}");
+        }
+        if let Some(line) = crate::report::adaptive_line(&result) {
             println!("{line}");
         }
         println!();
@@ -254,6 +258,29 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
         }
     }
     Ok(())
+}
+
+/// An adaptive run's decision in the `--json` output: the verdict and its anytime-valid
+/// prequential sequence, or why there is none.
+fn adaptive_json(
+    a: &Result<crate::adaptive::AdaptiveAnswer, crate::adaptive::AdaptiveAnswerError>,
+) -> serde_json::Value {
+    match a {
+        Ok(a) => serde_json::json!({
+            "decision": a.verdict.as_str(),
+            "stopped": a.stopped,
+            "variant": a.judged_variant,
+            "interval": "anytime-valid prequential confidence sequence",
+            "level": a.level(),
+            "estimate": a.sequence.map(|s| s.mean),
+            "lo": a.sequence.map(|s| s.lo),
+            "hi": a.sequence.map(|s| s.hi),
+            "judged_conditions": a.judged_conditions,
+            "rounds": a.rounds,
+            "adaptive_file": a.path.display().to_string(),
+        }),
+        Err(e) => serde_json::json!({ "error": e.to_string() }),
+    }
 }
 
 /// The `--json` output of every tool: one compact JSON document on one line of stdout.

@@ -12,7 +12,7 @@ use serde_json::Value;
 /// The file `sy-collect --adaptive` writes beside the records.
 const ADAPTIVE_FILE: &str = sy_rundir::Artifact::Adaptive.file_name();
 
-fn adaptive_file_of(records: &Path) -> PathBuf {
+pub(crate) fn adaptive_file_of(records: &Path) -> PathBuf {
     if records.is_dir() {
         records.join(ADAPTIVE_FILE)
     } else {

@@ -24,6 +24,7 @@
 //! No formula is re-implemented here: predictions, guard, triggers and decisions all come from
 //! `sy-selector`, so what this tool measures is what production does.
 
+pub mod adaptive;
 pub mod choice;
 pub mod cli;
 pub mod design;

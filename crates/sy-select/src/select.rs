@@ -134,6 +134,9 @@ pub struct SelectOutput {
     pub gap: Vec<crate::gap::GapRow>,
     /// Failed records per model and condition over every record read.
     pub failures: crate::failures::Failures,
+    /// An adaptive run's decision: the stop's statistic recomputed from the records and checked
+    /// against `adaptive.json` (`None` for a fixed plan; not part of `selection.json`).
+    pub adaptive: Option<Result<crate::adaptive::AdaptiveAnswer, crate::adaptive::AdaptiveAnswerError>>,
 }
 
 /// The settings of the calibration repeated over `opts.stability_seeds` (those of this run),
@@ -603,6 +606,11 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
     };
     let headline = headline(chosen, &uncertainty, stability.as_ref(), compared);
 
+    phases.start("recomputing the adaptive stop's statistic");
+    let adaptive = crate::adaptive::adaptive_answer(&opts.records);
+    if let Some(Err(e)) = &adaptive {
+        tracing::warn!("no adaptive decision: {e}");
+    }
     phases.start("freezing the bundle");
     let provenance = provenance(opts, &inputs, &headline, &uncertainty, stability.as_ref());
     let Frozen {
@@ -664,5 +672,6 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
         options: opts.clone(),
         gap,
         failures,
+        adaptive,
     })
 }

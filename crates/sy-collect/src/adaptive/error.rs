@@ -5,21 +5,9 @@ use std::path::PathBuf;
 /// A round's re-decision or the adaptive state failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AdaptiveError {
-    #[error("adaptive: the records so far cannot be tabled: {0}")]
-    Records(#[from] sy_records::RecordsError),
-    #[error("adaptive: round {round}: the rule cannot be fitted on the earlier rounds: {source}")]
-    Fit {
-        round: u32,
-        #[source]
-        source: sy_calibration::fitting::FitError,
-    },
-    #[error(
-        "adaptive: round {round}: no measured pair in the earlier rounds' uncertainty conditions \
-         for the {estimator} margin"
-    )]
-    NoMargin { round: u32, estimator: &'static str },
+    /// The re-decision (the prequential statistic) cannot be made.
     #[error("adaptive: {0}")]
-    Sequential(#[from] sy_stats::sequential::SequentialError),
+    Prequential(#[from] sy_calibration::prequential::PrequentialError),
     #[error("adaptive: cannot read {path}: {message}")]
     State { path: PathBuf, message: String },
     #[error(

@@ -115,6 +115,17 @@ pub fn headline_lines_with(
     out
 }
 
+/// An adaptive run's decision (the stop's statistic, recomputed and checked), or why there is
+/// none; `None` for a fixed plan.
+pub fn adaptive_line(out: &SelectOutput) -> Option<String> {
+    Some(match out.adaptive.as_ref()? {
+        Ok(a) => a.line(),
+        Err(e) => format!(
+            "Decision of the adaptive design: not stated — {e}. The selection-split interval above is the only one."
+        ),
+    })
+}
+
 pub(super) fn answer(r: &mut Report, out: &SelectOutput) {
     let s = &out.selection;
     let mut md = String::from("## Answer\n\n");
@@ -123,6 +134,9 @@ pub(super) fn answer(r: &mut Report, out: &SelectOutput) {
             Some(c) => format!("> **Caveat:** {c}"),
             None => line,
         };
+        md.push_str(&format!("{line}\n\n"));
+    }
+    if let Some(line) = adaptive_line(out) {
         md.push_str(&format!("{line}\n\n"));
     }
     for line in crate::design::design_lines(&out.options.records) {
