@@ -252,17 +252,17 @@ pub fn condition_changes(
 /// The records of `units` (and the Q grid's).
 fn records_of(records: &[Record], units: &BTreeSet<(String, u32)>) -> Vec<Record> {
     (records.iter())
-        .filter(|r| {
-            r.phase == Phase::Qgrid || units.contains(&(r.condition_id.clone(), r.repeat))
-        })
+        .filter(|r| r.phase == Phase::Qgrid || units.contains(&(r.condition_id.clone(), r.repeat)))
         .cloned()
         .collect()
 }
 
 /// The statistic after the last of `rounds`: every round after the first judged by the rule of
-/// the rounds before it, the sequence of the judged values, and its verdict. A round whose
-/// earlier rounds give no rule (too few usable conditions for a fit or a margin) is not judged
-/// (`tracing` says why); the next round fits on more.
+/// the rounds before it, the sequence of the judged values, and its verdict. `records` in the
+/// order `sy-collect` wrote them (`records.jsonl`): the earlier rounds' conditions are dealt to
+/// the fit and the margins in that order. A round whose earlier rounds give no rule (too few
+/// usable conditions for a fit or a margin) is not judged (`tracing` says why); the next round
+/// fits on more.
 pub fn prequential(
     records: &[Record],
     rounds: &[Round<'_>],
@@ -408,12 +408,15 @@ mod tests {
         let first = prequential(&records, &rounds[..1], &settings(), 7).unwrap();
         assert_eq!(first.judged_conditions, 0);
         assert_eq!(first.verdict, Verdict::Open);
-        // The same records and rounds give the same statistic (what `--resume` and
-        // `sy-select`'s check rely on), whatever order the records come in.
+        // The same records in the same order and rounds give the same statistic (what
+        // `--resume` and `sy-select`'s check rely on). The order is part of the input: the
+        // earlier rounds' conditions are dealt to the fit and the margins in table order.
         assert_eq!(prequential(&records, &rounds, &settings(), 7).unwrap(), l);
         let mut reversed = records.clone();
         reversed.reverse();
-        assert_eq!(prequential(&reversed, &rounds, &settings(), 7).unwrap(), l);
+        let other = prequential(&reversed, &rounds, &settings(), 7).unwrap();
+        assert_eq!(other.judged_conditions, l.judged_conditions);
+        assert_ne!(other.margin_cache_ms, l.margin_cache_ms);
     }
 
     #[test]

@@ -41,7 +41,10 @@ fn the_report_states_the_decision_an_early_stop_made() {
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(w.join("run/manifest.json")).unwrap()).unwrap();
     let units = manifest["phases"]["load"]["units"].as_u64().unwrap();
-    assert!(units < 192, "stopped before the fixed plan's 192 load units: {units}");
+    assert!(
+        units < 192,
+        "stopped before the fixed plan's 192 load units: {units}"
+    );
     let looks = adaptive["looks"].as_array().unwrap();
     let last = looks.last().unwrap();
     let seq = &last["sequence"];

@@ -68,7 +68,9 @@ struct RecordedLook {
 pub enum AdaptiveAnswerError {
     #[error("{path} cannot be read: {message}")]
     Read { path: PathBuf, message: String },
-    #[error("{path}: the stop's statistic judges `{found}`, this sy-select recomputes `{expected}`")]
+    #[error(
+        "{path}: the stop's statistic judges `{found}`, this sy-select recomputes `{expected}`"
+    )]
     Variant {
         path: PathBuf,
         found: Variant,
@@ -132,7 +134,10 @@ impl AdaptiveAnswer {
             Verdict::Gain => "**gain** (faster than Stage)".to_string(),
             Verdict::Loss => "**loss** (slower than Stage)".to_string(),
             Verdict::NoUsefulGain => {
-                format!("**no useful gain** (within ±{} ms of Stage)", self.epsilon_ms)
+                format!(
+                    "**no useful gain** (within ±{} ms of Stage)",
+                    self.epsilon_ms
+                )
             }
             Verdict::Open => "**open** (no verdict at the last look)".to_string(),
         };
@@ -185,13 +190,13 @@ fn adaptive_file(records: &[PathBuf]) -> Option<Result<PathBuf, AdaptiveAnswerEr
 }
 
 /// The adaptive decision of the run `records` name: `None` for a fixed plan.
-pub fn adaptive_answer(
-    records: &[PathBuf],
-) -> Option<Result<AdaptiveAnswer, AdaptiveAnswerError>> {
+pub fn adaptive_answer(records: &[PathBuf]) -> Option<Result<AdaptiveAnswer, AdaptiveAnswerError>> {
     Some(adaptive_file(records)?.and_then(|path| answer_of(&path)))
 }
 
-/// The decision of the adaptive run whose `adaptive.json` is `path` (records beside it).
+/// The decision of the adaptive run whose `adaptive.json` is `path`: the records are its run
+/// directory's `records.jsonl`, in the order `sy-collect` wrote them (the statistic deals the
+/// earlier rounds' conditions to the fit and the margins in that order).
 pub fn answer_of(path: &Path) -> Result<AdaptiveAnswer, AdaptiveAnswerError> {
     let read = |message: String| AdaptiveAnswerError::Read {
         path: path.to_path_buf(),
@@ -400,7 +405,10 @@ mod tests {
         (records, doc)
     }
 
-    fn answer(records: &[Record], doc: &serde_json::Value) -> Result<AdaptiveAnswer, AdaptiveAnswerError> {
+    fn answer(
+        records: &[Record],
+        doc: &serde_json::Value,
+    ) -> Result<AdaptiveAnswer, AdaptiveAnswerError> {
         let parsed: Recorded = serde_json::from_value(doc.clone()).unwrap();
         answer_from(Path::new("run/adaptive.json"), &parsed, records)
     }
@@ -409,7 +417,8 @@ mod tests {
     fn the_recomputed_statistic_is_the_recorded_one_and_the_decision_its_verdict() {
         let (records, doc) = run();
         let a = answer(&records, &doc).unwrap();
-        let recorded: SequenceInterval = serde_json::from_value(doc["looks"][2]["sequence"].clone()).unwrap();
+        let recorded: SequenceInterval =
+            serde_json::from_value(doc["looks"][2]["sequence"].clone()).unwrap();
         assert_eq!(a.sequence, Some(recorded));
         assert_eq!(a.judged_conditions, 40);
         assert_eq!(a.rounds, 3);
@@ -418,8 +427,14 @@ mod tests {
         assert!(line.contains("anytime-valid"), "{line}");
         assert!(line.contains("prequential"), "{line}");
         assert!(line.contains("95 %"), "{line}");
-        assert!(line.contains(&format!("{:+.1} to {:+.1} ms", recorded.lo, recorded.hi)), "{line}");
-        assert!(line.contains(&format!("**{}", a.verdict.as_str().replace('_', " "))), "{line}");
+        assert!(
+            line.contains(&format!("{:+.1} to {:+.1} ms", recorded.lo, recorded.hi)),
+            "{line}"
+        );
+        assert!(
+            line.contains(&format!("**{}", a.verdict.as_str().replace('_', " "))),
+            "{line}"
+        );
     }
 
     #[test]
@@ -429,15 +444,37 @@ mod tests {
         let mut other = doc.clone();
         other["looks"][2]["sequence"]["mean"] = serde_json::json!(-1000.0);
         let e = answer(&records, &other).unwrap_err();
-        assert!(matches!(e, AdaptiveAnswerError::Mismatch { field: "sequence", .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                AdaptiveAnswerError::Mismatch {
+                    field: "sequence",
+                    ..
+                }
+            ),
+            "{e}"
+        );
         let mut other = doc.clone();
         other["looks"][2]["judged_conditions"] = serde_json::json!(39);
         let e = answer(&records, &other).unwrap_err();
-        assert!(matches!(e, AdaptiveAnswerError::Mismatch { field: "judged_conditions", .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                AdaptiveAnswerError::Mismatch {
+                    field: "judged_conditions",
+                    ..
+                }
+            ),
+            "{e}"
+        );
         // Records missing a round's conditions are judged differently.
         let fewer: Vec<Record> = records
             .iter()
-            .filter(|r| !doc["rounds"][2]["new_conditions"][0].as_str().is_some_and(|c| c == r.condition_id))
+            .filter(|r| {
+                !doc["rounds"][2]["new_conditions"][0]
+                    .as_str()
+                    .is_some_and(|c| c == r.condition_id)
+            })
             .cloned()
             .collect();
         assert!(answer(&fewer, &doc).is_err());

@@ -136,7 +136,8 @@ pub struct SelectOutput {
     pub failures: crate::failures::Failures,
     /// An adaptive run's decision: the stop's statistic recomputed from the records and checked
     /// against `adaptive.json` (`None` for a fixed plan; not part of `selection.json`).
-    pub adaptive: Option<Result<crate::adaptive::AdaptiveAnswer, crate::adaptive::AdaptiveAnswerError>>,
+    pub adaptive:
+        Option<Result<crate::adaptive::AdaptiveAnswer, crate::adaptive::AdaptiveAnswerError>>,
 }
 
 /// The settings of the calibration repeated over `opts.stability_seeds` (those of this run),

@@ -5,7 +5,7 @@
 //! `cache`, read in round order by an anytime-valid confidence sequence. The final choice is
 //! made by `sy-select` on all the records, exactly as for a fixed plan.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use sy_calibration::prequential::{Round, Settings, prequential};
@@ -13,7 +13,7 @@ use sy_records::{Phase, Record};
 use sy_selector::{Model, Variant};
 use sy_stats::sequential::{SequenceInterval, Verdict};
 
-use super::design::{ConditionAdvantage, RoundPlan};
+use super::design::{ConditionAdvantage, RoundPlan, UnitKey};
 use super::error::AdaptiveError;
 use super::spec::AdaptiveSpec;
 
