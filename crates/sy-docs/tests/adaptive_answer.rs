@@ -89,11 +89,13 @@ fn the_report_states_the_decision_an_early_stop_made() {
         .lines()
         .find(|l| l.starts_with("Decision of the adaptive design: **gain**"))
         .unwrap_or_else(|| panic!("no adaptive decision in the Answer:\n{answer}"));
+    // As the report prints numbers: one decimal, a real minus sign.
+    let signed = |v: &Value| format!("{:+.1}", v.as_f64().unwrap()).replacen('-', "−", 1);
     let interval = format!(
-        "{:+.1} ms, 95 % anytime-valid confidence sequence {:+.1} to {:+.1} ms",
-        seq["mean"].as_f64().unwrap(),
-        seq["lo"].as_f64().unwrap(),
-        seq["hi"].as_f64().unwrap()
+        "{} ms (95 % anytime-valid confidence sequence {} to {})",
+        signed(&seq["mean"]),
+        signed(&seq["lo"]),
+        signed(&seq["hi"])
     );
     assert!(line.contains(&interval), "{line}\n{interval}");
     assert!(line.contains("prequential"), "{line}");

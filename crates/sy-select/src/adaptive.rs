@@ -25,6 +25,8 @@ use sy_records::Record;
 use sy_selector::Variant;
 use sy_stats::sequential::{SequenceInterval, SequentialConfig, Verdict};
 
+use crate::uncertainty::{fmt_level, fmt_signed};
+
 /// What the statistic needs of `adaptive.json` (written by `sy-collect --adaptive`; the file's
 /// full type and its schema, `schemas/adaptive.schema.json`, are the run directory's: only these
 /// members are read).
@@ -145,11 +147,11 @@ impl AdaptiveAnswer {
             "no sequence (fewer than 2 judged conditions)".to_string(),
             |s| {
                 format!(
-                    "{:+.1} ms, {:.0} % anytime-valid confidence sequence {:+.1} to {:+.1} ms",
-                    s.mean,
-                    100.0 * (1.0 - s.alpha),
-                    s.lo,
-                    s.hi
+                    "{} ms ({} % anytime-valid confidence sequence {} to {})",
+                    fmt_signed(s.mean),
+                    fmt_level(1.0 - s.alpha),
+                    fmt_signed(s.lo),
+                    fmt_signed(s.hi)
                 )
             },
         );
@@ -159,7 +161,7 @@ impl AdaptiveAnswer {
             None => "the collection was interrupted before a stop".to_string(),
         };
         format!(
-            "Decision of the adaptive design: {what}; {stopped}. Change of `{}` versus Stage {interval} (prequential: each of the {} judged conditions judged by the rule fitted on the earlier rounds only, over {} rounds; the level holds at every look at once; recomputed from the records and equal to {}). It rests on every judged condition; the selection-split interval above rests on the selection split alone.",
+            "Decision of the adaptive design: {what}; {stopped}. Change of `{}` versus Stage {interval}: prequential, each of the {} judged conditions judged by the rule fitted on the earlier rounds only ({} rounds); the level holds at every look at once, so at the stop; recomputed from the records, equal to {}. It rests on every judged condition, the selection-split interval above on the selection split alone.",
             self.judged_variant.as_str(),
             self.judged_conditions,
             self.rounds,
@@ -427,10 +429,8 @@ mod tests {
         assert!(line.contains("anytime-valid"), "{line}");
         assert!(line.contains("prequential"), "{line}");
         assert!(line.contains("95 %"), "{line}");
-        assert!(
-            line.contains(&format!("{:+.1} to {:+.1} ms", recorded.lo, recorded.hi)),
-            "{line}"
-        );
+        let sequence = format!("{} to {})", fmt_signed(recorded.lo), fmt_signed(recorded.hi));
+        assert!(line.contains(&sequence), "{line}");
         assert!(
             line.contains(&format!("**{}", a.verdict.as_str().replace('_', " "))),
             "{line}"

@@ -240,10 +240,7 @@ fn select(common: &CommonArgs, a: &SelectArgs) -> Result<(), ToolError> {
         }));
     }
     if !common.quiet {
-        for line in crate::report::headline_lines_with(s, Some(&result.failures)) {
-            println!("{line}");
-        }
-        if let Some(line) = crate::report::adaptive_line(&result) {
+        for line in crate::report::answer_lines(&result) {
             println!("{line}");
         }
         println!();

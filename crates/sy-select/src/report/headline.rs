@@ -126,17 +126,27 @@ pub fn adaptive_line(out: &SelectOutput) -> Option<String> {
     })
 }
 
+/// The Answer's lines: [`headline_lines_with`], and for an adaptive run its decision
+/// ([`adaptive_line`]) right after the selection-split change versus Stage.
+pub fn answer_lines(out: &SelectOutput) -> Vec<String> {
+    let mut lines = headline_lines_with(&out.selection, Some(&out.failures));
+    if let Some(line) = adaptive_line(out) {
+        let at = (lines.iter())
+            .position(|l| l.starts_with("Change versus Stage"))
+            .map_or(lines.len(), |i| i + 1);
+        lines.insert(at, line);
+    }
+    lines
+}
+
 pub(super) fn answer(r: &mut Report, out: &SelectOutput) {
     let s = &out.selection;
     let mut md = String::from("## Answer\n\n");
-    for line in headline_lines_with(s, Some(&out.failures)) {
+    for line in answer_lines(out) {
         let line = match line.strip_prefix("Caveat: ") {
             Some(c) => format!("> **Caveat:** {c}"),
             None => line,
         };
-        md.push_str(&format!("{line}\n\n"));
-    }
-    if let Some(line) = adaptive_line(out) {
         md.push_str(&format!("{line}\n\n"));
     }
     for line in crate::design::design_lines(&out.options.records) {

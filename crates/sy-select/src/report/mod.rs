@@ -26,7 +26,7 @@ use estimators::{all_predictions, coefficients, estimators};
 use format::{fmt_change, fmt_ci, fmt_threshold, pct};
 pub use format::{fmt_ms, rule_text};
 use headline::answer;
-pub use headline::{adaptive_line, headline_lines, headline_lines_with};
+pub use headline::{adaptive_line, answer_lines, headline_lines, headline_lines_with};
 use margins::{ecdf, margins};
 pub use provenance::reproduce_commands;
 use provenance::{provenance, reproduce};
