@@ -607,11 +607,6 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
     };
     let headline = headline(chosen, &uncertainty, stability.as_ref(), compared);
 
-    phases.start("recomputing the adaptive stop's statistic");
-    let adaptive = crate::adaptive::adaptive_answer(&opts.records);
-    if let Some(Err(e)) = &adaptive {
-        tracing::warn!("no adaptive decision: {e}");
-    }
     phases.start("freezing the bundle");
     let provenance = provenance(opts, &inputs, &headline, &uncertainty, stability.as_ref());
     let Frozen {
@@ -673,6 +668,7 @@ pub fn run(opts: &SelectOptions) -> Result<SelectOutput, SelectError> {
         options: opts.clone(),
         gap,
         failures,
-        adaptive,
+        // An adaptive run's decision: the stop's statistic recomputed (`None`: a fixed plan).
+        adaptive: crate::adaptive::adaptive_answer(&opts.records),
     })
 }
