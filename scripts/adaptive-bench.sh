@@ -19,8 +19,8 @@
 # "broad few nowhere"), TRUTH_REPEATS (default 6), EPSILON_MS (the no-useful-gain band, default the
 # plan's [adaptive] epsilon_ms = 2), BIN (directory of release binaries; default: build them into
 # ${CARGO_TARGET_DIR:-target}/release), WORK (run directories, default target/adaptive-bench),
-# OUT (the table, default target/adaptive-bench.md), PARALLEL (worlds at once, default 3: the
-# simulator sleeps most of the time). A run directory whose select.json is older than
+# OUT (the table, default target/adaptive-bench.md), PARALLEL (worlds at once, default 3; the two
+# designs of a seed run at once: the simulator sleeps most of the time). A run directory whose select.json is older than
 # $BIN/sy-select is selected again (its collection is kept). DYNAMO=1 adds the small case on the
 # local real-Dynamo stack (data/adaptive-bench/dynamo.toml, DYNAMO_REPEATS studies, default 2):
 # started and stopped with scripts/dynamo-local.sh and the caller's FRONTEND_PORT, SELECT_PORT,
@@ -36,8 +36,11 @@ parallel="${PARALLEL:-3}"
 plan=data/adaptive-bench/plan.toml
 if [[ -z "${BIN:-}" ]]; then
   cargo build --release -q -p sy-collect -p sy-fit -p sy-margin -p sy-select
+  cargo build --release -q -p sy-calibration --example prequential_estimand
   BIN="${CARGO_TARGET_DIR:-target}/release"
 fi
+# What each adaptive run's sequence estimates, measured on the world's truth run (optional).
+estimand_bin="${ESTIMAND_BIN:-$BIN/examples/prequential_estimand}"
 mkdir -p "$work" "$(dirname "$out")"
 sed "s/^repeats = 2\$/repeats = $truth_repeats/" "$plan" | awk '
   /^\[adaptive\]/ { skip = 1 } /^\[/ && !/^\[adaptive\]/ { skip = 0 } !skip' > "$work/truth-plan.toml"
@@ -87,11 +90,13 @@ collect() {
 run_world() {
   local world=$1
   done_or_reselect "$work/$world/truth" || collect "$world" truth 1000 "$work/$world/truth"
+  # The two designs of a seed run at once (the simulator sleeps most of the time).
   for seed in $(seq 1 "$repeats"); do
     for design in fixed adaptive; do
       local dir=$work/$world/$design-$seed
-      done_or_reselect "$dir" || collect "$world" "$design" "$seed" "$dir"
+      done_or_reselect "$dir" || collect "$world" "$design" "$seed" "$dir" &
     done
+    wait
   done
 }
 
@@ -139,10 +144,10 @@ if [[ ${DYNAMO:-0} == 1 ]]; then
 fi
 load1=$(cut -d' ' -f1 /proc/loadavg)
 
-python3 - "$work" "$repeats" "$start" "$load0 .. $load1" "$plan" "${EPSILON_MS:-}" $worlds > "$out" <<'PY'
-import json, math, os, sys, tomllib
-work, repeats, start, load, plan_path, eps_env = sys.argv[1:7]
-worlds = sys.argv[7:]
+python3 - "$work" "$repeats" "$start" "$load0 .. $load1" "$plan" "${EPSILON_MS:-}" "$estimand_bin" $worlds > "$out" <<'PY'
+import json, math, os, subprocess, sys, tomllib
+work, repeats, start, load, plan_path, eps_env, estimand_bin = sys.argv[1:8]
+worlds = sys.argv[8:]
 repeats = int(repeats)
 plan = tomllib.load(open(plan_path, "rb"))
 eps = float(eps_env) if eps_env else plan["adaptive"].get("epsilon_ms", 2.0)
@@ -171,6 +176,13 @@ def decision(i):
 
 def covers(i, x):
     return not math.isinf(i["lo"]) and i["lo"] <= x <= i["hi"]
+
+def estimand(dir, truth_dir):
+    """What the run's prequential sequence estimates, on the truth run's conditions."""
+    if not os.path.exists(estimand_bin):
+        return None
+    out = subprocess.run([estimand_bin, dir, truth_dir], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
 
 def run(dir):
     s = json.load(open(f"{dir}/select.json"))
@@ -208,9 +220,9 @@ def run(dir):
 print(f"Started {start}; load average {load}; ε = {eps} ms.\n")
 if worlds:
     print(f"{repeats} studies per world and design (seeds 1..{repeats}).\n")
-    print("| world | truth: the large run's headline change (ms, 95 % CI); its `cache` change | its decision | design | load units (mean) | share of fixed | GPU time (mean; wall time × ranks) | the report's decision = truth's | = fixed's (same seed) | its interval covers the truth's headline change | covers the truth's `cache` change | decisions (gain / loss / no useful gain / open) | adaptive: selection-split headline = truth's; stops (gain / loss / no gain / budget) | no interval | check failed |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-keys = ("decided", "same", "same_fixed", "cov", "cov_cache", "units", "n", "head_same")
+    print("| world | truth: the large run's headline change (ms, 95 % CI); its `cache` change | its decision | design | load units (mean) | share of fixed | GPU time (mean; wall time × ranks) | the report's decision = truth's | = fixed's (same seed) | its interval covers the truth's headline change | covers the truth's `cache` change | adaptive: covers what the sequence estimates (mean of that, ms) | decisions (gain / loss / no useful gain / open) | adaptive: selection-split headline = truth's; stops (gain / loss / no gain / budget) | no interval | check failed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+keys = ("decided", "same", "same_fixed", "cov", "cov_cache", "units", "n", "head_same", "cov_est", "n_est")
 pooled = {d: dict.fromkeys(keys, 0) for d in ("fixed", "adaptive")}
 misses = []
 for w in worlds:
@@ -232,26 +244,38 @@ for w in worlds:
         gpu_s = sum(r["seconds"] for r in rs) / n * gpus
         counts = " / ".join(str(dec.count(k)) for k in ("gain", "loss", "no useful gain", "open"))
         extra = "–"
+        est_cell = "–"
         head_same = 0
+        cov_est = n_est = 0
         if d == "adaptive":
+            ests = [estimand(f"{work}/{w}/{d}-{s}", f"{work}/{w}/truth") for s in range(1, repeats + 1)]
+            for r, e in zip(rs, ests):
+                r["estimand"] = e
+            known = [e for e in ests if e is not None and e["covered"] is not None]
+            n_est = len(known)
+            cov_est = sum(e["covered"] for e in known)
+            if known:
+                est_cell = f"{wilson(cov_est, n_est)} ({sum(e['estimand'] for e in known) / n_est:+.2f})"
             head_same = sum(decision(r["headline"]) == td for r in rs)
             stops = " / ".join(str(sum(r.get("stopped") == k for r in rs)) for k in ("gain", "loss", "no_useful_gain", "budget"))
             extra = f"{wilson(head_same, n)}; {stops}"
             for s, r in enumerate(rs, 1):
                 if not covers(r["answer"], truth):
                     a = r["answer"]
-                    misses.append(f"{w} seed {s}: {r['answer_decision']} {a['estimate']:+.2f} ({a['lo']:+.2f} to {a['hi']:+.2f}), truth {truth:+.2f}, truth's cache {truth_cache:+.2f}, stop {r.get('stopped')}{'; ' + r['adaptive_error'] if r.get('adaptive_error') else ''}")
+                    e = r.get("estimand")
+                    est = f", what it estimates {e['estimand']:+.2f}" if e else ""
+                    misses.append(f"{w} seed {s}: {r['answer_decision']} {a['estimate']:+.2f} ({a['lo']:+.2f} to {a['hi']:+.2f}){est}, truth {truth:+.2f}, truth's cache {truth_cache:+.2f}, stop {r.get('stopped')}{'; ' + r['adaptive_error'] if r.get('adaptive_error') else ''}")
         checks = sum(r["check_failed"] for r in rs)
-        print(f"| {w} | {truth:+.2f} ({t['headline']['lo']:+.1f} to {t['headline']['hi']:+.1f}); {truth_cache:+.2f} | {td} | {d} | {units:.0f} | {100 * units / fixed_units:.0f} % | {gpu_s:.0f} rank-s | {wilson(same_truth, n)} | {wilson(same_fixed, n) if d == 'adaptive' else '–'} | {wilson(cov, n)} | {wilson(cov_cache, n)} | {counts} | {extra} | {no_interval} | {checks} |")
+        print(f"| {w} | {truth:+.2f} ({t['headline']['lo']:+.1f} to {t['headline']['hi']:+.1f}); {truth_cache:+.2f} | {td} | {d} | {units:.0f} | {100 * units / fixed_units:.0f} % | {gpu_s:.0f} rank-s | {wilson(same_truth, n)} | {wilson(same_fixed, n) if d == 'adaptive' else '–'} | {wilson(cov, n)} | {wilson(cov_cache, n)} | {est_cell} | {counts} | {extra} | {no_interval} | {checks} |")
         p = pooled[d]
-        for k, v in (("n", n), ("same", same_truth), ("same_fixed", same_fixed), ("cov", cov), ("cov_cache", cov_cache), ("units", units * n), ("decided", sum(x != "open" for x in dec)), ("head_same", head_same)):
+        for k, v in (("n", n), ("same", same_truth), ("same_fixed", same_fixed), ("cov", cov), ("cov_cache", cov_cache), ("units", units * n), ("decided", sum(x != "open" for x in dec)), ("head_same", head_same), ("cov_est", cov_est), ("n_est", n_est)):
             p[k] += v
 print()
 for d, p in pooled.items():
     n = p["n"]
     if n == 0:
         continue
-    extra = f", = fixed's {wilson(p['same_fixed'], n)}, selection-split headline = truth's {wilson(p['head_same'], n)}" if d == "adaptive" else ""
+    extra = f", = fixed's {wilson(p['same_fixed'], n)}, selection-split headline = truth's {wilson(p['head_same'], n)}, the sequence covers what it estimates {wilson(p['cov_est'], p['n_est'])}" if d == "adaptive" else ""
     print(f"Pooled {d}: {n} studies, {p['units'] / n:.0f} load units, decided {wilson(p['decided'], n)}, the report's decision = truth's {wilson(p['same'], n)}{extra}, its interval covers the truth's headline change {wilson(p['cov'], n)}, the truth's `cache` change {wilson(p['cov_cache'], n)}.")
 if misses:
     print("\nAdaptive intervals that miss the truth's headline change:\n")

@@ -257,56 +257,91 @@ fn records_of(records: &[Record], units: &BTreeSet<(String, u32)>) -> Vec<Record
         .collect()
 }
 
+/// One round after the first, as the statistic judged it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgedRound {
+    pub round: u32,
+    /// The rule fitted on the rounds before it (`None`: they give no rule, see [`judged_rounds`]).
+    pub rule: Option<RuleParams>,
+    /// The round's new conditions in draw order, each with its value (`None`: not judged).
+    pub values: Vec<(String, Option<ConditionChange>)>,
+}
+
+/// Every round after the first with the rule of the rounds before it and the values that rule
+/// gives the round's new conditions. `records` in the order `sy-collect` wrote them
+/// (`records.jsonl`): the earlier rounds' conditions are dealt to the fit and the margins in that
+/// order. A round whose earlier rounds give no rule (too few usable conditions for a fit or a
+/// margin) is not judged (`tracing` says why); the next round fits on more.
+pub fn judged_rounds(
+    records: &[Record],
+    rounds: &[Round<'_>],
+    repeats: u32,
+    seed: u64,
+) -> Result<Vec<JudgedRound>, PrequentialError> {
+    let mut earlier: BTreeSet<(String, u32)> = BTreeSet::new();
+    let mut out = Vec::new();
+    for (i, round) in rounds.iter().enumerate() {
+        if i > 0 {
+            let rule = match fit_rule(&records_of(records, &earlier), seed, round.round) {
+                Ok(p) => Some(p),
+                Err(e @ (PrequentialError::Fit { .. } | PrequentialError::NoMargin { .. })) => {
+                    tracing::warn!("adaptive: {e}: its conditions are not judged");
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+            let values = match &rule {
+                Some(params) => {
+                    let new: BTreeSet<&String> = round.new_conditions.iter().collect();
+                    let drawn: Vec<Record> = (records.iter())
+                        .filter(|r| new.contains(&r.condition_id))
+                        .cloned()
+                        .collect();
+                    let changes = condition_changes(params, &drawn, repeats)?;
+                    (round.new_conditions.iter())
+                        .map(|id| (id.clone(), changes.get(id).copied().flatten()))
+                        .collect()
+                }
+                None => (round.new_conditions.iter())
+                    .map(|id| (id.clone(), None))
+                    .collect(),
+            };
+            out.push(JudgedRound {
+                round: round.round,
+                rule,
+                values,
+            });
+        }
+        earlier.extend(round.units(repeats));
+    }
+    Ok(out)
+}
+
 /// The statistic after the last of `rounds`: every round after the first judged by the rule of
-/// the rounds before it, the sequence of the judged values, and its verdict. `records` in the
-/// order `sy-collect` wrote them (`records.jsonl`): the earlier rounds' conditions are dealt to
-/// the fit and the margins in that order. A round whose earlier rounds give no rule (too few
-/// usable conditions for a fit or a margin) is not judged (`tracing` says why); the next round
-/// fits on more.
+/// the rounds before it ([`judged_rounds`]), the sequence of the judged values in round order,
+/// and its verdict.
 pub fn prequential(
     records: &[Record],
     rounds: &[Round<'_>],
     settings: &Settings,
     seed: u64,
 ) -> Result<Prequential, PrequentialError> {
-    let repeats = settings.repeats;
-    let mut earlier: BTreeSet<(String, u32)> = BTreeSet::new();
+    let judged = judged_rounds(records, rounds, settings.repeats, seed)?;
     let mut values: Vec<f64> = Vec::new();
     let mut attainable: Vec<f64> = Vec::new();
     let mut unjudged = 0u64;
-    let mut last_margin = None;
-    for (i, round) in rounds.iter().enumerate() {
-        if i > 0 {
-            let params = match fit_rule(&records_of(records, &earlier), seed, round.round) {
-                Ok(p) => p,
-                Err(e @ (PrequentialError::Fit { .. } | PrequentialError::NoMargin { .. })) => {
-                    tracing::warn!("adaptive: {e}: its conditions are not judged");
-                    unjudged += round.new_conditions.len() as u64;
-                    earlier.extend(round.units(repeats));
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            last_margin = Some(params.margins.cache);
-            let new: BTreeSet<&String> = round.new_conditions.iter().collect();
-            let drawn: Vec<Record> = (records.iter())
-                .filter(|r| new.contains(&r.condition_id))
-                .cloned()
-                .collect();
-            let changes = condition_changes(&params, &drawn, repeats)?;
-            // In the round's draw order (the order the sequence reads them).
-            for id in round.new_conditions {
-                match changes.get(id).copied().flatten() {
-                    Some(v) => {
-                        values.push(v.change);
-                        attainable.push(v.attainable);
-                    }
-                    None => unjudged += 1,
-                }
+    for (_, v) in judged.iter().flat_map(|r| &r.values) {
+        match v {
+            Some(v) => {
+                values.push(v.change);
+                attainable.push(v.attainable);
             }
+            None => unjudged += 1,
         }
-        earlier.extend(round.units(repeats));
     }
+    let last_margin = (judged.iter().rev())
+        .find_map(|r| r.rule.as_ref())
+        .map(|p| p.margins.cache);
     let cfg = settings.sequential;
     let sequence = if values.len() >= 2 {
         Some(confidence_sequence(&values, &cfg)?)
@@ -443,6 +478,12 @@ mod tests {
             .collect();
         let l = prequential(&records, &rounds, &settings(), 7).unwrap();
         assert_eq!(l.judged_conditions, values.len() as u64);
+        // The rounds as judged: round 1 with round 0's rule, its values in draw order.
+        let judged = judged_rounds(&records, &rounds, 2, 7).unwrap();
+        assert_eq!(judged.len(), 1);
+        assert_eq!(judged[0].rule.as_ref(), Some(&params));
+        let ids: Vec<&String> = judged[0].values.iter().map(|(id, _)| id).collect();
+        assert_eq!(ids, drawn[1].iter().collect::<Vec<_>>());
         let mean = values.iter().sum::<f64>() / values.len() as f64;
         assert!((l.sequence.unwrap().mean - mean).abs() < 1e-12);
         // A rule fitted on every round (round 1 included) judges round 1 differently: the
