@@ -8,8 +8,8 @@
 # The report's decision: for a fixed plan its headline (sy-select's selection-adjusted mean change
 # of the chosen bundle versus Stage, on the selection split); for an adaptive run the decision of
 # the adaptive design its Answer states (the stop's anytime-valid prequential confidence sequence
-# of `cache`'s change, recomputed by sy-select; `sy-select --json`'s `adaptive`), with the
-# selection-split headline's decision beside it. The truth of a world is a large fixed run of its
+# of `cache`'s change, recomputed by sy-select; `sy-select --json`'s `adaptive`) when the stop
+# decided, else (budget spent) its selection-split headline as for a fixed plan. The truth of a world is a large fixed run of its
 # own (the plan's grid with TRUTH_REPEATS repeats, same pipeline): its headline change and the
 # decision its interval gives, and its `cache` variant's change (what the adaptive sequence
 # estimates). The decision of an interval: gain (below 0), loss (above 0), no useful gain (within
@@ -206,12 +206,14 @@ def run(dir):
         out["stopped"] = ad["stopped"]
         out["gpus"] = ad["spent"]["gpus"]
         out["adaptive_error"] = a.get("error")
-        if "error" not in a and a["lo"] is not None:
+        if "error" not in a and a["decision"] != "open":
             out["answer"] = {"estimate": a["estimate"], "lo": a["lo"], "hi": a["hi"]}
             out["answer_decision"] = a["decision"].replace("_", " ")
         else:
-            out["answer"] = NONE
-            out["answer_decision"] = "open"
+            # No adaptive decision (the budget was spent first): the report decides on the
+            # selection-split headline, as for a fixed plan.
+            out["answer"] = headline
+            out["answer_decision"] = decision(headline)
     else:
         out["answer"] = headline
         out["answer_decision"] = decision(headline)

@@ -141,7 +141,7 @@ impl AdaptiveAnswer {
                     self.epsilon_ms
                 )
             }
-            Verdict::Open => "**open** (no verdict at the last look)".to_string(),
+            Verdict::Open => "**open** (no verdict at the last look: the report's decision is the selection-split interval above, as for a fixed plan)".to_string(),
         };
         let interval = self.sequence.map_or(
             "no sequence (fewer than 2 judged conditions)".to_string(),
