@@ -9,6 +9,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 use sy_drive::limits::Machine;
 
+use crate::adaptive::AdaptiveSpecExt as _;
 use crate::limits::check_cost;
 use crate::plan::{LoadPhase, LoadedPlan, Plan, PlanError};
 

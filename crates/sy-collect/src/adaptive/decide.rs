@@ -18,7 +18,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
 use sy_calibration::fitting::{ConditionSumsTable, FitConfig};
 use sy_calibration::inputs::FitEstimators;
 use sy_calibration::margins::{
@@ -29,7 +28,7 @@ use sy_selector::{
     CandidateFeatures, DecisionInput, Estimator, GuardLimits, Margins, Model, RuleParams,
     Thresholds, Variant,
 };
-use sy_stats::sequential::{SequenceInterval, Verdict, confidence_sequence, verdict_bounded};
+use sy_stats::sequential::{Verdict, confidence_sequence, verdict_bounded};
 
 use super::design::{ConditionAdvantage, RoundPlan, UnitKey};
 use super::error::AdaptiveError;
@@ -38,29 +37,9 @@ use super::spec::AdaptiveSpec;
 /// The variant the stopping rule judges.
 pub const JUDGED_VARIANT: Variant = Variant::Cache;
 
-/// What one look (after a round) saw.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Look {
-    /// The round just finished (0-based).
-    pub round: u32,
-    /// Load units recorded so far.
-    pub load_units: u64,
-    /// Conditions judged so far (their values, in round order, are what the sequence reads).
-    pub judged_conditions: u64,
-    /// Drawn conditions without a measured pair on both models (not judged).
-    pub unjudged_conditions: u64,
-    /// The confidence sequence of the change versus Stage (ms), once 2 conditions are judged.
-    pub sequence: Option<SequenceInterval>,
-    /// The confidence sequence of the attainable change (ms): per judged condition the mean of
-    /// `min(0, TTFT_cap − TTFT_eff)` over its pairs, the most any rule could gain there. While
-    /// the judged rule has not acted in any judged condition, a *no useful gain* verdict needs
-    /// its lower end within ε ([`verdict_bounded`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attainable: Option<SequenceInterval>,
-    pub verdict: Verdict,
-    /// The latest rule's cache margin (ms), when fitted.
-    pub margin_cache_ms: Option<f64>,
-}
+/// What one look (after a round) saw: the run directory's type (`adaptive.json` keeps one per
+/// round).
+pub use sy_rundir::artifact::adaptive::Look;
 
 /// The split of the earlier rounds' load conditions: every fourth (in table order, which is the
 /// seeded draw order) measures the margins, the others fit the estimators; `None` for the Q grid.
