@@ -44,9 +44,10 @@ pub struct Plan {
     pub qgrid: Option<QgridPhase>,
     #[serde(default)]
     pub load: Option<LoadPhase>,
-    /// `sy-collect --adaptive`: rounds and stopping rule (see `crate::adaptive`).
+    /// `sy-collect --adaptive`: rounds and stopping rule (see `crate::adaptive`; the section's
+    /// type is recorded in `adaptive.json`, so it is the run directory's).
     #[serde(default)]
-    pub adaptive: Option<crate::adaptive::AdaptiveSpec>,
+    pub adaptive: Option<sy_rundir::artifact::adaptive::AdaptiveSpec>,
 }
 
 /// Where the deployment is and how patiently to talk to it.

@@ -34,8 +34,12 @@ pub enum AdaptiveError {
     },
     #[error("--adaptive: plan {path} has no [adaptive] section")]
     NoSection { path: PathBuf },
-    #[error("adaptive: cannot create run directory {path}: {message}")]
-    RunDir { path: PathBuf, message: String },
+    #[error("adaptive: cannot create run directory {path}: {source}")]
+    RunDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl AdaptiveError {

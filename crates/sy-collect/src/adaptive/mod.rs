@@ -173,9 +173,9 @@ pub async fn run_adaptive(
         }
         .into());
     };
-    std::fs::create_dir_all(&opts.run_dir).map_err(|e| AdaptiveError::RunDir {
+    std::fs::create_dir_all(&opts.run_dir).map_err(|source| AdaptiveError::RunDir {
         path: opts.run_dir.clone(),
-        message: e.to_string(),
+        source,
     })?;
     sy_rundir::check_output_target(&opts.run_dir.join(ADAPTIVE_FILE))?;
     let mut state = starting_state(&plan, &opts, &spec)?;
