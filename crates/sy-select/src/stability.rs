@@ -73,14 +73,11 @@ impl<'a> Shared<'a> {
                         predicted_advantage(fit, e, observations, p.features()).ok()
                     })
                 };
-                let advantages = [advantage(Estimator::Blind), advantage(Estimator::Cache)];
+                let advantages = Estimator::ALL.map(advantage);
                 (c, advantages, p.ttft_eff_ms - p.ttft_cap_ms)
             });
-        let (blind, cache) = margin_values_of_advantages(pairs, condition_splits.len(), level);
-        Ok(Margins {
-            blind: blind.ok_or(SeedError::NoUncertaintyPair("blind"))?,
-            cache: cache.ok_or(SeedError::NoUncertaintyPair("cache"))?,
-        })
+        margin_values_of_advantages(pairs, condition_splits.len(), level)
+            .map_err(|e| SeedError::NoUncertaintyPair(e.as_str()))
     }
 }
 

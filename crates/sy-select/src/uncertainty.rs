@@ -114,9 +114,10 @@ pub fn coefficient_intervals(
     let mut out = BTreeMap::new();
     for model in [Model::Efficient, Model::Capable] {
         let m = fit.models.get(model);
-        for (estimator, correction) in [("blind", &m.blind), ("cache", &m.cache)] {
+        for (estimator, correction) in m.corrections() {
             if let Some(iv) = &correction.coefficient_intervals {
-                out.insert(format!("{}.{estimator}", model.as_str()), iv.clone());
+                let key = format!("{}.{}", model.as_str(), estimator.as_str());
+                out.insert(key, iv.clone());
             }
         }
     }
@@ -228,10 +229,9 @@ pub fn uncertainty<P: std::borrow::Borrow<EvalPair> + Sync>(
         bootstrap: *cfg,
         selection_conditions: conditions.len() as u64,
         variants,
-        margins: BTreeMap::from([
-            margin("blind", &margins.blind),
-            margin("cache", &margins.cache),
-        ]),
+        margins: (margins.estimators().into_iter())
+            .map(|(e, m)| margin(e.as_str(), m))
+            .collect(),
         coefficients: BTreeMap::new(),
         methods: interval_methods(),
         selection_adjusted: None,

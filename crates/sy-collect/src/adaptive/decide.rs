@@ -25,8 +25,8 @@ use sy_calibration::margins::{
 };
 use sy_records::{ConditionIndex, Phase, ProbeTable, Record, Split};
 use sy_selector::{
-    CandidateFeatures, DecisionInput, Estimator, GuardLimits, Margins, Model, RuleParams,
-    Thresholds, Variant,
+    CandidateFeatures, DecisionInput, Estimator, GuardLimits, Model, RuleParams, Thresholds,
+    Variant,
 };
 use sy_stats::sequential::{Verdict, confidence_sequence, verdict_bounded};
 
@@ -86,27 +86,18 @@ pub fn fit_rule(records: &[Record], seed: u64, round: u32) -> Result<RuleParams,
         let obs = (p.efficient.rule_observation(), p.capable.rule_observation());
         let predicted =
             |e| predicted_advantage(&fit, e, (&obs.0, &obs.1), &CandidateFeatures::UNKNOWN).ok();
-        Some((
-            c,
-            [predicted(Estimator::Blind), predicted(Estimator::Cache)],
-            measured,
-        ))
+        Some((c, Estimator::ALL.map(predicted), measured))
     });
-    let (blind, cache) =
-        margin_values_of_advantages(pairs, table.conditions().count(), DEFAULT_LEVEL);
-    let blind = blind.ok_or(AdaptiveError::NoMargin {
-        round,
-        estimator: "blind",
-    })?;
-    let cache = cache.ok_or(AdaptiveError::NoMargin {
-        round,
-        estimator: "cache",
-    })?;
+    let margins = margin_values_of_advantages(pairs, table.conditions().count(), DEFAULT_LEVEL)
+        .map_err(|e| AdaptiveError::NoMargin {
+            round,
+            estimator: e.as_str(),
+        })?;
     Ok(RuleParams {
         efficient: fit.efficient,
         capable: fit.capable,
         thresholds: Thresholds::default(),
-        margins: Margins { blind, cache },
+        margins,
         limits: GuardLimits::DEFAULT,
     })
 }
