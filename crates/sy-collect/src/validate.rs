@@ -269,6 +269,18 @@ mod tests {
     }
 
     #[test]
+    fn sy_evals_sim_config_is_refused_with_the_flag_to_use() {
+        let err = parse(&format!("{MIN}[target]\nsim_config = \"sim.toml\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("plan t.toml: `target.sim_config` is not used by sy-collect: "),
+            "{err}"
+        );
+        assert!(err.contains("--sim-config"), "{err}");
+    }
+
+    #[test]
     fn wrong_type_is_named() {
         let err = parse("seed = \"x\"\n[qgrid]\nn=[1]\nf=[0.0]\nrepeats=1\n")
             .unwrap_err()
