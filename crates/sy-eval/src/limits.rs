@@ -333,7 +333,7 @@ mod tests {
             ),
             ("concurrency = 1000\n[sessions]\ncount = 1\n", "concurrency"),
             (
-                "[sessions]\ncount = 1\n[target]\nrequest_timeout_ms = 0\n",
+                "[sessions]\ncount = 1\n[target]\nrequest_timeout_ms = 100000000000\n",
                 "target.request_timeout_ms",
             ),
         ] {

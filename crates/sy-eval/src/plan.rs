@@ -369,6 +369,14 @@ mod tests {
                 "seed=1\n[sessions]\ncount=1\n[background]\ntarget=\"x\"\n",
                 "background.target",
             ),
+            (
+                "seed=1\n[sessions]\ncount=1\n[target]\nrequest_timeout_ms=0\n",
+                "target.request_timeout_ms",
+            ),
+            (
+                "seed=1\n[sessions]\ncount=1\n[target]\nfrontend_url=\"https://h\"\n",
+                "target.frontend_url",
+            ),
         ] {
             let e = parse(text).unwrap_err().to_string();
             assert!(e.contains(&format!("`{field}`")), "{text}: {e}");
