@@ -23,8 +23,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use sy_records::{ConditionIndex, Phase, ProbeTable, Record, Split};
 use sy_selector::{
-    CandidateFeatures, DecisionInput, Estimator, GuardLimits, Margins, Model, RuleParams,
-    Thresholds, Variant,
+    CandidateFeatures, DecisionInput, Estimator, GuardLimits, Model, RuleParams, Thresholds,
+    Variant,
 };
 use sy_stats::sequential::{
     SequenceInterval, SequentialConfig, Verdict, confidence_sequence, verdict_bounded,
@@ -165,21 +165,16 @@ pub fn fit_rule(records: &[Record], seed: u64, round: u32) -> Result<RuleParams,
             measured,
         ))
     });
-    let (blind, cache) =
-        margin_values_of_advantages(pairs, table.conditions().count(), DEFAULT_LEVEL);
-    let blind = blind.ok_or(PrequentialError::NoMargin {
-        round,
-        estimator: "blind",
-    })?;
-    let cache = cache.ok_or(PrequentialError::NoMargin {
-        round,
-        estimator: "cache",
-    })?;
+    let margins = margin_values_of_advantages(pairs, table.conditions().count(), DEFAULT_LEVEL)
+        .map_err(|e| PrequentialError::NoMargin {
+            round,
+            estimator: e.as_str(),
+        })?;
     Ok(RuleParams {
         efficient: fit.efficient,
         capable: fit.capable,
         thresholds: Thresholds::default(),
-        margins: Margins { blind, cache },
+        margins,
         limits: GuardLimits::DEFAULT,
     })
 }

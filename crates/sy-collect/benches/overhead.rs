@@ -35,14 +35,9 @@ fn env_f64(name: &str, default: f64) -> f64 {
         .unwrap_or(default)
 }
 
+/// The workspace's one quantile (`sy_selector::quantile_sorted`), NaN when empty.
 fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let pos = q * (sorted.len() - 1) as f64;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+    sy_selector::quantile_sorted(sorted, q).unwrap_or(f64::NAN)
 }
 
 fn prompt(i: u64) -> Vec<u32> {

@@ -75,14 +75,11 @@ pub fn check_cost(plan: &Plan, machine: &Machine) -> Result<(), Problem> {
 
 fn check_durations(plan: &Plan) -> Result<(), Problem> {
     let t = &plan.target;
-    let mut fields = vec![
-        ("target.connect_timeout_ms", t.connect_timeout_ms),
-        ("target.first_token_timeout_ms", t.first_token_timeout_ms),
-        ("target.request_timeout_ms", t.request_timeout_ms),
-        ("target.selection_timeout_ms", t.selection_timeout_ms),
-        ("target.retry_backoff_ms", t.retry_backoff_ms),
+    let mut fields = t.timeouts_ms().to_vec();
+    fields.extend([
+        ("target.retry_backoff_ms", t.retry_backoff_ms()),
         ("probe.settle_ms", plan.probe.settle_ms),
-    ];
+    ]);
     if let Some(l) = &plan.load {
         fields.push(("load.warmup_ms", l.warmup_ms));
     }

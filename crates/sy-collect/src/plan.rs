@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use sy_drive::{Models, PlanError, PromptSpec};
+pub use sy_drive::{Models, PlanError, PromptSpec, TargetSpec};
 
 /// The whole plan file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,52 +44,10 @@ pub struct Plan {
     pub qgrid: Option<QgridPhase>,
     #[serde(default)]
     pub load: Option<LoadPhase>,
-    /// `sy-collect --adaptive`: rounds and stopping rule (see `crate::adaptive`).
+    /// `sy-collect --adaptive`: rounds and stopping rule (see `crate::adaptive`; the section's
+    /// type is recorded in `adaptive.json`, so it is the run directory's).
     #[serde(default)]
-    pub adaptive: Option<crate::adaptive::AdaptiveSpec>,
-}
-
-/// Where the deployment is and how patiently to talk to it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TargetSpec {
-    /// OpenAI-compatible frontend (`--frontend-url` overrides).
-    pub frontend_url: Option<String>,
-    /// Selection service (`--selection-url` overrides).
-    pub selection_url: Option<String>,
-    /// Name of an environment variable holding a bearer token (the token is never logged).
-    pub bearer_token_env: Option<String>,
-    pub connect_timeout_ms: u64,
-    /// Time allowed until the first token of a probe.
-    pub first_token_timeout_ms: u64,
-    /// Time allowed for a whole request.
-    pub request_timeout_ms: u64,
-    /// Time allowed for one selection-service call.
-    pub selection_timeout_ms: u64,
-    /// Retries of a unit after a transient failure (0 = none).
-    pub retries: u32,
-    /// First backoff; doubles on each retry.
-    pub retry_backoff_ms: u64,
-    /// Unrecorded warm-up requests per (worker, rank) before the first unit (`None`: the
-    /// target's default, see `crate::warmup`).
-    pub warmup_requests: Option<u32>,
-}
-
-impl Default for TargetSpec {
-    fn default() -> Self {
-        Self {
-            frontend_url: None,
-            selection_url: None,
-            bearer_token_env: None,
-            connect_timeout_ms: 2_000,
-            first_token_timeout_ms: 60_000,
-            request_timeout_ms: 300_000,
-            selection_timeout_ms: 5_000,
-            retries: 2,
-            retry_backoff_ms: 200,
-            warmup_requests: None,
-        }
-    }
+    pub adaptive: Option<sy_rundir::artifact::adaptive::AdaptiveSpec>,
 }
 
 /// How a probe is sent.

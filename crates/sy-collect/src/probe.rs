@@ -255,7 +255,7 @@ impl UnitRunner {
             self.prompts.clone(),
             probe_id.to_string(),
             slots_for(cond, eff, cap),
-            Duration::from_millis(self.plan.target.retry_backoff_ms),
+            self.plan.target.retry_backoff(),
         );
         let warmup = self.plan.load.as_ref().map_or(0, |l| l.warmup_ms);
         let all_started = bg

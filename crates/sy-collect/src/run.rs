@@ -31,8 +31,8 @@ pub enum RunFailure {
     #[error("cannot build the HTTP client: {0}")]
     HttpClient(#[source] reqwest::Error),
     /// Bad input: the plan names a variable that is not set.
-    #[error("plan field `target.bearer_token_env`: environment variable {var} is not set")]
-    BearerUnset { var: String },
+    #[error(transparent)]
+    BearerUnset(#[from] sy_drive::BearerUnset),
     #[error(
         "the deployment refused a request as misconfigured: {0}. Fix the deployment (see \
          docs/dynamo.md), then continue with --resume"
@@ -81,7 +81,7 @@ pub enum WriteFailure {
 impl RunFailure {
     /// Whether the caller's input is at fault (exit 2) rather than the run (exit 1).
     pub fn is_bad_input(&self) -> bool {
-        matches!(self, RunFailure::BearerUnset { .. })
+        matches!(self, RunFailure::BearerUnset(_))
     }
 }
 
@@ -171,12 +171,9 @@ struct Clients {
 
 impl Clients {
     fn new(p: &Plan, target: &Target, bearer: Option<String>) -> Result<Self, CollectError> {
-        let mut config = ClientConfig::new(&target.frontend_url, &target.selection_url);
-        config.connect_timeout = Duration::from_millis(p.target.connect_timeout_ms);
-        config.first_token_timeout = Duration::from_millis(p.target.first_token_timeout_ms);
-        config.request_timeout = Duration::from_millis(p.target.request_timeout_ms);
-        config.selection_timeout = Duration::from_millis(p.target.selection_timeout_ms);
-        config.bearer_token = bearer;
+        let config = p
+            .target
+            .client_config(&target.frontend_url, &target.selection_url, bearer);
         let http = config.http_client().map_err(RunFailure::HttpClient)?;
         Ok(Self {
             selection: SelectionClient::new(&config, http.clone()),
@@ -199,12 +196,7 @@ impl Clients {
 
 /// The plan's bearer token, from the environment variable it names.
 fn bearer_of(p: &Plan) -> Result<Option<String>, CollectError> {
-    match &p.target.bearer_token_env {
-        Some(var) => std::env::var(var)
-            .map(Some)
-            .map_err(|_| RunFailure::BearerUnset { var: var.clone() }.into()),
-        None => Ok(None),
-    }
+    Ok(p.target.bearer_token().map_err(RunFailure::from)?)
 }
 
 /// `sy-collect --dry-run --target …`: start the target, run the preflight (without
@@ -796,7 +788,7 @@ impl UnitLoop<'_> {
             let result = self.runner.run(cond, unit.repeat, attempt).await;
             let retry = result.transient
                 && !result.cancelled
-                && attempt <= self.p.target.retries
+                && attempt <= self.p.target.retries()
                 && !self.cancel.is_cancelled();
             if !retry {
                 break result;
@@ -839,7 +831,7 @@ impl UnitLoop<'_> {
         let backoff = Duration::from_millis(
             self.p
                 .target
-                .retry_backoff_ms
+                .retry_backoff_ms()
                 .saturating_mul(1 << (attempt - 1).min(10)),
         );
         tracing::info!(

@@ -85,7 +85,7 @@ pub fn summarize(records: &[Record], phases: &BTreeMap<String, PhaseTime>) -> Ve
             .filter(|t| t.is_finite())
             .collect();
         ttft.sort_by(f64::total_cmp);
-        let q = |p: f64| sy_stats::quantile_sorted(&ttft, p);
+        let q = |p: f64| sy_selector::quantile_sorted(&ttft, p);
         let mut failures = BTreeMap::new();
         for r in recs.iter().filter(|r| r.status == Status::Error) {
             let name = r

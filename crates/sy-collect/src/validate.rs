@@ -7,8 +7,10 @@
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
+use sy_drive::Tool;
 use sy_drive::limits::Machine;
 
+use crate::adaptive::AdaptiveSpecExt as _;
 use crate::limits::check_cost;
 use crate::plan::{LoadPhase, LoadedPlan, Plan, PlanError};
 
@@ -65,53 +67,10 @@ impl Plan {
                 "the plan has no phase: add a [qgrid] or a [load] table".into(),
             ));
         }
-        for (field, url) in [
-            ("target.frontend_url", &self.target.frontend_url),
-            ("target.selection_url", &self.target.selection_url),
-        ] {
-            if let Some(url) = url {
-                check_url(url).map_err(|e| bad(field, e.to_string()))?;
-            }
-        }
-        if let Some(var) = &self.target.bearer_token_env
-            && var.trim().is_empty()
-        {
-            return Err(bad(
-                "target.bearer_token_env",
-                "must name an environment variable".into(),
-            ));
-        }
-        for (field, v) in [
-            ("target.connect_timeout_ms", self.target.connect_timeout_ms),
-            (
-                "target.first_token_timeout_ms",
-                self.target.first_token_timeout_ms,
-            ),
-            ("target.request_timeout_ms", self.target.request_timeout_ms),
-            (
-                "target.selection_timeout_ms",
-                self.target.selection_timeout_ms,
-            ),
-        ] {
-            if v == 0 {
-                return Err(bad(field, "must be > 0".into()));
-            }
-        }
-        if self.target.first_token_timeout_ms > self.target.request_timeout_ms {
-            return Err(bad(
-                "target.first_token_timeout_ms",
-                "must not exceed target.request_timeout_ms".into(),
-            ));
-        }
-        if self.target.warmup_requests.is_some_and(|n| n > 64) {
-            return Err(bad(
-                "target.warmup_requests",
-                "at most 64 warm-up requests per rank".into(),
-            ));
-        }
-        if self.target.retries > 10 {
-            return Err(bad("target.retries", "at most 10 retries".into()));
-        }
+        self.target
+            .check()
+            .map_err(|(field, message)| bad(&field, message))?;
+        self.target.refuse_unused(path, Tool::Collect)?;
         if self.models.efficient.trim().is_empty() {
             return Err(bad("models.efficient", "must not be empty".into()));
         }
@@ -224,26 +183,6 @@ impl LoadPhase {
     }
 }
 
-/// A target URL a plan cannot use.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-enum UrlError {
-    #[error("`{0}`: expected an http:// URL")]
-    NotHttp(String),
-    #[error("`{0}`: no host")]
-    NoHost(String),
-}
-
-fn check_url(url: &str) -> Result<(), UrlError> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| UrlError::NotHttp(url.to_string()))?;
-    let host = rest.split(['/', ':']).next().unwrap_or("");
-    if host.is_empty() {
-        return Err(UrlError::NoHost(url.to_string()));
-    }
-    Ok(())
-}
-
 fn check_axes(phase: &str, n: &[u64], f: &[f64], repeats: u32) -> Result<(), (String, String)> {
     if n.is_empty() {
         return Err((
@@ -314,7 +253,7 @@ mod tests {
     fn minimal_plan_gets_defaults() {
         let plan = parse(MIN).unwrap();
         assert_eq!(plan.models.efficient, "efficient");
-        assert_eq!(plan.target.retries, 2);
+        assert_eq!(plan.target.retries(), 2);
         assert_eq!(plan.probe.max_tokens, 4);
         assert!(plan.load.is_none());
     }
@@ -327,6 +266,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("unknown field `repeat`"), "{err}");
+    }
+
+    #[test]
+    fn sy_evals_sim_config_is_refused_with_the_flag_to_use() {
+        let err = parse(&format!("{MIN}[target]\nsim_config = \"sim.toml\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("plan t.toml: `target.sim_config` is not used by sy-collect: "),
+            "{err}"
+        );
+        assert!(err.contains("--sim-config"), "{err}");
     }
 
     #[test]

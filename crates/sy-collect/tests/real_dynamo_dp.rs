@@ -252,9 +252,9 @@ fn assert_observation_is_of_the_reserved_worker(records: &[Value]) {
     );
 }
 
-/// The `q`-quantile of ascending `sorted` values: the runtime crate's definition, through sy-stats.
+/// The `q`-quantile of ascending `sorted` values: the runtime crate's definition.
 fn quantile(sorted: &[f64], q: f64) -> f64 {
-    sy_stats::quantile_sorted(sorted, q).expect("at least one gap")
+    sy_selector::quantile_sorted(sorted, q).expect("at least one gap")
 }
 
 /// A Q-grid cell: model, N, f (as the record prints it).

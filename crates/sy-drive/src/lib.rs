@@ -12,7 +12,8 @@
 //!   destination) on that same path;
 //! - [`prompt`]: token-exact prompts, unique per invocation and key, so nothing is an
 //!   unplanned cache hit;
-//! - [`plan`]: the plan tables both tools share (`[models]`, `[prompt]`) and [`PlanError`];
+//! - [`plan`]: the plan tables both tools share (`[target]`, `[models]`, `[prompt]`) and
+//!   [`PlanError`];
 //! - [`limits`]: the bounds both tools put on a plan (tokens, durations, the open-file limit);
 //!
 //! What a tool measures and records (probes, sessions, schedules, manifests) stays in the tool.
@@ -28,7 +29,7 @@ pub mod target;
 
 pub use sy_sim as sim;
 
-pub use plan::{Models, PlanError, PromptSpec};
+pub use plan::{BearerUnset, Models, PlanError, PromptSpec, TargetField, TargetSpec, Tool};
 pub use prompt::{PromptFactory, new_invocation_id};
 pub use reservation::{Accounted, Driver, Reservation, Stats};
 pub use target::{Endpoints, Target, TargetError, TargetKind};

@@ -38,6 +38,8 @@ pub struct BlockInputs {
     pub invocation_id: String,
     pub frontend_url: String,
     pub selection_url: String,
+    /// Sent as `Authorization: Bearer …` (the plan's `target.bearer_token_env`).
+    pub bearer: Option<String>,
     pub cancel: Cancel,
     /// Advanced by one per finished turn.
     pub progress: indicatif::ProgressBar,
@@ -95,12 +97,11 @@ struct SessionRunner {
 }
 
 fn client_config(inputs: &BlockInputs) -> ClientConfig {
-    let t = &inputs.plan.target;
-    let mut config = ClientConfig::new(&inputs.frontend_url, &inputs.selection_url);
-    config.first_token_timeout = Duration::from_millis(t.first_token_timeout_ms);
-    config.request_timeout = Duration::from_millis(t.request_timeout_ms);
-    config.selection_timeout = Duration::from_millis(t.selection_timeout_ms);
-    config
+    inputs.plan.target.client_config(
+        &inputs.frontend_url,
+        &inputs.selection_url,
+        inputs.bearer.clone(),
+    )
 }
 
 /// Runs one block and returns what it recorded (not yet written).

@@ -16,6 +16,9 @@ pub enum EvalError {
     Plan(#[from] PlanError),
     #[error(transparent)]
     Trace(#[from] TraceError),
+    /// The plan names a bearer-token variable that is not set.
+    #[error(transparent)]
+    Bearer(#[from] sy_drive::BearerUnset),
     /// The bundle file cannot be read.
     #[error(transparent)]
     BundleRead(sy_selector::BundleError),
@@ -61,6 +64,7 @@ impl EvalError {
         match self {
             EvalError::Plan(_)
             | EvalError::Trace(_)
+            | EvalError::Bearer(_)
             | EvalError::BundleRead(_)
             | EvalError::Bundle { .. } => true,
             EvalError::RunDir(e) => e.is_bad_input(),

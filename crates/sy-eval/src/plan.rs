@@ -20,6 +20,8 @@
 //! target = "efficient"
 //! prefill_requests = 3
 //! prefill_prompt_tokens = 2048
+//! [target]                  # shared with sy-collect (sy_drive::TargetSpec)
+//! sim_config = "sim-quarter.toml"
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -28,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use sy_selector::Variant;
 
 pub use sy_drive::PlanError;
+use sy_drive::Tool;
 
 /// The order of the variants within each round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -171,32 +174,10 @@ impl Default for BackgroundSpec {
     }
 }
 
-/// Target settings: URLs (a Dynamo target), the simulator configuration (`--target sim`) and
-/// timeouts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TargetSpec {
-    pub frontend_url: Option<String>,
-    pub selection_url: Option<String>,
-    /// Simulator configuration (TOML) for `--target sim`, relative to the plan file.
-    pub sim_config: Option<PathBuf>,
-    pub first_token_timeout_ms: u64,
-    pub request_timeout_ms: u64,
-    pub selection_timeout_ms: u64,
-}
-
-impl Default for TargetSpec {
-    fn default() -> Self {
-        Self {
-            frontend_url: None,
-            selection_url: None,
-            sim_config: None,
-            first_token_timeout_ms: 60_000,
-            request_timeout_ms: 300_000,
-            selection_timeout_ms: 5_000,
-        }
-    }
-}
+/// The `[target]` table, shared with sy-collect: URLs (a Dynamo target), the simulator
+/// configuration (`--target sim`), a bearer token's variable and the timeouts; sy-collect's
+/// retry and warm-up fields are refused.
+pub use sy_drive::TargetSpec;
 
 /// A plan and where it came from.
 #[derive(Debug, Clone)]
@@ -329,6 +310,10 @@ impl EvalPlan {
                 "the efficient and capable models must differ".into(),
             ));
         }
+        self.target
+            .check()
+            .map_err(|(field, message)| bad(&field, message))?;
+        self.target.refuse_unused(path, Tool::Eval)?;
         crate::limits::check_plan(self, &sy_drive::limits::Machine::current())
             .map_err(|(field, message)| bad(&field, message))
     }
@@ -384,11 +369,38 @@ mod tests {
                 "seed=1\n[sessions]\ncount=1\n[background]\ntarget=\"x\"\n",
                 "background.target",
             ),
+            (
+                "seed=1\n[sessions]\ncount=1\n[target]\nrequest_timeout_ms=0\n",
+                "target.request_timeout_ms",
+            ),
+            (
+                "seed=1\n[sessions]\ncount=1\n[target]\nfrontend_url=\"https://h\"\n",
+                "target.frontend_url",
+            ),
         ] {
             let e = parse(text).unwrap_err().to_string();
             assert!(e.contains(&format!("`{field}`")), "{text}: {e}");
             assert!(e.contains("p.toml"), "{e}");
         }
+        for (target, field) in [
+            ("retries = 1", "target.retries"),
+            ("retry_backoff_ms = 5", "target.retry_backoff_ms"),
+            ("warmup_requests = 0", "target.warmup_requests"),
+        ] {
+            let e = parse(&format!(
+                "seed=1\n[sessions]\ncount=1\n[target]\n{target}\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.starts_with(&format!("plan p.toml: `{field}` is not used by sy-eval: ")),
+                "{e}"
+            );
+        }
+        let p = parse("seed=1\n[sessions]\ncount=1\n[target]\nbearer_token_env=\"T\"\nconnect_timeout_ms=500\n")
+            .unwrap();
+        assert_eq!(p.target.bearer_token_env.as_deref(), Some("T"));
+        assert_eq!(p.target.connect_timeout_ms, 500);
         let e = parse("seed=1\n[sessions]\ncount=1\nbogus=2\n").unwrap_err();
         assert!(e.to_string().contains("bogus"), "{e}");
     }

@@ -40,23 +40,26 @@ pub enum QuiescenceError {
     NoWorker { selection: String },
 }
 
-/// Checks a Dynamo deployment before a block: the frontend serves both models, the selection
+/// Checks a Dynamo deployment before a block (sending `bearer` as `Authorization: Bearer …`): the frontend serves both models, the selection
 /// service knows workers, and nothing is booked (waits up to 30 s for that); fails when it is
 /// unreachable or a model is missing.
 pub async fn quiescent(
     frontend: &str,
     selection: &str,
     models: &Models,
+    bearer: Option<&str>,
 ) -> Result<bool, QuiescenceError> {
-    let config = ClientConfig::new(frontend, selection);
+    let mut config = ClientConfig::new(frontend, selection);
+    config.bearer_token = bearer.map(str::to_string);
     let http = config.http_client().map_err(QuiescenceError::HttpClient)?;
     let listed: sy_wire::ModelList = async {
-        http.get(format!("{frontend}/v1/models"))
-            .timeout(std::time::Duration::from_secs(5))
-            .send()
-            .await?
-            .json()
-            .await
+        let mut get = http
+            .get(format!("{frontend}/v1/models"))
+            .timeout(std::time::Duration::from_secs(5));
+        if let Some(token) = bearer {
+            get = get.bearer_auth(token);
+        }
+        get.send().await?.json().await
     }
     .await
     .map_err(|source| QuiescenceError::FrontendUnreachable {

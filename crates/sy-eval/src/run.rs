@@ -299,6 +299,7 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalE
     }
     let bundle = load_bundle(&opts.bundle)?;
     let sessions = sessions_of(&plan)?;
+    let bearer = plan.plan.target.bearer_token()?;
     let order = block_order(
         &plan.plan.variants,
         plan.plan.rounds,
@@ -387,6 +388,7 @@ pub async fn run(plan: LoadedPlan, opts: RunOptions) -> Result<RunOutcome, EvalE
         bundle: Arc::new(bundle),
         sessions: Arc::new(sessions),
         invocation_id,
+        bearer,
         cancel,
         progress: progress.clone(),
     };
@@ -418,6 +420,8 @@ struct RunContext<'a> {
     bundle: Arc<Bundle>,
     sessions: Arc<Vec<SessionSpec>>,
     invocation_id: String,
+    /// The plan's bearer token (`target.bearer_token_env`), read once at the start.
+    bearer: Option<String>,
     cancel: Cancel,
     progress: indicatif::ProgressBar,
 }
@@ -509,7 +513,13 @@ async fn run_one(
             "fresh simulator: same configuration and seed, empty caches, nothing booked".to_string()
         }
         TargetKind::Dynamo => {
-            let zero = quiescent(&frontend_url, &selection_url, &plan.models).await?;
+            let zero = quiescent(
+                &frontend_url,
+                &selection_url,
+                &plan.models,
+                ctx.bearer.as_deref(),
+            )
+            .await?;
             format!(
                 "shared deployment: fresh prompts for this block (no cross-block cache hits), caches not reset; nothing booked at start: {zero}"
             )
@@ -525,6 +535,7 @@ async fn run_one(
         invocation_id: ctx.invocation_id.clone(),
         frontend_url,
         selection_url,
+        bearer: ctx.bearer.clone(),
         cancel: ctx.cancel.clone(),
         progress,
     };

@@ -100,6 +100,38 @@ fn bad_input_exits_2_and_writes_nothing() {
 }
 
 #[test]
+fn target_fields_are_read_or_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let plan = tiny_plan(dir.path(), None);
+    let text = std::fs::read_to_string(&plan).unwrap();
+    for (extra, expected) in [
+        ("retries = 3\n", "`target.retries` is not used by sy-eval: "),
+        (
+            "bearer_token_env = \"SY_EVAL_TEST_TOKEN_NEVER_SET\"\n",
+            "environment variable SY_EVAL_TEST_TOKEN_NEVER_SET is not set",
+        ),
+    ] {
+        std::fs::write(&plan, format!("{text}{extra}")).unwrap();
+        let o = sy_eval(&[
+            "--plan",
+            &plan,
+            "--bundle",
+            &bundle(),
+            "--run-dir",
+            &run.display().to_string(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(expected), "{extra}: {}", stderr(&o));
+        assert!(
+            !run.exists(),
+            "{extra}: a refused plan wrote {}",
+            run.display()
+        );
+    }
+}
+
+#[test]
 fn resume_runs_only_the_missing_blocks_and_a_finished_run_is_not_overwritten() {
     let dir = tempfile::tempdir().unwrap();
     let plan = tiny_plan(dir.path(), None);

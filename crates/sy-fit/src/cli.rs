@@ -628,10 +628,8 @@ fn print_summary(
             q.empty_cells.len(),
             m.standardiser.rows
         );
-        for (est, c, lc) in [
-            ("blind", &m.blind, &m.estimators.blind),
-            ("cache", &m.cache, &m.estimators.cache),
-        ] {
+        for (estimator, c) in m.corrections() {
+            let (est, lc) = (estimator.as_str(), m.estimators.correction(estimator));
             println!(
                 "  {est}: alpha {:.3e}, b0 {:.2} bN {:.2} bR {:.2} bP {:.2}; R² (TTFT) {}; residual std {:.2} ms, p90 |e| {:.2} ms",
                 c.alpha,

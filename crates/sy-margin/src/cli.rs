@@ -6,6 +6,7 @@ use sy_rundir::Artifact;
 
 use crate::{DEFAULT_LEVEL, MarginOptions, inputs};
 use clap::Parser;
+use sy_calibration::margins::MarginEstimate;
 use sy_cli::{CacheArgs, CommonArgs, ToolError};
 
 /// Computes delta_blind and delta_cache on the uncertainty split and writes margins.json.
@@ -82,13 +83,18 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
         }
     })?;
     if cli.common.json {
+        let by_estimator = |value: fn(&MarginEstimate) -> serde_json::Value| {
+            (m.estimators().into_iter())
+                .map(|(e, em)| (e.as_str().to_string(), value(&em.estimate)))
+                .collect::<serde_json::Map<_, _>>()
+        };
         let summary = serde_json::json!({
             "out": opts.out.display().to_string(),
             "delta_blind_ms": m.delta_blind_ms,
             "delta_cache_ms": m.delta_cache_ms,
-            "conditions": {"blind": m.blind.estimate.conditions, "cache": m.cache.estimate.conditions},
-            "conformal_ms": {"blind": m.blind.estimate.conformal_ms, "cache": m.cache.estimate.conformal_ms},
-            "per_probe_delta_ms": {"blind": m.blind.estimate.per_probe_delta_ms, "cache": m.cache.estimate.per_probe_delta_ms},
+            "conditions": by_estimator(|e| e.conditions.into()),
+            "conformal_ms": by_estimator(|e| e.conformal_ms.into()),
+            "per_probe_delta_ms": by_estimator(|e| e.per_probe_delta_ms.into()),
             "repeats": m.blind.estimate.repeats,
             "pairs_in_split": m.pairs_in_split,
             "pairs_unmeasured": m.pairs_unmeasured,
@@ -96,7 +102,8 @@ fn run(cli: &Cli) -> Result<(), ToolError> {
         });
         println!("{summary}");
     } else if !cli.common.quiet {
-        for (name, e) in [("blind", &m.blind.estimate), ("cache", &m.cache.estimate)] {
+        for (estimator, em) in m.estimators() {
+            let (name, e) = (estimator.as_str(), &em.estimate);
             println!(
                 "delta_{name} = {:.3} ms  (G = {} conditions, conformal {} (rank {}), per-probe p90 {}, pairs {} used / {} excluded)",
                 e.delta_ms.unwrap_or(f64::NAN),

@@ -13,7 +13,7 @@
 //!   manifest.json      what was collected, against what, and whether it is complete
 //!                      (sy-collect; artifact::manifest::Manifest)
 //!   adaptive.json      the rounds and looks of an adaptive collection (sy-collect --adaptive;
-//!                      sy_collect::adaptive::AdaptiveFile)
+//!                      artifact::adaptive::AdaptiveFile)
 //!   check.json         the data-quality verdict (sy-collect check; artifact::check::CheckReport)
 //!   probe-table.cache  the validated, paired records as columns, for the next tool to map
 //!                      instead of reading the records again (the first calibration tool;
@@ -25,7 +25,7 @@
 //!   margins.json       90th-percentile margins per estimator (sy-margin;
 //!                      artifact::margins::MarginsFile)
 //!   selection.json     threshold search, evaluation, choice, intervals (sy-select;
-//!                      sy_select::select::SelectionFile)
+//!                      artifact::selection::SelectionFile)
 //!   bundle.json        the frozen rule (sy-select; read at run time: sy_selector::Bundle)
 //!   bundles/           one bundle per variant, same parameters (sy-select; sy_selector::Bundle)
 //!   report.md, plots/  the report and its figures (sy-select, or sy-eval in an evaluation)
@@ -45,10 +45,10 @@
 //! library's results, which this crate (depending only on `sy-selector`, `sy-stats` and serde)
 //! cannot name: the records, the probe table and the split table (`sy-records`: the record's
 //! columns, Parquet codec and memory-mapped table; the split table is built from records; the
-//! splits, their fractions and counts are [`crate::split`]'s), `selection.json` (the search,
-//! replay and intervals of `sy-select`), `adaptive.json` (the adaptive design's rounds and
-//! looks) and the plan (the tool's input, validated by `sy-collect`). A reader reads each JSON document through [`read_artifact`],
-//! which checks the name, kind and version defined here.
+//! splits, their fractions and counts are [`crate::split`]'s), the bundle (`sy-selector`: the
+//! runtime reads it without this crate) and the plan (the tool's input, validated by
+//! `sy-collect`). A reader reads each JSON document through [`read_artifact`], which checks the
+//! name, kind and version defined here.
 //!
 //! Every name above is defined here once; the tools take paths from [`Artifact::file_name`].
 

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
 use sy_selector::{RuleParams, Thresholds, Variant, thresholds_read};
 
 pub use crate::error::ChoiceError;
@@ -15,19 +14,8 @@ use crate::evaluate::{
 use crate::search::{
     Landscape, Probes, SearchOutcome, TIE_TOLERANCE_MS, ThresholdRule, search_families,
 };
-
-/// How a candidate was chosen.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Choice {
-    /// The chosen variant.
-    pub variant: Variant,
-    /// The variant it was compared with.
-    pub against: Variant,
-    /// Mean selected TTFT of both on the selection split (ms).
-    pub mean_selected_ttft_ms: BTreeMap<String, f64>,
-    /// Why (better mean, or which tie-break).
-    pub reason: String,
-}
+/// How a candidate was chosen: the run directory's type (`selection.json` holds three).
+pub use sy_rundir::artifact::selection::Choice;
 
 /// Everything the choice produced.
 #[derive(Debug, Clone)]

@@ -1,7 +1,8 @@
 //! The errors of `sy-select`'s library, one enum per concern: the selection pipeline
 //! ([`SelectError`]), the choice itself ([`ChoiceError`]), one seed of the stability check
 //! ([`SeedError`]), replaying a bundle ([`ReplayError`]), the observation document of `decide`
-//! ([`ObservationsError`]) and reading `selection.json` ([`SelectionFileError`]).
+//! ([`ObservationsError`]); reading `selection.json` is the run directory's
+//! (`sy_rundir::artifact::selection::SelectionFileError`).
 //!
 //! Every message names the file, field or flag and what was expected; `is_bad_input` tells the
 //! input's fault (exit code 2) from a runtime failure (exit code 1). The binary turns them into
@@ -238,24 +239,4 @@ impl ObservationsError {
     }
 }
 
-/// Why a `selection.json` cannot be used (always the input's fault).
-#[derive(Debug, thiserror::Error)]
-pub enum SelectionFileError {
-    /// Not readable, not JSON, another kind of file, another version, or not the layout.
-    #[error(transparent)]
-    Artifact(#[from] sy_rundir::ArtifactError),
-}
-
-impl SelectionFileError {
-    /// Always: an unusable selection file is the input's fault (exit code 2).
-    pub fn is_bad_input(&self) -> bool {
-        true
-    }
-}
-
-sy_cli::tool_error_from!(
-    SelectError,
-    ReplayError,
-    ObservationsError,
-    SelectionFileError
-);
+sy_cli::tool_error_from!(SelectError, ReplayError, ObservationsError);

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use sy_records::{ProbeTable, Status};
-use sy_stats::quantile_sorted;
+use sy_selector::quantile_sorted;
 
 /// One phase × model row of the gap table.
 #[derive(Debug, Clone, PartialEq)]

@@ -32,6 +32,7 @@ pub mod error;
 pub mod evaluate;
 pub mod failures;
 pub mod gap;
+mod jsonl_frame;
 pub mod replay;
 pub mod report;
 pub mod search;

@@ -245,11 +245,7 @@ pub fn write_decisions(rows: &[DecisionRow], path: &Path) -> Result<(), ReplayEr
         path: path.to_path_buf(),
         source,
     };
-    let mut df = JsonReader::new(std::io::Cursor::new(jsonl))
-        .with_json_format(JsonFormat::JsonLines)
-        .infer_schema_len(None)
-        .finish()
-        .map_err(err)?;
+    let mut df = crate::jsonl_frame::jsonl_frame(&jsonl).map_err(err)?;
     let mut bytes = Vec::new();
     ParquetWriter::new(&mut bytes)
         .finish(&mut df)

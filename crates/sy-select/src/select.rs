@@ -2,10 +2,9 @@
 //! selection split, choose one threshold rule and one estimator, freeze the bundle.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use sy_rundir::Artifact;
 
-use serde::{Deserialize, Serialize};
 use sy_calibration::inputs::{self, FitEstimators};
 use sy_calibration::margins::MarginsFile;
 use sy_records::Split;
@@ -16,9 +15,8 @@ use sy_selector::{
 
 pub use crate::choice::Choice;
 use crate::choice::{ChoiceError, choose_on_probes};
-pub use crate::error::{SelectError, SelectionFileError};
+pub use crate::error::SelectError;
 use crate::evaluate::{AllPairs, Detail, EvalPair, Replay, SelectedTtfts};
-use crate::search::{Landscape, SearchOutcome};
 use crate::search_view::SearchView;
 use crate::stability::{SeedRuns, Stability, StabilitySettings, run_seeds};
 use crate::uncertainty::{
@@ -26,8 +24,10 @@ use crate::uncertainty::{
     uncertainty,
 };
 use sy_calibration::fitting::ConditionSumsTable;
-/// Defined with the run directory's layout (`sy_rundir::layout`).
-pub use sy_rundir::SELECTION_SCHEMA_VERSION;
+/// `selection.json`'s document, its read and its version: the run directory's.
+pub use sy_rundir::artifact::selection::{
+    SELECTION_SCHEMA_VERSION, SelectionFile, SelectionFileError,
+};
 use sy_stats::BootstrapConfig;
 
 /// Default guard limits (the same for every variant; override with flags).
@@ -35,54 +35,6 @@ pub const DEFAULT_LIMITS: GuardLimits = GuardLimits::DEFAULT;
 
 /// Columns of the r/p landscape kept in `selection.json`.
 pub const LANDSCAPE_P_COLUMNS: usize = 40;
-
-/// `selection.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SelectionFile {
-    pub schema_version: u32,
-    pub tool_versions: BTreeMap<String, String>,
-    pub input_files: Vec<InputFile>,
-    pub split_seed: u64,
-    pub limits: GuardLimits,
-    pub margins: Margins,
-    /// Pairs of the fit split the search ran over (and how many lacked a TTFT).
-    pub search_pairs: u64,
-    pub search_pairs_unmeasured: u64,
-    /// The r search of `count` and the r/p search of `count_prefill` (fit split).
-    pub search_count: SearchOutcome,
-    pub search_count_prefill: SearchOutcome,
-    /// The objective landscape of `count_prefill` (fit split).
-    pub landscape: Option<Landscape>,
-    /// Each variant with its own searched thresholds, on the selection split.
-    pub candidates: Replay,
-    /// The chosen threshold rule (`count` or `count_prefill`).
-    pub threshold_rule: Choice,
-    /// The chosen estimator (`blind` or `cache`).
-    pub estimator: Choice,
-    /// The variant of `bundle.json` (the better of the two chosen ones on the selection split).
-    pub bundle_variant: Variant,
-    /// The frozen parameters' thresholds (those of the chosen threshold rule).
-    pub thresholds: Thresholds,
-    /// Every variant replayed with the frozen bundle's parameters on the selection split: what
-    /// `sy-select replay --bundle bundle.json --split selection` reproduces.
-    pub replay: Replay,
-    /// Bundle files written, with their content hashes.
-    pub bundles: BTreeMap<String, String>,
-    /// The answer with its interval and caveats (what the report's first lines say).
-    pub headline: Headline,
-    /// Grouped bootstrap intervals of the headline numbers.
-    pub uncertainty: Uncertainty,
-    /// The choice repeated over other split seeds (`--stability-seeds`).
-    pub stability: Option<Stability>,
-    pub warnings: Vec<String>,
-}
-
-impl SelectionFile {
-    /// Reads a `selection.json`.
-    pub fn read(path: &Path) -> Result<SelectionFile, SelectionFileError> {
-        Ok(sy_rundir::read_artifact(Artifact::Selection, path)?)
-    }
-}
 
 /// Everything `sy-select` (selection) needs.
 #[derive(Debug, Clone)]

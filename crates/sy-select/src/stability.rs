@@ -13,7 +13,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
 use sy_calibration::fitting::ConditionSumsTable;
 use sy_calibration::inputs::FitEstimators;
 use sy_records::{ConditionSplits, Split, SplitFractions};
@@ -25,6 +24,8 @@ use crate::evaluate::{AllPairs, Detail};
 use crate::search::search_families;
 use crate::search_view::SearchView;
 use sy_calibration::margins::{margin_values_of_advantages, predicted_advantage};
+/// What the seeds chose, as `selection.json` holds it: the run directory's types.
+pub use sy_rundir::artifact::selection::{SeedChoice, Stability};
 use sy_selector::{Estimator, TtftGround};
 
 /// Share of seeds that must agree with the run's choice for it to be called stable.
@@ -39,40 +40,6 @@ pub struct StabilitySettings {
     pub alpha_grid: Vec<f64>,
     pub margin_level: f64,
     pub limits: sy_selector::GuardLimits,
-}
-
-/// What one split seed chose.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SeedChoice {
-    pub seed: u64,
-    pub threshold_rule: Variant,
-    pub thresholds: Thresholds,
-    pub estimator: Variant,
-    pub bundle_variant: Variant,
-    /// Mean selected TTFT of the bundle variant minus Stage's on that seed's selection split.
-    pub mean_change_vs_stage_ms: f64,
-    /// Conditions in the fit / uncertainty / selection splits.
-    pub conditions: [u64; 3],
-}
-
-/// The repeated calibration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Stability {
-    pub seeds: Vec<u64>,
-    pub runs: Vec<SeedChoice>,
-    /// Seeds whose calibration could not be made, with why (e.g. a split without conditions).
-    pub failed: BTreeMap<u64, String>,
-    pub threshold_rule_counts: BTreeMap<String, u64>,
-    pub estimator_counts: BTreeMap<String, u64>,
-    pub bundle_variant_counts: BTreeMap<String, u64>,
-    /// The run's own bundle variant, and the share of seeds that chose it too.
-    pub chosen: Variant,
-    pub chosen_share: f64,
-    /// `chosen_share ≥ STABLE_SHARE`.
-    pub stable: bool,
-    /// Median over the seeds of their chosen variant's mean change versus Stage (ms).
-    #[serde(default)]
-    pub median_change_vs_stage_ms: Option<f64>,
 }
 
 /// What every seed's calibration shares: the seed inputs, every pair's decision input and
@@ -106,14 +73,11 @@ impl<'a> Shared<'a> {
                         predicted_advantage(fit, e, observations, p.features()).ok()
                     })
                 };
-                let advantages = [advantage(Estimator::Blind), advantage(Estimator::Cache)];
+                let advantages = Estimator::ALL.map(advantage);
                 (c, advantages, p.ttft_eff_ms - p.ttft_cap_ms)
             });
-        let (blind, cache) = margin_values_of_advantages(pairs, condition_splits.len(), level);
-        Ok(Margins {
-            blind: blind.ok_or(SeedError::NoUncertaintyPair("blind"))?,
-            cache: cache.ok_or(SeedError::NoUncertaintyPair("cache"))?,
-        })
+        margin_values_of_advantages(pairs, condition_splits.len(), level)
+            .map_err(|e| SeedError::NoUncertaintyPair(e.as_str()))
     }
 }
 

@@ -18,7 +18,6 @@
 use std::collections::BTreeMap;
 
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 use sy_calibration::margins::MarginsFile;
 use sy_selector::{Model, Variant};
 use sy_stats::{
@@ -27,6 +26,10 @@ use sy_stats::{
 };
 
 use crate::evaluate::{EvalPair, SelectedTtfts};
+/// The intervals and the headline, as `selection.json` holds them: the run directory's types.
+pub use sy_rundir::artifact::selection::{
+    Comparisons, Headline, SelectionAdjusted, Uncertainty, VariantUncertainty,
+};
 
 /// The percentile of the "p90" statistics.
 const P90: f64 = 0.9;
@@ -85,77 +88,19 @@ pub fn interval_methods() -> BTreeMap<String, String> {
     ])
 }
 
-/// One variant's headline numbers with their intervals (ms).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct VariantUncertainty {
-    pub variant: Variant,
-    pub mean_selected_ttft_ms: Option<Interval>,
-    pub p90_selected_ttft_ms: Option<Interval>,
-    /// Mean selected TTFT of the variant minus Stage's (negative = faster than Stage).
-    pub mean_change_vs_stage_ms: Option<Interval>,
-    /// p90 selected TTFT of the variant minus Stage's.
-    pub p90_change_vs_stage_ms: Option<Interval>,
-    /// Mean selected TTFT minus the per-probe oracle's (the faster model every time).
-    #[serde(default)]
-    pub regret_ms: Option<Interval>,
-    /// Conditions in which the variant changes the selected TTFT of some probe.
-    #[serde(default)]
-    pub changed_conditions: u64,
-    /// Conditions with a probe above the 90th percentile (the fewer of the variant's and
-    /// Stage's): what the p90 change's interval rests on.
-    #[serde(default)]
-    pub p90_tail_conditions: u64,
-}
-
-impl VariantUncertainty {
-    /// A variant without intervals (its bootstrap could not be made).
-    fn none(variant: Variant) -> VariantUncertainty {
-        tracing::warn!("no intervals for {variant}: its bootstrap panicked");
-        VariantUncertainty {
-            variant,
-            mean_selected_ttft_ms: None,
-            p90_selected_ttft_ms: None,
-            mean_change_vs_stage_ms: None,
-            p90_change_vs_stage_ms: None,
-            regret_ms: None,
-            changed_conditions: 0,
-            p90_tail_conditions: 0,
-        }
+/// A variant without intervals (its bootstrap could not be made).
+fn no_intervals(variant: Variant) -> VariantUncertainty {
+    tracing::warn!("no intervals for {variant}: its bootstrap panicked");
+    VariantUncertainty {
+        variant,
+        mean_selected_ttft_ms: None,
+        p90_selected_ttft_ms: None,
+        mean_change_vs_stage_ms: None,
+        p90_change_vs_stage_ms: None,
+        regret_ms: None,
+        changed_conditions: 0,
+        p90_tail_conditions: 0,
     }
-}
-
-/// The chosen variant's mean change versus Stage, adjusted for the choice among the compared
-/// variants (see the module docs).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SelectionAdjusted {
-    /// The variants the choice compared (each with its own searched thresholds).
-    pub compared: Vec<Variant>,
-    /// Simultaneous studentized interval of the chosen variant's mean change versus Stage.
-    pub mean_change_vs_stage_ms: Option<Interval>,
-}
-
-/// The bootstrap intervals of one calibration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Uncertainty {
-    /// Resamples, level and seed.
-    pub bootstrap: BootstrapConfig,
-    /// Conditions of the selection split (the resampled unit of the variant intervals).
-    pub selection_conditions: u64,
-    /// Every variant with the frozen bundle's parameters on the selection split.
-    pub variants: Vec<VariantUncertainty>,
-    /// The margins (delta per estimator): conditions of the uncertainty split resampled.
-    pub margins: BTreeMap<String, Option<Interval>>,
-    /// The load corrections' coefficients (intercept, bN, bR, bP) per `<model>.<estimator>`:
-    /// fit-split conditions resampled, as `sy-fit` measured them (`fit.json`'s
-    /// `coefficient_intervals`). Empty when the fit file holds none.
-    #[serde(default)]
-    pub coefficients: BTreeMap<String, Vec<Interval>>,
-    /// How each interval is computed ([`interval_methods`]).
-    #[serde(default)]
-    pub methods: BTreeMap<String, String>,
-    /// The headline's selection-adjusted interval (`None` when it was not computed).
-    #[serde(default)]
-    pub selection_adjusted: Option<SelectionAdjusted>,
 }
 
 /// The coefficient intervals of `fit.json` by `<model>.<estimator>` (see
@@ -169,20 +114,14 @@ pub fn coefficient_intervals(
     let mut out = BTreeMap::new();
     for model in [Model::Efficient, Model::Capable] {
         let m = fit.models.get(model);
-        for (estimator, correction) in [("blind", &m.blind), ("cache", &m.cache)] {
+        for (estimator, correction) in m.corrections() {
             if let Some(iv) = &correction.coefficient_intervals {
-                out.insert(format!("{}.{estimator}", model.as_str()), iv.clone());
+                let key = format!("{}.{}", model.as_str(), estimator.as_str());
+                out.insert(key, iv.clone());
             }
         }
     }
     out
-}
-
-impl Uncertainty {
-    /// The intervals of one variant.
-    pub fn get(&self, variant: Variant) -> Option<&VariantUncertainty> {
-        self.variants.iter().find(|v| v.variant == variant)
-    }
 }
 
 fn log_err<T>(what: &str, r: Result<T, sy_stats::BootstrapError>) -> Option<T> {
@@ -266,7 +205,7 @@ pub fn uncertainty<P: std::borrow::Borrow<EvalPair> + Sync>(
         .par_iter()
         .map(|&v| {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| one(v)))
-                .unwrap_or_else(|_| VariantUncertainty::none(v))
+                .unwrap_or_else(|_| no_intervals(v))
         })
         .collect();
     let mut conditions = groups.clone();
@@ -290,10 +229,9 @@ pub fn uncertainty<P: std::borrow::Borrow<EvalPair> + Sync>(
         bootstrap: *cfg,
         selection_conditions: conditions.len() as u64,
         variants,
-        margins: BTreeMap::from([
-            margin("blind", &margins.blind),
-            margin("cache", &margins.cache),
-        ]),
+        margins: (margins.estimators().into_iter())
+            .map(|(e, m)| margin(e.as_str(), m))
+            .collect(),
         coefficients: BTreeMap::new(),
         methods: interval_methods(),
         selection_adjusted: None,
@@ -344,51 +282,6 @@ pub fn selection_adjusted<P: std::borrow::Borrow<EvalPair>>(
         compared: compared.iter().map(|(v, _)| *v).collect(),
         mean_change_vs_stage_ms: interval,
     }
-}
-
-/// The answer in one place: what was chosen, what it changes versus Stage and how sure that is.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Headline {
-    pub bundle_variant: Variant,
-    pub threshold_rule: Variant,
-    pub estimator: Variant,
-    /// Mean selected TTFT of the bundle variant minus Stage's on the selection split:
-    /// simultaneous over the compared variants (selection-adjusted, see the module docs).
-    pub mean_change_vs_stage_ms: Option<Interval>,
-    /// The same interval without the adjustment for the choice (the variant's own).
-    #[serde(default)]
-    pub mean_change_unadjusted_ms: Option<Interval>,
-    /// The same for the 90th percentile.
-    pub p90_change_vs_stage_ms: Option<Interval>,
-    /// The bundle variant's regret versus the per-probe oracle.
-    #[serde(default)]
-    pub regret_ms: Option<Interval>,
-    /// How much was compared to reach the choice.
-    #[serde(default)]
-    pub compared: Comparisons,
-    /// Intervals to be read as indicative, each with the reason.
-    #[serde(default)]
-    pub indicative: Vec<String>,
-    /// Whether the mean change's interval excludes zero.
-    pub distinguishable_from_stage: bool,
-    /// Whether the split seeds agree (`None` when the stability check did not run).
-    pub stable: Option<bool>,
-    /// The caveats the report prints first and `sy-select` warns about.
-    pub caveats: Vec<String>,
-}
-
-/// How much the calibration compared before it chose: the more it compared on the same data,
-/// the more the winner's own interval flatters it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Comparisons {
-    /// Variants compared on the selection split (each with its own thresholds).
-    pub variants: u64,
-    /// Threshold rules compared (`count`, `count_prefill`).
-    pub threshold_rules: u64,
-    /// Estimators compared (`blind`, `cache`).
-    pub estimators: u64,
-    /// (r, p) thresholds evaluated by the search on the fit split (both families).
-    pub thresholds_searched: u64,
 }
 
 /// A signed number of milliseconds with one decimal and a typographic minus ("−14.5", "+3.7").

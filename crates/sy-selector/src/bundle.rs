@@ -177,7 +177,8 @@ impl crate::estimator::ModelEstimators {
                 MAX_PLAUSIBLE_FEATURE,
             )?;
         }
-        for (name, c) in [("blind", &self.blind), ("cache", &self.cache)] {
+        for (estimator, c) in self.corrections() {
+            let name = estimator.as_str();
             check_at_most(
                 &format!("{prefix}.{name}.intercept"),
                 c.intercept,

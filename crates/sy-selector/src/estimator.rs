@@ -292,6 +292,11 @@ impl ModelEstimators {
         }
     }
 
+    /// Both load corrections, in the order of [`Estimator::ALL`].
+    pub fn corrections(&self) -> [(Estimator, &LoadCorrection); 2] {
+        Estimator::ALL.map(|e| (e, self.correction(e)))
+    }
+
     /// Predicted TTFT in milliseconds; see [`predict`].
     #[inline]
     pub fn predict(&self, estimator: Estimator, obs: &Observation) -> Result<f64, PredictError> {

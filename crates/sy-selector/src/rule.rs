@@ -51,6 +51,27 @@ pub struct Margins {
     pub cache: f64,
 }
 
+impl Margins {
+    /// The margin of one estimator.
+    pub fn get(&self, estimator: Estimator) -> f64 {
+        match estimator {
+            Estimator::Blind => self.blind,
+            Estimator::Cache => self.cache,
+        }
+    }
+
+    /// The margins `margin(estimator)` gives, or its first error (in the order of
+    /// [`Estimator::ALL`]).
+    pub fn try_from_fn<E>(
+        mut margin: impl FnMut(Estimator) -> Result<f64, E>,
+    ) -> Result<Margins, E> {
+        Ok(Margins {
+            blind: margin(Estimator::Blind)?,
+            cache: margin(Estimator::Cache)?,
+        })
+    }
+}
+
 /// Guard G's fixed limits (the same for every variant).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -237,6 +237,15 @@ pub fn fit_cells(cells: &[Cell], mbt: u64, speed: f64) -> Option<StepTimeConfig>
     })
 }
 
+/// The median of a cell's TTFTs: the middle value, or for an even count the mean `(a + b) / 2`
+/// of the two middle values.
+///
+/// Not the workspace's quantile (`sy_selector::quantile_sorted(v, 0.5)`), on purpose: for an
+/// odd count both give the middle value, but for an even count that one interpolates
+/// `a + 0.5 · (b − a)`, which for many pairs rounds differently from `(a + b) / 2` in the last
+/// bit (e.g. 145.20393787433972 and 1221.4717663027466, checked by a unit test below).
+/// Switching would move configurations this fits, and the figures docs/benchmarks.md reports
+/// from them, in their last digits.
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -541,6 +550,15 @@ mod tests {
             attention_ms_per_token_ctx: 0.002,
             ..StepTimeConfig::default()
         }
+    }
+
+    #[test]
+    fn median_averages_the_two_middle_values() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        let (a, b) = (145.203_937_874_339_72, 1_221.471_766_302_746_6);
+        assert_eq!(median(vec![b, a]).to_bits(), ((a + b) / 2.0).to_bits());
+        // The interpolated form rounds differently here (see `median`'s doc comment).
+        assert_ne!(median(vec![b, a]).to_bits(), (a + 0.5 * (b - a)).to_bits());
     }
 
     fn grid(step: &StepTimeConfig, mbt: u64, speed: f64) -> Vec<Cell> {

@@ -163,7 +163,7 @@ fn alternatives(d: &[(f64, f64)], resamples: u32, seed: u64) -> (Interval, Inter
         }
     }
     abs_t.sort_by(f64::total_cmp);
-    let q = sy_stats::quantile_sorted(&abs_t, 0.95).unwrap_or(f64::NAN);
+    let q = sy_selector::quantile_sorted(&abs_t, 0.95).unwrap_or(f64::NAN);
     (
         t_iv,
         if se > 0.0 {
@@ -743,7 +743,7 @@ fn margin_study(studies: u64, resamples: u32, sizes: &[usize]) -> String {
                 let mut truth_scores =
                     margin_scores(w, heavy, TRUTH_CONDITIONS, &mut Rng::new(seed));
                 truth_scores.sort_by(f64::total_cmp);
-                let truth = sy_stats::quantile_sorted(&truth_scores, LEVEL).unwrap_or(f64::NAN);
+                let truth = sy_selector::quantile_sorted(&truth_scores, LEVEL).unwrap_or(f64::NAN);
                 let base = seed << 32;
                 let (pct, os, unbounded) = std::thread::scope(|scope| {
                     let handles: Vec<_> = (0..threads)

@@ -221,11 +221,10 @@ pub fn tail_groups<G: Eq + Hash>(values: &[f64], group_ids: &[G], q: f64) -> usi
     seen.len()
 }
 
-/// The `q`-quantile of ascending `sorted` values: the runtime crate's definition, re-exported.
-pub use sy_selector::quantile_sorted;
-
-/// The `q`-quantile of unsorted values (NaN when empty).
-pub fn quantile(values: &[f64], q: f64) -> f64 {
+/// The statistic this crate bootstraps: the runtime crate's quantile
+/// ([`sy_selector::quantile_unsorted`]) of a copy of `values`, NaN when empty. Callers outside
+/// this crate use `sy_selector::quantile_sorted` / `quantile_unsorted` directly.
+pub(crate) fn quantile(values: &[f64], q: f64) -> f64 {
     // Selection, not a sort: the bootstrap calls this once per resample.
     let mut v = values.to_vec();
     sy_selector::quantile_unsorted(&mut v, q).unwrap_or(f64::NAN)
@@ -336,8 +335,8 @@ fn percentile_interval(
     }
     stats.sort_by(f64::total_cmp);
     let tail = 0.5 * (1.0 - cfg.level);
-    let lo = quantile_sorted(&stats, tail).unwrap_or(f64::NAN);
-    let hi = quantile_sorted(&stats, 1.0 - tail).unwrap_or(f64::NAN);
+    let lo = sy_selector::quantile_sorted(&stats, tail).unwrap_or(f64::NAN);
+    let hi = sy_selector::quantile_sorted(&stats, 1.0 - tail).unwrap_or(f64::NAN);
     Ok(Interval {
         estimate,
         lo,
@@ -740,9 +739,9 @@ mod tests {
     #[test]
     fn quantiles_interpolate_linearly() {
         let s = [1.0, 2.0, 3.0, 4.0, 5.0];
-        assert_eq!(quantile_sorted(&s, 0.9), Some(4.6));
-        assert_eq!(quantile_sorted(&s, 0.0), Some(1.0));
-        assert_eq!(quantile_sorted(&[], 0.5), None);
+        assert_eq!(sy_selector::quantile_sorted(&s, 0.9), Some(4.6));
+        assert_eq!(sy_selector::quantile_sorted(&s, 0.0), Some(1.0));
+        assert_eq!(sy_selector::quantile_sorted(&[], 0.5), None);
         assert_eq!(quantile(&[3.0, 1.0, 2.0], 0.5), 2.0);
         assert!(mean(&[]).is_nan());
     }

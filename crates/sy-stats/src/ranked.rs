@@ -218,7 +218,7 @@ fn pivot_position(len: usize, q: f64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quantile_sorted;
+    use sy_selector::quantile_sorted;
 
     /// The quantile of the resample written out value by value.
     fn materialised(rows: &[(f64, usize)], weights: &[usize], q: f64) -> f64 {

@@ -6,7 +6,7 @@
 //! turns of the resampled sessions. A difference between variants pairs the same session shape
 //! (same round, same index) across the two variants and resamples the pairs, so the interval is
 //! on the *difference*, not two overlapping intervals. Percentiles use the one definition,
-//! [`crate::quantile_sorted`]; intervals are this crate's [`Interval`] (for a bootstrap, `resamples`
+//! [`sy_selector::quantile_sorted`]; intervals are this crate's [`Interval`] (for a bootstrap, `resamples`
 //! counts the finite resampled statistics and `groups` the sessions; for the Student-t interval
 //! over rounds, `resamples` is 0 and `groups` the rounds).
 //!
@@ -20,7 +20,8 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::{DEFAULT_LEVEL, DEFAULT_RESAMPLES, Interval, quantile_sorted};
+use crate::{DEFAULT_LEVEL, DEFAULT_RESAMPLES, Interval};
+use sy_selector::quantile_sorted;
 
 /// A tail percentile needs at least this many samples beyond it to be reported without a
 /// warning (`n · (1 − q) ≥ 5`).

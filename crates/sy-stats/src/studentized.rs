@@ -29,7 +29,8 @@
 //! 4 % of resamples draw none of them). A series whose own standard error is zero (every
 //! condition changes the same per row, e.g. a variant that never acts) has the point interval.
 
-use crate::{BootstrapError, GroupDraws, Interval, check_lengths, quantile_sorted};
+use crate::{BootstrapError, GroupDraws, Interval, check_lengths};
+use sy_selector::quantile_sorted;
 
 /// The studentized intervals of several series' mean changes versus one reference.
 #[derive(Debug, Clone)]

@@ -32,7 +32,9 @@ pub mod testkit;
 use std::collections::BTreeMap;
 
 use sy_records::{ProbePair, condition_key};
-use sy_selector::{CandidateFeatures, Estimator, Observation, PredictError, predict_prepared};
+use sy_selector::{
+    CandidateFeatures, Estimator, Margins, Observation, PredictError, predict_prepared,
+};
 
 pub use crate::inputs::FitEstimators;
 pub use error::MarginError;
@@ -162,20 +164,27 @@ pub fn margins_of_pairs<'a, O: std::borrow::Borrow<Observation>>(
     rayon::join(|| one(Estimator::Blind), || one(Estimator::Cache))
 }
 
-/// The margins alone (blind, cache) of measured pairs given as `(condition index, [blind, cache]
-/// predicted advantage, or `None` where a prediction is unusable ([`predicted_advantage`]),
-/// measured advantage)`: the same values as [`margins_of_pairs`] on the same pairs (grouped by
-/// condition index rather than name); what the stability seeds need.
+/// The margins alone of measured pairs given as `(condition index, [blind, cache] predicted
+/// advantage, or `None` where a prediction is unusable ([`predicted_advantage`]), measured
+/// advantage)`: the same values as [`margins_of_pairs`] on the same pairs (grouped by
+/// condition index rather than name); what the stability seeds need. `Err` names the first
+/// estimator (in the order of [`Estimator::ALL`]) without a usable pair.
 pub fn margin_values_of_advantages(
     pairs: impl Iterator<Item = (u32, [Option<f64>; 2], f64)>,
     conditions: usize,
     level: f64,
-) -> (Option<f64>, Option<f64>) {
+) -> Result<Margins, Estimator> {
     let mut blind = ConditionMaxima::new(conditions);
     let mut cache = ConditionMaxima::new(conditions);
     for (c, [b, k], measured) in pairs {
         blind.add(c, b, measured);
         cache.add(c, k, measured);
     }
-    (blind.margin(level), cache.margin(level))
+    Margins::try_from_fn(|e| {
+        match e {
+            Estimator::Blind => blind.margin(level),
+            Estimator::Cache => cache.margin(level),
+        }
+        .ok_or(e)
+    })
 }

@@ -7,13 +7,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use sy_records::{ProbePair, Split};
-use sy_selector::InputFile;
+use sy_selector::{InputFile, Margins};
 
 use super::error::MarginError;
-use super::{
-    EstimatorMargin, FitEstimators, MARGINS_SCHEMA_VERSION, MIN_CONDITIONS, MarginsFile,
-    compute_margins,
-};
+use super::{FitEstimators, MARGINS_SCHEMA_VERSION, MIN_CONDITIONS, MarginsFile, compute_margins};
 use crate::inputs;
 
 /// Everything `sy-margin` needs to run.
@@ -66,13 +63,11 @@ fn load_inputs(opts: &MarginOptions) -> Result<Inputs, MarginError> {
 }
 
 /// The warnings of a computed margin: too few conditions, excluded and unmeasured pairs.
-fn margin_warnings(
-    blind: &EstimatorMargin,
-    cache: &EstimatorMargin,
-    unmeasured: u64,
-) -> Vec<String> {
+fn margin_warnings(file: &MarginsFile) -> Vec<String> {
+    let unmeasured = file.pairs_unmeasured;
     let mut warnings = Vec::new();
-    for (name, m) in [("blind", blind), ("cache", cache)] {
+    for (estimator, m) in file.estimators() {
+        let name = estimator.as_str();
         let g = m.estimate.conditions;
         if g < MIN_CONDITIONS {
             warnings.push(format!(
@@ -127,19 +122,7 @@ pub fn write_margins(
     let (blind, cache, unmeasured) = compute_margins(&fit, &in_split, opts.level);
     phase(None);
 
-    let warnings = margin_warnings(&blind, &cache, unmeasured);
-    for w in &warnings {
-        tracing::warn!("{w}");
-    }
-    let delta = |estimator: &'static str, m: &EstimatorMargin| {
-        m.estimate.delta_ms.ok_or(MarginError::NoUsablePair {
-            estimator,
-            pairs: in_split.len(),
-            unmeasured,
-            excluded: m.estimate.pairs_excluded,
-        })
-    };
-    let file = MarginsFile {
+    let mut file = MarginsFile {
         schema_version: MARGINS_SCHEMA_VERSION,
         tool_versions: BTreeMap::from([(
             "sy-margin".to_string(),
@@ -152,12 +135,27 @@ pub fn write_margins(
         level: opts.level,
         pairs_in_split: in_split.len() as u64,
         pairs_unmeasured: unmeasured,
-        delta_blind_ms: delta("blind", &blind)?,
-        delta_cache_ms: delta("cache", &cache)?,
+        // Set below, from `blind` and `cache`.
+        delta_blind_ms: f64::NAN,
+        delta_cache_ms: f64::NAN,
         blind,
         cache,
-        warnings,
+        warnings: Vec::new(),
     };
+    file.warnings = margin_warnings(&file);
+    for w in &file.warnings {
+        tracing::warn!("{w}");
+    }
+    let deltas = Margins::try_from_fn(|estimator| {
+        let m = &file.estimator(estimator).estimate;
+        m.delta_ms.ok_or(MarginError::NoUsablePair {
+            estimator: estimator.as_str(),
+            pairs: in_split.len(),
+            unmeasured,
+            excluded: m.pairs_excluded,
+        })
+    })?;
+    (file.delta_blind_ms, file.delta_cache_ms) = (deltas.blind, deltas.cache);
     sy_rundir::atomic_write_json(&opts.out, &file)?;
     records.save_cache();
     Ok(file)

@@ -7,11 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
 use sy_calibration::prequential::{Round, Settings, prequential};
 use sy_records::{Phase, Record};
 use sy_selector::{Model, Variant};
-use sy_stats::sequential::{SequenceInterval, Verdict};
 
 use super::design::{ConditionAdvantage, RoundPlan, UnitKey};
 use super::error::AdaptiveError;
@@ -20,37 +18,16 @@ use super::spec::AdaptiveSpec;
 /// The variant the stopping rule judges.
 pub const JUDGED_VARIANT: Variant = sy_calibration::prequential::JUDGED_VARIANT;
 
-/// What one look (after a round) saw.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Look {
-    /// The round just finished (0-based).
-    pub round: u32,
-    /// Load units recorded so far.
-    pub load_units: u64,
-    /// Conditions judged so far (their values, in round order, are what the sequence reads).
-    pub judged_conditions: u64,
-    /// Drawn conditions without a measured pair on both models (not judged).
-    pub unjudged_conditions: u64,
-    /// The confidence sequence of the change versus Stage (ms), once 2 conditions are judged.
-    pub sequence: Option<SequenceInterval>,
-    /// The confidence sequence of the attainable change (ms): per judged condition the mean of
-    /// `min(0, TTFT_cap − TTFT_eff)` over its pairs, the most any rule could gain there. While
-    /// the judged rule has not acted in any judged condition, a *no useful gain* verdict needs
-    /// its lower end within ε ([`verdict_bounded`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attainable: Option<SequenceInterval>,
-    pub verdict: Verdict,
-    /// The latest rule's cache margin (ms), when fitted.
-    pub margin_cache_ms: Option<f64>,
-}
+/// What one look (after a round) saw: the run directory's type (`adaptive.json` keeps one per
+/// round).
+pub use sy_rundir::artifact::adaptive::Look;
 
-impl From<AdaptiveSpec> for Settings {
-    fn from(spec: AdaptiveSpec) -> Settings {
-        Settings {
-            repeats: spec.repeats,
-            epsilon_ms: spec.epsilon_ms,
-            sequential: spec.sequential(),
-        }
+/// The statistic's settings of an adaptive plan.
+pub fn settings(spec: &AdaptiveSpec) -> Settings {
+    Settings {
+        repeats: spec.repeats,
+        epsilon_ms: spec.epsilon_ms,
+        sequential: spec.sequential(),
     }
 }
 
@@ -74,12 +51,7 @@ pub fn look(
     spec: &AdaptiveSpec,
     seed: u64,
 ) -> Result<Look, AdaptiveError> {
-    let p = prequential(
-        records,
-        &statistic_rounds(rounds),
-        &Settings::from(spec.clone()),
-        seed,
-    )?;
+    let p = prequential(records, &statistic_rounds(rounds), &settings(spec), seed)?;
     Ok(Look {
         round: p.round,
         load_units: p.load_units,

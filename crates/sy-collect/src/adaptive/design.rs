@@ -5,35 +5,13 @@ use std::collections::BTreeSet;
 
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
-use serde::{Deserialize, Serialize};
 use sy_records::Phase;
 
 use super::spec::AdaptiveSpec;
 use super::state::Spent;
 use crate::schedule::Schedule;
 
-/// A unit: (condition id, repeat).
-pub type UnitKey = (String, u32);
-
-/// One round: the new load conditions it draws (each with repeats `0..repeats`) and the extra
-/// repeats it gives to uncertain conditions of earlier rounds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RoundPlan {
-    pub round: u32,
-    pub new_conditions: Vec<String>,
-    pub refine: Vec<UnitKey>,
-}
-
-impl RoundPlan {
-    /// The round's load units.
-    pub fn units(&self, repeats: u32) -> Vec<UnitKey> {
-        let mut out: Vec<UnitKey> = (self.new_conditions.iter())
-            .flat_map(|c| (0..repeats).map(move |r| (c.clone(), r)))
-            .collect();
-        out.extend(self.refine.iter().cloned());
-        out
-    }
-}
+pub use sy_rundir::artifact::adaptive::{RoundPlan, UnitKey};
 
 /// The load conditions of `schedule` in the order the rounds draw them: shuffled with `seed`, so
 /// every prefix is a simple random sample of the plan's grid (what the stopping rule's estimate

@@ -34,8 +34,8 @@ pub mod state;
 
 pub use error::AdaptiveError;
 pub use range::{AdaptiveRange, DryRunReport, dry_run_range};
-pub use spec::AdaptiveSpec;
-pub use state::{ADAPTIVE_FILE, AdaptiveFile, StopReason};
+pub use spec::{AdaptiveSpec, AdaptiveSpecExt};
+pub use state::{ADAPTIVE_FILE, AdaptiveFile, AdaptiveFileError, StopReason};
 
 use sy_stats::sequential::Verdict;
 
@@ -102,10 +102,10 @@ fn starting_state(
     let seed = opts.seed.unwrap_or(plan.plan.seed);
     let budget = spec.budget(&plan.plan);
     if !opts.resume {
-        return Ok(AdaptiveFile::new(&plan.sha256, seed, spec, budget));
+        return Ok(state::start(&plan.sha256, seed, spec, budget));
     }
-    match AdaptiveFile::read(&opts.run_dir)? {
-        None => Ok(AdaptiveFile::new(&plan.sha256, seed, spec, budget)),
+    match AdaptiveFile::read(&opts.run_dir).map_err(AdaptiveError::from)? {
+        None => Ok(state::start(&plan.sha256, seed, spec, budget)),
         Some(f) if f.plan_sha256 != plan.sha256 || opts.seed.is_some_and(|s| s != f.seed) => {
             Err(AdaptiveError::OtherPlan {
                 path: opts.run_dir.join(ADAPTIVE_FILE),
@@ -173,9 +173,9 @@ pub async fn run_adaptive(
         }
         .into());
     };
-    std::fs::create_dir_all(&opts.run_dir).map_err(|e| AdaptiveError::RunDir {
+    std::fs::create_dir_all(&opts.run_dir).map_err(|source| AdaptiveError::RunDir {
         path: opts.run_dir.clone(),
-        message: e.to_string(),
+        source,
     })?;
     sy_rundir::check_output_target(&opts.run_dir.join(ADAPTIVE_FILE))?;
     let mut state = starting_state(&plan, &opts, &spec)?;
@@ -190,7 +190,7 @@ pub async fn run_adaptive(
     let between = Interrupt::listen();
     while state.stopped.is_none() {
         if between.happened() {
-            state.write(&opts.run_dir)?;
+            state.write(&opts.run_dir).map_err(AdaptiveError::from)?;
             return Ok(AdaptiveOutcome {
                 file: state,
                 last,
@@ -200,7 +200,7 @@ pub async fn run_adaptive(
         if state.looks.len() == state.rounds.len() {
             let records = results::read_all(&opts.run_dir)?;
             let more = plan_next_round(&mut state, &plan, &order, &records);
-            state.write(&opts.run_dir)?;
+            state.write(&opts.run_dir).map_err(AdaptiveError::from)?;
             if !more {
                 break;
             }
@@ -222,7 +222,7 @@ pub async fn run_adaptive(
         let interrupted = summary.interrupted;
         let gpus = summary
             .gpus
-            .or(state.spent.map(|s| s.gpu_count()))
+            .or(state.spent.as_ref().map(estimate::GpuCount::from))
             .unwrap_or_else(|| {
                 tracing::warn!(
                     "adaptive: the selection service lists no workers: GPU time counted as wall \
@@ -233,10 +233,10 @@ pub async fn run_adaptive(
                     per_rank_known: false,
                 }
             });
-        state.spent = Some(state::Spent::of(&summary.manifest, gpus));
+        state.spent = Some(state::spent(&summary.manifest, gpus));
         last = Some(summary);
         if interrupted {
-            state.write(&opts.run_dir)?;
+            state.write(&opts.run_dir).map_err(AdaptiveError::from)?;
             return Ok(AdaptiveOutcome {
                 file: state,
                 last,
@@ -253,7 +253,7 @@ pub async fn run_adaptive(
         );
         state.stopped = stop_of(look.verdict);
         state.looks.push(look);
-        state.write(&opts.run_dir)?;
+        state.write(&opts.run_dir).map_err(AdaptiveError::from)?;
     }
     Ok(AdaptiveOutcome {
         file: state,

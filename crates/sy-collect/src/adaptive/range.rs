@@ -5,6 +5,7 @@ use serde::Serialize;
 use sy_records::Phase;
 
 use super::design;
+use super::spec::AdaptiveSpecExt as _;
 use crate::estimate::DryRun;
 use crate::plan::Plan;
 

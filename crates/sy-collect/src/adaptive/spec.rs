@@ -1,77 +1,23 @@
 //! The plan's `[adaptive]` section: how an adaptive collection runs its rounds and when it stops.
 
-use serde::{Deserialize, Serialize};
-use sy_stats::sequential::SequentialConfig;
-
 use crate::plan::{Plan, PlanError};
 
-/// `[adaptive]`: collect the `[load]` grid's conditions in rounds, in a seeded random order, and
-/// stop when the change versus Stage is known (or the budget is spent). The `[qgrid]` phase runs
-/// whole in the first round (the Q tables need every cell).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AdaptiveSpec {
-    /// New load conditions in the first round: they only fit the rule the next rounds are
-    /// judged with (no rule has been fitted before them).
-    pub first_round_conditions: u32,
-    /// New load conditions in every later round.
-    pub round_conditions: u32,
-    /// Repeats of every new condition (at most `[load] repeats`). The stopping rule reads these.
-    pub repeats: u32,
-    /// Extra units per round given to the conditions whose measured advantage is least certain
-    /// near the margin, one more repeat each (up to `[load] repeats`). They sharpen the fit and
-    /// the margins; the stopping rule does not read them.
-    pub refine_units: u32,
-    /// The no-useful-gain band: a change versus Stage known to lie within ±epsilon_ms is an
-    /// answer.
-    pub epsilon_ms: f64,
-    /// Error rate of the stopping rule over every look together.
-    pub alpha: f64,
-    /// Judged conditions at which the confidence sequence is tightest (t*).
-    pub design_conditions: u32,
-    /// No verdict before this many judged conditions.
-    pub min_conditions: u32,
-    /// Load units (paired probes) at most, every round together; 0 = the fixed plan's load
-    /// units (`[load]`'s conditions × repeats).
-    pub budget_units: u64,
-    /// GPU-seconds at most, every round together (0 = no GPU-time budget): the wall time of
-    /// the run's units, every phase and session, times the GPUs serving the two models (what
-    /// the dry run's GPU time counts). Round 0 always runs (it measures what a unit costs);
-    /// every later round takes only the load units the rest of the budget pays for at the
-    /// cost per load unit measured so far, and the collection stops when it cannot pay for
-    /// one more condition.
-    pub budget_gpu_seconds: f64,
-}
+/// `[adaptive]`: the section's document type is the run directory's (it is recorded in
+/// `adaptive.json`); its checks against the rest of the plan are here ([`AdaptiveSpecExt`]).
+pub use sy_rundir::artifact::adaptive::AdaptiveSpec;
 
-impl Default for AdaptiveSpec {
-    fn default() -> Self {
-        AdaptiveSpec {
-            first_round_conditions: 24,
-            round_conditions: 12,
-            repeats: 2,
-            refine_units: 0,
-            epsilon_ms: 2.0,
-            alpha: 0.05,
-            design_conditions: 60,
-            min_conditions: 20,
-            budget_units: 0,
-            budget_gpu_seconds: 0.0,
-        }
-    }
-}
-
-impl AdaptiveSpec {
-    /// The stopping rule's settings.
-    pub fn sequential(&self) -> SequentialConfig {
-        SequentialConfig {
-            alpha: self.alpha,
-            design_n: f64::from(self.design_conditions),
-            min_n: u64::from(self.min_conditions),
-        }
-    }
-
+/// What the `[adaptive]` section means for its plan: the budget it gives and its checks against
+/// the rest of the plan.
+pub trait AdaptiveSpecExt {
     /// The budget in load units (0 in the plan = the fixed plan's load units).
-    pub fn budget(&self, plan: &Plan) -> u64 {
+    fn budget(&self, plan: &Plan) -> u64;
+
+    /// Checks the section against the rest of the plan (`path` for the messages).
+    fn validate(&self, plan: &Plan, path: &std::path::Path) -> Result<(), PlanError>;
+}
+
+impl AdaptiveSpecExt for AdaptiveSpec {
+    fn budget(&self, plan: &Plan) -> u64 {
         if self.budget_units > 0 {
             return self.budget_units;
         }
@@ -82,8 +28,7 @@ impl AdaptiveSpec {
             .sum()
     }
 
-    /// Checks the section against the rest of the plan (`path` for the messages).
-    pub fn validate(&self, plan: &Plan, path: &std::path::Path) -> Result<(), PlanError> {
+    fn validate(&self, plan: &Plan, path: &std::path::Path) -> Result<(), PlanError> {
         let bad = |field: &str, message: String| PlanError::Invalid {
             path: path.to_path_buf(),
             field: format!("adaptive.{field}"),

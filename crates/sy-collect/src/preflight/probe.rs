@@ -104,8 +104,10 @@ pub(super) async fn probe_workers(report: &mut PreflightReport, driver: &Arc<Dri
     for (sev, m) in problems {
         report.problem(sev, m);
     }
-    let median = sy_stats::quantile(&gaps, 0.5);
-    if median > TTFT_GAP_MAX_MS {
+    let probes = gaps.len();
+    if let Some(median) = sy_selector::quantile_unsorted(&mut gaps, 0.5)
+        && median > TTFT_GAP_MAX_MS
+    {
         report.problem(
             Severity::Deployment,
             format!(
@@ -115,7 +117,7 @@ pub(super) async fn probe_workers(report: &mut PreflightReport, driver: &Arc<Dri
                  connection, a proxy or load balancer between sy-collect and the frontend, or a \
                  client machine too loaded to read the stream promptly; run sy-collect on the \
                  frontend's node against its loopback address",
-                gaps.len()
+                probes
             ),
         );
     }

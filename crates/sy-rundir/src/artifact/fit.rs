@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use sy_selector::{Model, ModelEstimators};
+use sy_selector::{Estimator, Model, ModelEstimators};
 
 use crate::split::{SplitCounts, SplitFractions};
 use crate::{Artifact, ArtifactError};
@@ -204,6 +204,21 @@ pub struct ModelFit {
 pub struct ModelFits {
     pub efficient: ModelFit,
     pub capable: ModelFit,
+}
+
+impl ModelFit {
+    /// The fit report of one estimator's load correction.
+    pub fn correction(&self, estimator: Estimator) -> &CorrectionReport {
+        match estimator {
+            Estimator::Blind => &self.blind,
+            Estimator::Cache => &self.cache,
+        }
+    }
+
+    /// Both estimators' correction reports, in the order of [`Estimator::ALL`].
+    pub fn corrections(&self) -> [(Estimator, &CorrectionReport); 2] {
+        Estimator::ALL.map(|e| (e, self.correction(e)))
+    }
 }
 
 impl ModelFits {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sy_selector::InputFile;
+use sy_selector::{Estimator, InputFile};
 
 /// Defined with the run directory's layout.
 pub use crate::layout::MARGINS_SCHEMA_VERSION;
@@ -39,6 +39,19 @@ pub struct MarginsFile {
 }
 
 impl MarginsFile {
+    /// The margin of one estimator.
+    pub fn estimator(&self, estimator: Estimator) -> &EstimatorMargin {
+        match estimator {
+            Estimator::Blind => &self.blind,
+            Estimator::Cache => &self.cache,
+        }
+    }
+
+    /// Both estimators' margins, in the order of [`Estimator::ALL`].
+    pub fn estimators(&self) -> [(Estimator, &EstimatorMargin); 2] {
+        Estimator::ALL.map(|e| (e, self.estimator(e)))
+    }
+
     /// Reads and checks a `margins.json`.
     pub fn read(path: &Path) -> Result<MarginsFile, MarginsFileError> {
         let m: MarginsFile = crate::read_artifact(Artifact::Margins, path)?;

@@ -6,6 +6,7 @@
 //! depends only on `sy-selector`, `sy-stats` and serde); [`crate::layout`]'s table names where
 //! each one lives, and why.
 
+pub mod adaptive;
 pub mod check;
 pub mod comparison;
 pub mod eval_block;
@@ -13,3 +14,4 @@ pub mod eval_manifest;
 pub mod fit;
 pub mod manifest;
 pub mod margins;
+pub mod selection;

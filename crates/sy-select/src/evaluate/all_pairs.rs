@@ -200,7 +200,7 @@ impl sy_calibration::fitting::KnownRows for SettledRows<'_> {
         let baseline = |e| settled.turn(e).baseline(role);
         Some(sy_calibration::fitting::KnownRow {
             raw: raw.get(),
-            baselines: [baseline(Estimator::Blind), baseline(Estimator::Cache)],
+            baselines: Estimator::ALL.map(baseline),
         })
     }
 }

@@ -23,13 +23,15 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use sy_records::{ProbePair, ProbeTable, Split};
+/// The replays' results, as `selection.json` holds them: the run directory's types.
+pub use sy_rundir::artifact::selection::{Replay, VariantReplay, VariantStats};
 use sy_selector::{
     CandidateFeatures, DecisionInput, Estimator, GuardLimits, Model, Observation, Reason,
-    RuleParams, Thresholds, TtftGround, TtftTurn, Variant, count_guards, decide_prepared,
-    thresholds_read, trigger_enabled,
+    RuleParams, TtftGround, TtftTurn, Variant, count_guards, decide_prepared, thresholds_read,
+    trigger_enabled,
 };
+pub use tally::Detail;
 use tally::VariantTally;
-pub use tally::{Detail, Replay, VariantReplay, VariantStats};
 
 /// Replays `variant` with `params` over `pairs`.
 pub fn replay_variant<P: Borrow<EvalPair>>(
@@ -80,7 +82,7 @@ pub fn replay_variants<P: Borrow<EvalPair>>(
                 Some(decided) => decided,
                 None => {
                     let (like, ttfts) = kept.clone()?;
-                    let replay = VariantReplay::of(v, params, like.all, like.by_decode_length);
+                    let replay = tally::variant_replay(v, params, like.all, like.by_decode_length);
                     (replay, ttfts)
                 }
             };

@@ -1,72 +1,7 @@
 //! The statistics of one variant over the pairs: what it could act on, changed, fell back on and
-//! why, its selected TTFTs and regret ([`VariantStats`], [`Replay`]).
+//! why, its selected TTFTs and regret ([`VariantStats`], [`Replay`], the run directory's types).
 
 use super::*;
-
-/// Statistics of one variant over a set of pairs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct VariantStats {
-    /// Paired probes decided.
-    pub probes: u64,
-    /// Decisions that reached the trigger (guard G held, inputs valid, predictions usable).
-    pub could_act: u64,
-    /// Decisions that changed efficient to capable.
-    pub changed: u64,
-    /// Decisions that fell back to Stage's choice because a guard check failed or a prediction
-    /// was unusable.
-    pub fell_back: u64,
-    /// Fallbacks by reason (`sy_selector::Reason::code`).
-    pub fallback_reasons: BTreeMap<String, u64>,
-    /// Decisions where the variant had nothing to evaluate (`stage`, or a disabled trigger).
-    pub not_applicable: u64,
-    pub could_act_rate: f64,
-    pub override_rate: f64,
-    pub fallback_rate: f64,
-    pub mean_selected_ttft_ms: f64,
-    pub p90_selected_ttft_ms: f64,
-    /// Mean TTFT of the per-probe oracle over the same pairs.
-    pub oracle_mean_ttft_ms: f64,
-    /// `mean_selected_ttft_ms − oracle_mean_ttft_ms`.
-    pub regret_ms: f64,
-}
-
-/// One variant's statistics, overall and by background generation length.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct VariantReplay {
-    pub variant: Variant,
-    pub thresholds: Thresholds,
-    /// The margin in force (TTFT variants).
-    pub margin_ms: Option<f64>,
-    pub all: VariantStats,
-    /// `short` / `long` background generations (conditions without a length are only in `all`).
-    pub by_decode_length: BTreeMap<String, VariantStats>,
-}
-
-/// The replay of several variants over the same pairs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Replay {
-    /// Pairs decided.
-    pub pairs: u64,
-    /// Pairs skipped because a candidate has no measured TTFT.
-    pub pairs_unmeasured: u64,
-    pub variants: Vec<VariantReplay>,
-}
-
-impl Replay {
-    /// The replays `variants` of `pairs` decided pairs (`unmeasured` more skipped).
-    pub fn of<P>(pairs: &[P], unmeasured: u64, variants: Vec<VariantReplay>) -> Replay {
-        Replay {
-            pairs: pairs.len() as u64,
-            pairs_unmeasured: unmeasured,
-            variants,
-        }
-    }
-
-    /// The replay of one variant.
-    pub fn get(&self, variant: Variant) -> Option<&VariantReplay> {
-        self.variants.iter().find(|v| v.variant == variant)
-    }
-}
 
 /// How much of a replay to compute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,29 +181,27 @@ impl<'p> VariantTally<'p> {
                 by.insert(name.to_string(), acc.finish());
             }
         }
-        VariantReplay::of(self.variant, self.params, self.all.finish(), by)
+        variant_replay(self.variant, self.params, self.all.finish(), by)
     }
 }
 
-impl VariantReplay {
-    /// The replay of `variant` with `params` whose statistics are `all` and `by_decode_length`.
-    pub(super) fn of(
-        variant: Variant,
-        params: &RuleParams,
-        all: VariantStats,
-        by_decode_length: BTreeMap<String, VariantStats>,
-    ) -> VariantReplay {
-        VariantReplay {
-            variant,
-            thresholds: thresholds_read(variant, &params.thresholds),
-            margin_ms: match variant {
-                Variant::Blind => Some(params.margins.blind),
-                Variant::Cache => Some(params.margins.cache),
-                _ => None,
-            },
-            all,
-            by_decode_length,
-        }
+/// The replay of `variant` with `params` whose statistics are `all` and `by_decode_length`.
+pub(super) fn variant_replay(
+    variant: Variant,
+    params: &RuleParams,
+    all: VariantStats,
+    by_decode_length: BTreeMap<String, VariantStats>,
+) -> VariantReplay {
+    VariantReplay {
+        variant,
+        thresholds: thresholds_read(variant, &params.thresholds),
+        margin_ms: match variant {
+            Variant::Blind => Some(params.margins.blind),
+            Variant::Cache => Some(params.margins.cache),
+            _ => None,
+        },
+        all,
+        by_decode_length,
     }
 }
 

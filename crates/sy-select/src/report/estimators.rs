@@ -129,7 +129,8 @@ pub(super) fn coefficients(r: &mut Report, out: &SelectOutput) {
         ("efficient", &f.models.efficient),
         ("capable", &f.models.capable),
     ] {
-        for (name, c) in [("blind", &m.blind), ("cache", &m.cache)] {
+        for (estimator, c) in m.corrections() {
+            let name = estimator.as_str();
             let cells: Vec<String> = match &c.coefficient_intervals {
                 Some(iv) => iv.iter().map(|i| fmt_ci(Some(i))).collect(),
                 None => vec!["—".to_string(); 4],

@@ -22,7 +22,8 @@ pub(super) fn margins(r: &mut Report, out: &SelectOutput) {
     );
     let mut series = Vec::new();
     let mut vlines = Vec::new();
-    for (name, e) in [("blind", &m.blind), ("cache", &m.cache)] {
+    for (estimator, e) in m.estimators() {
+        let name = estimator.as_str();
         let e2 = &e.estimate;
         let iv = u.get(name).copied().flatten();
         let excluded = if e.excluded_by_reason.is_empty() {
@@ -100,10 +101,8 @@ pub(super) fn margin_coverage(r: &mut Report, out: &SelectOutput) {
         name: "nominal".into(),
         points: RELIABILITY_LEVELS.iter().map(|&q| (q, q)).collect(),
     }];
-    for (name, estimator, e) in [
-        ("blind", Estimator::Blind, &m.blind),
-        ("cache", Estimator::Cache, &m.cache),
-    ] {
+    for (estimator, e) in m.estimators() {
+        let name = estimator.as_str();
         let mut by_condition: BTreeMap<u64, f64> = BTreeMap::new();
         for p in &out.selection_pairs {
             let observations = (&p.efficient(), &p.capable());

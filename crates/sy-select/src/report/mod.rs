@@ -156,3 +156,35 @@ pub(crate) mod testkit {
         std::fs::read_to_string(r.write().unwrap()).unwrap()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_leads_with_the_answer_and_ends_with_the_provenance() {
+        let out = testkit::output();
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_report(out, dir.path()).unwrap();
+        assert_eq!(path, dir.path().join(Artifact::Report.file_name()));
+        let md = std::fs::read_to_string(&path).unwrap();
+        let order = [
+            "## Answer",
+            "## How often each variant could act",
+            "## Where it helps and where it fails",
+            "## Robustness to the split",
+            "## r/p search (fit split)",
+            "## Margins (uncertainty split)",
+            "## Q tables (no-load TTFT)",
+            "## Estimators on the selection split",
+            "## Reproduce",
+            "## Provenance",
+        ];
+        let at: Vec<Option<usize>> = order.iter().map(|h| md.find(h)).collect();
+        assert!(at.iter().all(Option::is_some), "{order:?} in\n{md}");
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{at:?}: out of order");
+        let plots = dir.path().join(Artifact::Plots.file_name());
+        let figures = std::fs::read_dir(&plots).map_or(0, Iterator::count);
+        assert!(figures > 0, "no figure in {}", plots.display());
+    }
+}

@@ -54,6 +54,10 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use sweep::{Sweep, search_sweep};
+/// The search's results, as `selection.json` holds them: the run directory's types.
+pub use sy_rundir::artifact::selection::{
+    Landscape, LandscapeRow, RuleFamily, RuleScore, SearchOutcome, ThresholdRule,
+};
 pub use sy_selector::GuardPass;
 use sy_selector::{Thresholds, count_trigger, p_trigger, r_trigger};
 use tally::{RankTally, landscape_columns};
@@ -91,93 +95,14 @@ pub struct SearchProbe {
     pub guard: GuardPass,
 }
 
-/// A threshold rule: each term is a value or `None` (disabled).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct ThresholdRule {
-    /// Trigger on `R_eff >= r`; `None` = term disabled.
-    pub r: Option<f64>,
-    /// Trigger on `P_eff > p`; `None` = term disabled.
-    pub p: Option<f64>,
-}
-
-impl ThresholdRule {
-    /// Both terms disabled: never overrides (behaves like Stage).
-    pub const DISABLED: ThresholdRule = ThresholdRule { r: None, p: None };
-
-    /// Number of enabled terms (0, 1 or 2).
-    pub fn enabled_terms(&self) -> u8 {
-        u8::from(self.r.is_some()) + u8::from(self.p.is_some())
-    }
-
-    /// Whether the trigger fires for these observations (guard not included):
-    /// `sy_selector::count_trigger`.
-    pub fn triggers(&self, r_eff: Option<f64>, p_eff: Option<f64>) -> bool {
-        let thresholds = Thresholds {
-            r: self.r,
-            p: self.p,
-        };
-        count_trigger(&thresholds, r_eff, p_eff)
-    }
-}
-
-/// Which terms the search may enable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RuleFamily {
-    /// `count`: only `R >= r` (or disabled).
-    Count,
-    /// `count_prefill`: `R >= r`, `P > p`, both, or neither.
-    CountPrefill,
-}
-
-/// The objective of one rule over the probes.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct RuleScore {
-    pub rule: ThresholdRule,
-    /// Mean selected TTFT over all probes (ms).
-    pub mean_selected_ttft_ms: f64,
-    /// How many probes the rule overrides to capable.
-    pub overrides: u64,
-}
-
-/// One row of the objective landscape (for the report's r/p plot).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LandscapeRow {
-    /// The r threshold of this row (`None` = disabled).
-    pub r: Option<f64>,
-    /// The p thresholds of the columns (`None` = disabled), shared by every row.
-    pub mean_selected_ttft_ms: Vec<f64>,
-}
-
-/// The objective over a grid of (r, p) for plotting: every r candidate and up to
-/// `max_p_columns` p candidates (evenly spaced in rank), plus disabled for both.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Landscape {
-    /// The p of each column (`None` = disabled).
-    pub p_columns: Vec<Option<f64>>,
-    pub rows: Vec<LandscapeRow>,
-}
-
-/// What the search found.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SearchOutcome {
-    pub family: RuleFamily,
-    /// The chosen rule and its objective.
-    pub best: RuleScore,
-    /// Mean selected TTFT with both terms disabled (Stage), for reference.
-    pub stage_mean_ttft_ms: f64,
-    /// Mean TTFT of the per-probe oracle (the faster candidate every time).
-    pub oracle_mean_ttft_ms: f64,
-    /// Probes searched over.
-    pub probes: u64,
-    /// Distinct r candidates (excluding disabled).
-    pub r_candidates: u64,
-    /// Distinct p candidates (excluding disabled).
-    pub p_candidates: u64,
-    /// Rules evaluated (including disabled terms).
-    pub rules_evaluated: u64,
-    /// How many rules tied with the best mean (within the tolerance).
-    pub tied_rules: u64,
+/// Whether `rule`'s trigger fires for these observations (guard not included):
+/// `sy_selector::count_trigger`.
+pub fn triggers(rule: &ThresholdRule, r_eff: Option<f64>, p_eff: Option<f64>) -> bool {
+    let thresholds = Thresholds {
+        r: rule.r,
+        p: rule.p,
+    };
+    count_trigger(&thresholds, r_eff, p_eff)
 }
 
 /// Why the search cannot run.
@@ -246,7 +171,7 @@ pub fn score_rule(probes: &[SearchProbe], rule: ThresholdRule) -> RuleScore {
             (false, true) => p.guard.p_only,
             (false, false) => false,
         };
-        if guard && rule.triggers(p.r_eff, p.p_eff) {
+        if guard && triggers(&rule, p.r_eff, p.p_eff) {
             overrides += 1;
             total += p.ttft_cap_ms;
         } else {

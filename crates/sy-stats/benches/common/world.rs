@@ -4,8 +4,6 @@
 
 #![allow(dead_code)]
 
-use sy_stats::quantile;
-
 pub const REPEATS: usize = 6;
 pub const CANDIDATE_NOISE_MS: [f64; 4] = [3.0, 8.0, 15.0, 30.0];
 pub const P90: f64 = 0.9;
@@ -165,4 +163,9 @@ pub fn rate_cell(k: u64, n: u64) -> String {
         100.0 * lo,
         100.0 * hi
     )
+}
+
+/// The `q`-quantile of unsorted values (NaN when empty): the runtime crate's quantile.
+fn quantile(values: &[f64], q: f64) -> f64 {
+    sy_selector::quantile_unsorted(&mut values.to_vec(), q).unwrap_or(f64::NAN)
 }
