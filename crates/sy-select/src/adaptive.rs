@@ -17,59 +17,23 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
 use sy_calibration::prequential::{
     JUDGED_VARIANT, Prequential, PrequentialError, Round, Settings, prequential,
 };
 use sy_records::Record;
+use sy_rundir::artifact::adaptive::{AdaptiveFile, AdaptiveFileError, Look, StopReason};
 use sy_selector::Variant;
-use sy_stats::sequential::{SequenceInterval, SequentialConfig, Verdict};
+use sy_stats::sequential::{SequenceInterval, Verdict};
 
 use crate::uncertainty::{fmt_level, fmt_signed};
-
-/// What the statistic needs of `adaptive.json` (written by `sy-collect --adaptive`; the file's
-/// full type and its schema, `schemas/adaptive.schema.json`, are the run directory's: only these
-/// members are read).
-#[derive(Debug, Deserialize)]
-struct Recorded {
-    seed: u64,
-    spec: RecordedSpec,
-    judged_variant: Variant,
-    rounds: Vec<RecordedRound>,
-    looks: Vec<RecordedLook>,
-    stopped: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct RecordedSpec {
-    repeats: u32,
-    epsilon_ms: f64,
-    alpha: f64,
-    design_conditions: u32,
-    min_conditions: u32,
-}
-
-#[derive(Debug, Deserialize)]
-struct RecordedRound {
-    round: u32,
-    new_conditions: Vec<String>,
-    refine: Vec<(String, u32)>,
-}
-
-#[derive(Debug, Deserialize)]
-struct RecordedLook {
-    round: u32,
-    judged_conditions: u64,
-    unjudged_conditions: u64,
-    sequence: Option<SequenceInterval>,
-    verdict: Verdict,
-}
 
 /// Why a run's adaptive decision cannot be stated (the report says so instead).
 #[derive(Debug, thiserror::Error)]
 pub enum AdaptiveAnswerError {
-    #[error("{path} cannot be read: {message}")]
-    Read { path: PathBuf, message: String },
+    #[error(transparent)]
+    Read(#[from] AdaptiveFileError),
+    #[error("{path}: the records merge {runs} runs: the stop's statistic is one run's")]
+    Merged { path: PathBuf, runs: usize },
     #[error(
         "{path}: the stop's statistic judges `{found}`, this sy-select recomputes `{expected}`"
     )]
@@ -80,12 +44,6 @@ pub enum AdaptiveAnswerError {
     },
     #[error("{path}: no round was looked at (the collection stopped before its first look)")]
     NoLook { path: PathBuf },
-    #[error("{path}: {looks} looks for {rounds} rounds")]
-    Looks {
-        path: PathBuf,
-        looks: usize,
-        rounds: usize,
-    },
     #[error("{path}: the records cannot be read: {message}")]
     Records { path: PathBuf, message: String },
     #[error("{path}: the stop's statistic cannot be recomputed: {source}")]
@@ -113,7 +71,7 @@ pub struct AdaptiveAnswer {
     pub path: PathBuf,
     pub verdict: Verdict,
     /// Why the collection stopped (`adaptive.json`'s `stopped`; `None`: interrupted).
-    pub stopped: Option<String>,
+    pub stopped: Option<StopReason>,
     pub judged_variant: Variant,
     /// The change of the judged variant versus Stage (ms) with its confidence sequence at the
     /// last look (`None` with fewer than 2 judged conditions).
@@ -155,9 +113,9 @@ impl AdaptiveAnswer {
                 )
             },
         );
-        let stopped = match self.stopped.as_deref() {
-            Some("budget") => "the budget was spent first".to_string(),
-            Some(s) => format!("the collection stopped on it ({s})"),
+        let stopped = match self.stopped {
+            Some(StopReason::Budget) => "the budget was spent first".to_string(),
+            Some(s) => format!("the collection stopped on it ({})", s.as_str()),
             None => "the collection was interrupted before a stop".to_string(),
         };
         format!(
@@ -181,12 +139,9 @@ fn adaptive_file(records: &[PathBuf]) -> Option<Result<PathBuf, AdaptiveAnswerEr
     match (adaptive.as_slice(), files.len()) {
         ([], _) => None,
         ([one], 1) => Some(Ok((*one).clone())),
-        ([one, ..], _) => Some(Err(AdaptiveAnswerError::Read {
+        ([one, ..], runs) => Some(Err(AdaptiveAnswerError::Merged {
             path: (*one).clone(),
-            message: format!(
-                "the records merge {} runs: the stop's statistic is one run's",
-                files.len()
-            ),
+            runs,
         })),
     }
 }
@@ -200,12 +155,7 @@ pub fn adaptive_answer(records: &[PathBuf]) -> Option<Result<AdaptiveAnswer, Ada
 /// directory's `records.jsonl`, in the order `sy-collect` wrote them (the statistic deals the
 /// earlier rounds' conditions to the fit and the margins in that order).
 pub fn answer_of(path: &Path) -> Result<AdaptiveAnswer, AdaptiveAnswerError> {
-    let read = |message: String| AdaptiveAnswerError::Read {
-        path: path.to_path_buf(),
-        message,
-    };
-    let bytes = sy_rundir::read_input(path, 64 << 20).map_err(|e| read(e.to_string()))?;
-    let doc: Recorded = serde_json::from_slice(&bytes).map_err(|e| read(e.to_string()))?;
+    let doc = AdaptiveFile::read_path(path)?;
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let records_path = sy_rundir::Artifact::Records.path(dir);
     let records: Vec<Record> = sy_records::jsonl::read::<Record>(&records_path)
@@ -219,7 +169,7 @@ pub fn answer_of(path: &Path) -> Result<AdaptiveAnswer, AdaptiveAnswerError> {
 
 fn answer_from(
     path: &Path,
-    doc: &Recorded,
+    doc: &AdaptiveFile,
     records: &[Record],
 ) -> Result<AdaptiveAnswer, AdaptiveAnswerError> {
     let path_buf = path.to_path_buf();
@@ -234,14 +184,15 @@ fn answer_from(
         return Err(AdaptiveAnswerError::NoLook { path: path_buf });
     };
     if doc.looks.len() > doc.rounds.len() {
-        return Err(AdaptiveAnswerError::Looks {
+        return Err(AdaptiveFileError::Looks {
             path: path_buf,
             looks: doc.looks.len(),
             rounds: doc.rounds.len(),
-        });
+        }
+        .into());
     }
     // The rounds looked at (an interrupted round after the last look is not).
-    let rounds: Vec<Round<'_>> = (doc.rounds[..doc.looks.len()].iter())
+    let rounds: Vec<Round<'_>> = (doc.rounds.iter().take(doc.looks.len()))
         .map(|r| Round {
             round: r.round,
             new_conditions: &r.new_conditions,
@@ -251,11 +202,7 @@ fn answer_from(
     let settings = Settings {
         repeats: doc.spec.repeats,
         epsilon_ms: doc.spec.epsilon_ms,
-        sequential: SequentialConfig {
-            alpha: doc.spec.alpha,
-            design_n: f64::from(doc.spec.design_conditions),
-            min_n: u64::from(doc.spec.min_conditions),
-        },
+        sequential: doc.spec.sequential(),
     };
     let p = prequential(records, &rounds, &settings, doc.seed).map_err(|source| {
         AdaptiveAnswerError::Statistic {
@@ -267,7 +214,7 @@ fn answer_from(
     Ok(AdaptiveAnswer {
         path: path_buf,
         verdict: p.verdict,
-        stopped: doc.stopped.clone(),
+        stopped: doc.stopped,
         judged_variant: doc.judged_variant,
         sequence: p.sequence,
         judged_conditions: p.judged_conditions,
@@ -282,11 +229,7 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 /// The recomputed statistic `p` equals the `recorded` last look.
-fn check_equal(
-    path: &Path,
-    recorded: &RecordedLook,
-    p: &Prequential,
-) -> Result<(), AdaptiveAnswerError> {
+fn check_equal(path: &Path, recorded: &Look, p: &Prequential) -> Result<(), AdaptiveAnswerError> {
     let differ = |field: &'static str, recorded: String, recomputed: String| {
         Err(AdaptiveAnswerError::Mismatch {
             path: path.to_path_buf(),
@@ -346,6 +289,7 @@ mod tests {
     use super::*;
     use sy_records::Phase;
     use sy_records::synth::{SynthSpec, generate};
+    use sy_stats::sequential::SequentialConfig;
 
     /// Synthetic records in three rounds of 20 conditions, and the `adaptive.json` a collection
     /// that looked after each round would have written (its last look recomputed here).
@@ -373,10 +317,12 @@ mod tests {
         let spec = serde_json::json!({"repeats": 2, "epsilon_ms": 2.0, "alpha": 0.05,
             "design_conditions": 40, "min_conditions": 10});
         let mut doc = serde_json::json!({
-            "seed": 7, "spec": spec, "judged_variant": "cache", "rounds": rounds,
+            "schema_version": sy_rundir::artifact::adaptive::ADAPTIVE_SCHEMA_VERSION,
+            "plan_sha256": "0".repeat(64), "seed": 7, "spec": spec, "budget_units": 1000,
+            "judged_variant": "cache", "method": "test", "rounds": rounds,
             "looks": [], "stopped": "gain",
         });
-        let parsed: Recorded = serde_json::from_value(doc.clone()).unwrap();
+        let parsed: AdaptiveFile = serde_json::from_value(doc.clone()).unwrap();
         let as_rounds: Vec<Round<'_>> = (parsed.rounds.iter())
             .map(|r| Round {
                 round: r.round,
@@ -411,7 +357,7 @@ mod tests {
         records: &[Record],
         doc: &serde_json::Value,
     ) -> Result<AdaptiveAnswer, AdaptiveAnswerError> {
-        let parsed: Recorded = serde_json::from_value(doc.clone()).unwrap();
+        let parsed: AdaptiveFile = serde_json::from_value(doc.clone()).unwrap();
         answer_from(Path::new("run/adaptive.json"), &parsed, records)
     }
 

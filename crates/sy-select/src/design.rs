@@ -66,7 +66,7 @@ fn design_line(path: &Path, doc: &AdaptiveFile) -> String {
         format!(", {:.0} {unit}-seconds spent{budget}", s.gpu_seconds)
     });
     format!(
-        "Design: adaptive ({}): {rounds} rounds{spent}, stopped: {stopped}; at the stop {judged} conditions judged, change of `{}` versus Stage {sequence} (anytime-valid confidence sequence, α {}). The intervals below are the calibration's own, on all the records, as for a fixed plan.",
+        "Design: adaptive ({}): {rounds} rounds{spent}, stopped: {stopped}; at the stop {judged} conditions judged, change of `{}` versus Stage {sequence} (anytime-valid confidence sequence, α {}). The fit, the margins, the selection and their intervals below are made as for a fixed plan; the Answer also states the decision of the adaptive design, recomputed from the records.",
         path.display(),
         doc.judged_variant.as_str(),
         doc.spec.alpha,
