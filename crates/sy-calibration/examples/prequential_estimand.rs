@@ -14,12 +14,9 @@
 
 use std::path::Path;
 
-use serde_json::Value;
-use sy_calibration::prequential::{Round, condition_changes, judged_rounds};
+use sy_calibration::prequential::{condition_changes, judged_rounds};
 use sy_records::{Phase, Record};
-
-/// A round of `adaptive.json`: its index, new conditions and refinement units.
-type Recorded = (u32, Vec<String>, Vec<(String, u32)>);
+use sy_rundir::artifact::adaptive::{ADAPTIVE_FILE, AdaptiveFile};
 
 fn records(dir: &Path) -> Vec<Record> {
     sy_records::jsonl::read::<Record>(&dir.join("records.jsonl"))
@@ -30,34 +27,9 @@ fn records(dir: &Path) -> Vec<Record> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (run, large) = (Path::new(&args[1]), Path::new(&args[2]));
-    let doc: Value =
-        serde_json::from_slice(&std::fs::read(run.join("adaptive.json")).unwrap()).unwrap();
-    let repeats = u32::try_from(doc["spec"]["repeats"].as_u64().unwrap()).unwrap();
-    let looks = doc["looks"].as_array().unwrap();
-    let parsed: Vec<Recorded> = doc["rounds"].as_array().unwrap()[..looks.len()]
-        .iter()
-        .map(|r| {
-            (
-                u32::try_from(r["round"].as_u64().unwrap()).unwrap(),
-                serde_json::from_value(r["new_conditions"].clone()).unwrap(),
-                serde_json::from_value(r["refine"].clone()).unwrap(),
-            )
-        })
-        .collect();
-    let rounds: Vec<Round<'_>> = (parsed.iter())
-        .map(|(round, new, refine)| Round {
-            round: *round,
-            new_conditions: new,
-            refine,
-        })
-        .collect();
-    let judged = judged_rounds(
-        &records(run),
-        &rounds,
-        repeats,
-        doc["seed"].as_u64().unwrap(),
-    )
-    .unwrap();
+    let doc = AdaptiveFile::read_path(&run.join(ADAPTIVE_FILE)).unwrap();
+    let looked = &doc.rounds[..doc.looks.len()];
+    let judged = judged_rounds(&records(run), looked, doc.spec.repeats, doc.seed).unwrap();
     let population: Vec<Record> = (records(large).into_iter())
         .filter(|r| r.phase == Phase::Load)
         .collect();
@@ -77,8 +49,8 @@ fn main() {
         per_round.push(serde_json::json!([j.round, k, mean]));
     }
     let estimand = sum / n as f64;
-    let seq = &looks.last().unwrap()["sequence"];
-    let (lo, hi) = (seq["lo"].as_f64(), seq["hi"].as_f64());
+    let seq = doc.looks.last().and_then(|l| l.sequence);
+    let (lo, hi) = (seq.map(|s| s.lo), seq.map(|s| s.hi));
     let covered = lo.zip(hi).map(|(lo, hi)| lo <= estimand && estimand <= hi);
     println!(
         "{}",

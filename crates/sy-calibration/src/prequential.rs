@@ -22,9 +22,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use sy_records::{ConditionIndex, Phase, ProbeTable, Record, Split};
+use sy_rundir::artifact::adaptive::{AdaptiveSpec, RoundPlan};
 use sy_selector::{
-    CandidateFeatures, DecisionInput, Estimator, GuardLimits, Model, RuleParams, Thresholds,
-    Variant,
+    CandidateFeatures, Estimator, GuardLimits, Model, RuleParams, Thresholds, Variant,
 };
 use sy_stats::sequential::{
     SequenceInterval, SequentialConfig, Verdict, confidence_sequence, verdict_bounded,
@@ -59,28 +59,6 @@ pub enum PrequentialError {
     Sequential(#[from] sy_stats::sequential::SequentialError),
 }
 
-/// One round as the statistic reads it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Round<'a> {
-    /// The round's index (0-based; for the messages).
-    pub round: u32,
-    /// The load conditions the round drew, in draw order (each with first-pass repeats
-    /// `0..repeats`): what the next rule judges.
-    pub new_conditions: &'a [String],
-    /// Extra (condition, repeat) units the round gave to conditions of earlier rounds: they feed
-    /// later fits only.
-    pub refine: &'a [(String, u32)],
-}
-
-impl Round<'_> {
-    /// The round's load units (condition id, repeat).
-    fn units(&self, repeats: u32) -> impl Iterator<Item = (String, u32)> + '_ {
-        (self.new_conditions.iter())
-            .flat_map(move |c| (0..repeats).map(move |r| (c.clone(), r)))
-            .chain(self.refine.iter().cloned())
-    }
-}
-
 /// The statistic's settings (an adaptive plan's).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Settings {
@@ -90,6 +68,17 @@ pub struct Settings {
     pub epsilon_ms: f64,
     /// The confidence sequence's level, design size and earliest verdict.
     pub sequential: SequentialConfig,
+}
+
+impl Settings {
+    /// The settings of an adaptive plan's `[adaptive]` section.
+    pub fn of(spec: &AdaptiveSpec) -> Settings {
+        Settings {
+            repeats: spec.repeats,
+            epsilon_ms: spec.epsilon_ms,
+            sequential: spec.sequential(),
+        }
+    }
 }
 
 /// What the statistic says after the last of the rounds it was given.
@@ -212,14 +201,7 @@ pub fn condition_changes(
         if !p.both_ok() || !e.is_finite() || !c.is_finite() {
             continue;
         }
-        let input = DecisionInput {
-            proposal: Model::Efficient,
-            efficient: p.efficient.rule_observation(),
-            capable: p.capable.rule_observation(),
-            now_ms: p.efficient.sent_at_unix_ms(),
-            local_capable_in_flight: 0,
-        };
-        let d = sy_selector::decide(params, JUDGED_VARIANT, &input);
+        let d = sy_selector::decide(params, JUDGED_VARIANT, &p.decision_input());
         let selected = if d.choice == Model::Capable { c } else { e };
         let entry = out
             .entry(p.condition_id().to_string())
@@ -269,7 +251,7 @@ pub struct JudgedRound {
 /// margin) is not judged (`tracing` says why); the next round fits on more.
 pub fn judged_rounds(
     records: &[Record],
-    rounds: &[Round<'_>],
+    rounds: &[RoundPlan],
     repeats: u32,
     seed: u64,
 ) -> Result<Vec<JudgedRound>, PrequentialError> {
@@ -317,7 +299,7 @@ pub fn judged_rounds(
 /// and its verdict.
 pub fn prequential(
     records: &[Record],
-    rounds: &[Round<'_>],
+    rounds: &[RoundPlan],
     settings: &Settings,
     seed: u64,
 ) -> Result<Prequential, PrequentialError> {
@@ -392,12 +374,12 @@ mod tests {
             .collect()
     }
 
-    fn rounds(drawn: &[Vec<String>]) -> Vec<Round<'_>> {
+    fn rounds(drawn: &[Vec<String>]) -> Vec<RoundPlan> {
         (drawn.iter().enumerate())
-            .map(|(i, c)| Round {
+            .map(|(i, c)| RoundPlan {
                 round: i as u32,
-                new_conditions: c,
-                refine: &[],
+                new_conditions: c.clone(),
+                refine: Vec::new(),
             })
             .collect()
     }
@@ -460,7 +442,7 @@ mod tests {
         let rounds = rounds(&drawn);
         // The rule of round 0 alone, applied to round 1's conditions by hand, gives the
         // statistic's mean.
-        let earlier: BTreeSet<(String, u32)> = rounds[0].units(2).collect();
+        let earlier: BTreeSet<(String, u32)> = rounds[0].units(2).into_iter().collect();
         let params = fit_rule(&records_of(&records, &earlier), 7, 1).unwrap();
         let round1: Vec<Record> = (records.iter())
             .filter(|r| drawn[1].contains(&r.condition_id))
@@ -497,7 +479,7 @@ mod tests {
         });
         let drawn = drawn_in_rounds(&records, &[20, 20]);
         let rounds = rounds(&drawn);
-        let earlier: BTreeSet<(String, u32)> = rounds[0].units(2).collect();
+        let earlier: BTreeSet<(String, u32)> = rounds[0].units(2).into_iter().collect();
         let params = fit_rule(&records_of(&records, &earlier), 7, 1).unwrap();
         let round1: Vec<Record> = (records.iter())
             .filter(|r| drawn[1].contains(&r.condition_id))
@@ -534,13 +516,13 @@ mod tests {
         // Round 1 also gives repeat 2 of round 0's first conditions.
         let refine: Vec<(String, u32)> = drawn[0][..5].iter().map(|c| (c.clone(), 2)).collect();
         let mut refined = plain.clone();
-        refined[1].refine = &refine;
+        refined[1].refine = refine;
         let a = prequential(&records, &plain, &settings(), 7).unwrap();
         let b = prequential(&records, &refined, &settings(), 7).unwrap();
         assert_eq!(a.judged_conditions, b.judged_conditions);
         // Round 2's rule saw the extra repeats: its margin (and so the statistic) may move, but
         // the number of judged values and round 1's judgments (rule of round 0) do not.
-        let only_first = |r: &[Round<'_>]| prequential(&records, &r[..2], &settings(), 7).unwrap();
+        let only_first = |r: &[RoundPlan]| prequential(&records, &r[..2], &settings(), 7).unwrap();
         assert_eq!(only_first(&plain), only_first(&refined));
     }
 }

@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 
 use sy_calibration::prequential::{
-    JUDGED_VARIANT, Prequential, PrequentialError, Round, Settings, prequential,
+    JUDGED_VARIANT, Prequential, PrequentialError, Settings, prequential,
 };
 use sy_records::Record;
 use sy_rundir::artifact::adaptive::{AdaptiveFile, AdaptiveFileError, Look, StopReason};
@@ -192,19 +192,8 @@ fn answer_from(
         .into());
     }
     // The rounds looked at (an interrupted round after the last look is not).
-    let rounds: Vec<Round<'_>> = (doc.rounds.iter().take(doc.looks.len()))
-        .map(|r| Round {
-            round: r.round,
-            new_conditions: &r.new_conditions,
-            refine: &r.refine,
-        })
-        .collect();
-    let settings = Settings {
-        repeats: doc.spec.repeats,
-        epsilon_ms: doc.spec.epsilon_ms,
-        sequential: doc.spec.sequential(),
-    };
-    let p = prequential(records, &rounds, &settings, doc.seed).map_err(|source| {
+    let rounds = &doc.rounds[..doc.looks.len()];
+    let p = prequential(records, rounds, &Settings::of(&doc.spec), doc.seed).map_err(|source| {
         AdaptiveAnswerError::Statistic {
             path: path_buf.clone(),
             source: Box::new(source),
@@ -323,13 +312,6 @@ mod tests {
             "looks": [], "stopped": "gain",
         });
         let parsed: AdaptiveFile = serde_json::from_value(doc.clone()).unwrap();
-        let as_rounds: Vec<Round<'_>> = (parsed.rounds.iter())
-            .map(|r| Round {
-                round: r.round,
-                new_conditions: &r.new_conditions,
-                refine: &r.refine,
-            })
-            .collect();
         let settings = Settings {
             repeats: 2,
             epsilon_ms: 2.0,
@@ -340,7 +322,7 @@ mod tests {
             },
         };
         let look = |n: usize| {
-            let p = prequential(&records, &as_rounds[..n], &settings, 7).unwrap();
+            let p = prequential(&records, &parsed.rounds[..n], &settings, 7).unwrap();
             serde_json::json!({
                 "round": p.round, "load_units": p.load_units,
                 "judged_conditions": p.judged_conditions,

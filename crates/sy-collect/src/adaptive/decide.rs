@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use sy_calibration::prequential::{Round, Settings, prequential};
+use sy_calibration::prequential::{Settings, prequential};
 use sy_records::{Phase, Record};
 use sy_selector::{Model, Variant};
 
@@ -22,26 +22,6 @@ pub const JUDGED_VARIANT: Variant = sy_calibration::prequential::JUDGED_VARIANT;
 /// round).
 pub use sy_rundir::artifact::adaptive::Look;
 
-/// The statistic's settings of an adaptive plan.
-pub fn settings(spec: &AdaptiveSpec) -> Settings {
-    Settings {
-        repeats: spec.repeats,
-        epsilon_ms: spec.epsilon_ms,
-        sequential: spec.sequential(),
-    }
-}
-
-/// The rounds as the statistic reads them.
-pub fn statistic_rounds(rounds: &[RoundPlan]) -> Vec<Round<'_>> {
-    (rounds.iter())
-        .map(|r| Round {
-            round: r.round,
-            new_conditions: &r.new_conditions,
-            refine: &r.refine,
-        })
-        .collect()
-}
-
 /// The look after the last of `rounds`: the statistic of [`sy_calibration::prequential`] (every
 /// round after the first judged by the rule of the rounds before it, the anytime-valid sequence
 /// of the judged values, and its verdict).
@@ -51,7 +31,7 @@ pub fn look(
     spec: &AdaptiveSpec,
     seed: u64,
 ) -> Result<Look, AdaptiveError> {
-    let p = prequential(records, &statistic_rounds(rounds), &settings(spec), seed)?;
+    let p = prequential(records, rounds, &Settings::of(spec), seed)?;
     Ok(Look {
         round: p.round,
         load_units: p.load_units,

@@ -108,6 +108,19 @@ impl<'a> Row<'a> {
 }
 
 impl<'a> ProbePair<'a> {
+    /// The decision the probe stands for, as a replay makes it: the router proposed the
+    /// efficient model, with the two candidates' recorded observations, at the efficient
+    /// request's send time, and no capable request of this process in flight.
+    pub fn decision_input(&self) -> sy_selector::DecisionInput {
+        sy_selector::DecisionInput {
+            proposal: sy_selector::Model::Efficient,
+            efficient: self.efficient.rule_observation(),
+            capable: self.capable.rule_observation(),
+            now_ms: self.efficient.sent_at_unix_ms(),
+            local_capable_in_flight: 0,
+        }
+    }
+
     /// Both candidates answered (status ok, so both have a TTFT).
     pub fn both_ok(&self) -> bool {
         self.efficient.status() == Status::Ok && self.capable.status() == Status::Ok

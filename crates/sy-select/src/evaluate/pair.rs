@@ -180,13 +180,7 @@ impl EvalPair {
             Some("long") => Some(DecodeLength::Long),
             _ => None,
         };
-        let input = DecisionInput {
-            proposal: Model::Efficient,
-            efficient: e.rule_observation(),
-            capable: c.rule_observation(),
-            now_ms: e.sent_at_unix_ms(),
-            local_capable_in_flight: 0,
-        };
+        let input = pair.decision_input();
         let mut e = EvalPair::new(&input, (ttft_eff_ms, ttft_cap_ms), decode_length, condition);
         if let Some(ground) = ground {
             e.ttft = SettledTtft::settle(ground, &input, &e.features);
