@@ -164,59 +164,58 @@ fn field_values<'a>(rows: &[Option<&'a Json>], key: &str) -> Vec<Option<&'a Json
         .collect()
 }
 
-fn column(name: &str, kind: &Kind, values: &[Option<&Json>]) -> PolarsResult<Column> {
-    let name = PlSmallStr::from_str(name);
+/// A column's cells: absent and null are missing, every other value goes through `pick`, which
+/// refuses (`None`) a value of another type.
+fn typed<'j, T>(
+    values: &[Option<&'j Json>],
+    mismatch: impl Fn(&Json) -> PolarsError,
+    pick: impl Fn(&'j Json) -> Option<T>,
+) -> PolarsResult<Vec<Option<T>>> {
+    (values.iter())
+        .map(|v| match v {
+            None | Some(Json::Null) => Ok(None),
+            Some(v) => pick(v).map(Some).ok_or_else(|| mismatch(v)),
+        })
+        .collect()
+}
+
+fn column(key: &str, kind: &Kind, values: &[Option<&Json>]) -> PolarsResult<Column> {
+    let name = PlSmallStr::from_str(key);
     let n = values.len();
     let mismatch =
-        |v: &Json| polars_err!(ComputeError: "JSON key `{name}`: {v:?} in a {kind:?} column");
+        |v: &Json| polars_err!(ComputeError: "JSON key `{key}`: {v:?} in a {kind:?} column");
     Ok(match kind {
         Kind::Null => Column::full_null(name, n, &DataType::Null),
-        Kind::Bool => {
-            let mut out = Vec::with_capacity(n);
-            for v in values {
-                out.push(match v {
-                    None | Some(Json::Null) => None,
-                    Some(Json::Bool(b)) => Some(*b),
-                    Some(v) => return Err(mismatch(v)),
-                });
-            }
-            Column::new(name, out)
-        }
-        Kind::Int => {
-            let mut out = Vec::with_capacity(n);
-            for v in values {
-                out.push(match v {
-                    None | Some(Json::Null) => None,
-                    Some(Json::Int(i)) => Some(*i),
-                    Some(v) => return Err(mismatch(v)),
-                });
-            }
-            Column::new(name, out)
-        }
-        Kind::Float => {
-            let mut out = Vec::with_capacity(n);
-            for v in values {
-                out.push(match v {
-                    None | Some(Json::Null) => None,
-                    Some(Json::Float(x)) => Some(*x),
-                    #[allow(clippy::cast_precision_loss)]
-                    Some(Json::Int(i)) => Some(*i as f64),
-                    Some(v) => return Err(mismatch(v)),
-                });
-            }
-            Column::new(name, out)
-        }
-        Kind::Str => {
-            let mut out = Vec::with_capacity(n);
-            for v in values {
-                out.push(match v {
-                    None | Some(Json::Null) => None,
-                    Some(Json::Str(s)) => Some(s.as_str()),
-                    Some(v) => return Err(mismatch(v)),
-                });
-            }
-            Column::new(name, out)
-        }
+        Kind::Bool => Column::new(
+            name,
+            typed(values, mismatch, |v| match v {
+                Json::Bool(b) => Some(*b),
+                _ => None,
+            })?,
+        ),
+        Kind::Int => Column::new(
+            name,
+            typed(values, mismatch, |v| match v {
+                Json::Int(i) => Some(*i),
+                _ => None,
+            })?,
+        ),
+        Kind::Float => Column::new(
+            name,
+            typed(values, mismatch, |v| match v {
+                Json::Float(x) => Some(*x),
+                #[allow(clippy::cast_precision_loss)]
+                Json::Int(i) => Some(*i as f64),
+                _ => None,
+            })?,
+        ),
+        Kind::Str => Column::new(
+            name,
+            typed(values, mismatch, |v| match v {
+                Json::Str(s) => Some(s.as_str()),
+                _ => None,
+            })?,
+        ),
         Kind::Struct(fields) => {
             if let Some(v) = values.iter().find(|v| !matches!(v, Some(Json::Object(_)))) {
                 polars_bail!(ComputeError: "JSON key `{name}`: {v:?} in an object column");
