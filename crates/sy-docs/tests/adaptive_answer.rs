@@ -57,7 +57,21 @@ fn the_report_states_the_decision_an_early_stop_made() {
     let last = looks.last().unwrap();
     let seq = &last["sequence"];
 
-    run_in(w, "sy-fit", &["--run-dir", "run", "--no-progress", "-q"]);
+    // The data-quality check judges the collection's physics, which a loaded machine can disturb
+    // in this world at ¼ of real time (contention not observed where planned: seen once in six
+    // runs beside three CPU hogs); what this test asserts is the report's adaptive decision, so
+    // the fit goes ahead as the benchmark's does (fit.json then says the check failed).
+    run_in(
+        w,
+        "sy-fit",
+        &[
+            "--run-dir",
+            "run",
+            "--no-progress",
+            "-q",
+            "--accept-failed-check",
+        ],
+    );
     run_in(w, "sy-margin", &["--run-dir", "run", "--no-progress", "-q"]);
     let out = run_in(
         w,
