@@ -13,7 +13,7 @@ plan="${2:-data/eval/aa.toml}"
 bundle="${3:-data/eval/bundle.json}"
 out="${OUT:-target/aa-study.jsonl}"
 if [[ -z "${SY_EVAL:-}" ]]; then
-  cargo build -q -p sy-eval
+  cargo build -q --features sim -p sy-eval
   SY_EVAL="${CARGO_TARGET_DIR:-target}/debug/sy-eval"
 fi
 work="$(mktemp -d)"

@@ -35,7 +35,7 @@ out="${OUT:-target/adaptive-bench.md}"
 parallel="${PARALLEL:-3}"
 plan=data/adaptive-bench/plan.toml
 if [[ -z "${BIN:-}" ]]; then
-  cargo build --release -q -p sy-collect -p sy-fit -p sy-margin -p sy-select
+  cargo build --release -q --features sy-collect/sim -p sy-collect -p sy-fit -p sy-margin -p sy-select
   cargo build --release -q -p sy-calibration --example prequential_estimand
   BIN="${CARGO_TARGET_DIR:-target}/release"
 fi

@@ -20,7 +20,7 @@ use_dataset=0
 [ "${1:-}" = "--dataset" ] && use_dataset=1
 
 echo "== building the tools (release): sy-collect sy-fit sy-margin sy-select sy-sim sy-eval"
-cargo build --release -q -p sy-collect -p sy-fit -p sy-margin -p sy-select -p sy-sim -p sy-eval
+cargo build --release -q --features sy-collect/sim,sy-eval/sim -p sy-collect -p sy-fit -p sy-margin -p sy-select -p sy-sim -p sy-eval
 # cargo puts the binaries under $CARGO_TARGET_DIR when it is set (a shared build dir), else target/.
 target_dir=${CARGO_TARGET_DIR:-target}
 case "$target_dir" in /*) ;; *) target_dir="$PWD/$target_dir" ;; esac

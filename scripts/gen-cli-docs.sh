@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin_dir=${1:-target/debug}
 if [ -z "${1:-}" ]; then
-  cargo build -q -p sy-collect -p sy-fit -p sy-margin -p sy-select -p sy-sim -p sy-eval
+  cargo build -q --features sy-collect/sim,sy-eval/sim -p sy-collect -p sy-fit -p sy-margin -p sy-select -p sy-sim -p sy-eval
 fi
 tools="sy-collect sy-fit sy-margin sy-select sy-sim sy-eval"
 out=$(mktemp)

@@ -41,6 +41,10 @@ status=0
 
 if [ "${SY_TEST_ONLY_REAL_DYNAMO:-0}" != 1 ]; then   # SY_TEST_ONLY_REAL_DYNAMO=1: phases 2 and 3 only
   cargo nextest run --workspace --no-fail-fast -E "not $REAL and not $ENGINE" || status=1
+  # The build a GPU node makes: without the `sim` feature (no embedded simulator), `--target sim`
+  # is refused as bad input. A workspace build turns the feature on (the tests' dev-dependencies),
+  # so this is its own build of sy-drive.
+  cargo nextest run -p sy-drive --lib --no-fail-fast || status=1
   cargo test --workspace --doc || status=1
 fi
 
