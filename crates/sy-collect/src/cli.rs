@@ -104,8 +104,8 @@ pub struct Args {
     /// The plan (TOML; see schemas/plan.schema.json and data/plans/).
     #[arg(long, global = true, value_name = "FILE")]
     pub plan: Option<PathBuf>,
-    /// Where requests go: the embedded simulator, or a running Dynamo deployment (default:
-    /// dynamo).
+    /// Where requests go: the embedded simulator (in a build with the `sim` feature), or a
+    /// running Dynamo deployment (default: dynamo).
     #[arg(long, global = true, value_enum)]
     pub target: Option<TargetKind>,
     /// Frontend URL (default: the plan's `[target] frontend_url`, else http://127.0.0.1:18000, the

@@ -46,8 +46,8 @@ pub struct Args {
     /// The frozen bundle whose parameters every variant uses (default: RUN_DIR/bundle.json).
     #[arg(long, value_name = "FILE")]
     pub bundle: Option<PathBuf>,
-    /// Where requests go: the embedded simulator (a fresh one per block), or a running Dynamo
-    /// deployment.
+    /// Where requests go: the embedded simulator (a fresh one per block; in a build with the
+    /// `sim` feature), or a running Dynamo deployment.
     #[arg(long, value_enum, default_value = "sim")]
     pub target: TargetKind,
     /// Frontend URL for --target dynamo (default: the plan's `[target] frontend_url`, else

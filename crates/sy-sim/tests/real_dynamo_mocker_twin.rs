@@ -16,8 +16,10 @@
 //! worker, each probe pinned, its prefix primed first, then an advisory `/select` of the probe's
 //! prompt) and the same load conditions (on every worker: 2 closed-loop prefill slots of 1,024
 //! tokens, or 4 closed-loop decode slots of 64 tokens generating 64, then 25 pinned 512-token
-//! probes). Dynamo runs twice (A before the simulator, B after): its own run-to-run spread is the
-//! floor no twin can beat.
+//! probes, each after a seeded random pause of 40–79 ms so that the probes sample every phase of
+//! the periodic background). Dynamo runs twice (A before the simulator, B after): its own
+//! run-to-run spread is the floor no twin can beat. Each side's client latency − server TTFT and
+//! each condition's background rate are printed beside the ratios.
 //!
 //! Asserted per topology, the reference being Dynamo's pooled A and B samples: every Q-grid cell's
 //! median server-TTFT ratio sim / Dynamo within 0.97–1.03 and every load condition's within
@@ -155,6 +157,8 @@ async fn post(http: &reqwest::Client, url: &str, body: &Value) -> Value {
     r.json().await.unwrap()
 }
 
+/// One pinned completion: the server's TTFT (`nvext.timing`) and the client's latency of the
+/// whole (non-streamed) request, both in ms.
 async fn ttft(
     http: &reqwest::Client,
     s: &Side,
@@ -162,11 +166,13 @@ async fn ttft(
     toks: &[u32],
     wid: u64,
     mt: u32,
-) -> f64 {
+) -> (f64, f64) {
     let body = json!({"model": model, "prompt": toks, "max_tokens": mt,
         "nvext": {"backend_instance_id": wid, "extra_fields": ["timing"]}});
+    let t0 = std::time::Instant::now();
     let a = post(http, &format!("{}/v1/completions", s.frontend), &body).await;
-    a["nvext"]["timing"]["ttft_ms"].as_f64().unwrap()
+    let client = t0.elapsed().as_secs_f64() * 1e3;
+    (a["nvext"]["timing"]["ttft_ms"].as_f64().unwrap(), client)
 }
 
 /// Deterministic token ids in [1000, 2000) (the mocker stack's vocabulary).
@@ -193,6 +199,10 @@ struct Measured {
     cells: BTreeMap<String, Vec<f64>>,
     load: BTreeMap<String, Vec<f64>>,
     picks: Vec<(String, i64)>,
+    /// Per model, the Q-grid probes' client latency − server TTFT (ms).
+    gaps: BTreeMap<String, Vec<f64>>,
+    /// Per load condition, the background's completed requests per second.
+    background_rate: BTreeMap<String, f64>,
 }
 
 async fn run_q(http: &reqwest::Client, s: &Side, block: usize, m: &mut Measured) {
@@ -208,7 +218,8 @@ async fn run_q(http: &reqwest::Client, s: &Side, block: usize, m: &mut Measured)
                             ttft(http, s, model, &toks[..k], *wid, 1).await;
                             tokio::time::sleep(Duration::from_millis(50)).await;
                         }
-                        let t = ttft(http, s, model, &toks, *wid, 2).await;
+                        let (t, client) = ttft(http, s, model, &toks, *wid, 2).await;
+                        m.gaps.entry(model.to_owned()).or_default().push(client - t);
                         m.cells
                             .entry(format!("{model} w{wi} N={n} f={f}"))
                             .or_default()
@@ -238,26 +249,40 @@ async fn run_load(http: &reqwest::Client, s: &Side, m: &mut Measured) {
         for (wi, wid) in s.workers[model].iter().enumerate() {
             for (ci, (name, slots, prompt, max_tokens)) in conditions.iter().enumerate() {
                 let stop = Arc::new(AtomicBool::new(false));
+                let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
                 let mut tasks = Vec::new();
                 for slot in 0..*slots {
-                    let (http, s, stop) = (http.clone(), s.clone(), stop.clone());
+                    let (http, s, stop, done) =
+                        (http.clone(), s.clone(), stop.clone(), done.clone());
                     let (model, wid, prompt, max_tokens) = (model, *wid, *prompt, *max_tokens);
                     let seed = 1000 + (wi * 100 + ci * 10 + slot) as u64;
                     tasks.push(tokio::spawn(async move {
                         let mut rng = Tokens(seed);
                         while !stop.load(Ordering::SeqCst) {
                             ttft(&http, &s, model, &rng.take(prompt), wid, max_tokens).await;
+                            done.fetch_add(1, Ordering::SeqCst);
                         }
                     }));
                 }
                 tokio::time::sleep(Duration::from_millis(400)).await;
                 let mut rng = Tokens(500 + (wi * 10 + ci) as u64);
                 let key = format!("{model} w{wi} {name}");
+                let (t0, done0) = (std::time::Instant::now(), done.load(Ordering::SeqCst));
                 for _ in 0..25 {
-                    let t = ttft(http, s, model, &rng.take(512), *wid, 2).await;
+                    let (t, _) = ttft(http, s, model, &rng.take(512), *wid, 2).await;
                     m.load.entry(key.clone()).or_default().push(t);
-                    tokio::time::sleep(Duration::from_millis(40)).await;
+                    // A seeded random pause, not a fixed one: the background is periodic (two
+                    // closed-loop prefills alternate), and a fixed pause after a probe that ended
+                    // on a pass boundary phase-locks every probe to it. Whether the next probe
+                    // then arrives before or after a background request's resubmission turns on
+                    // the host's per-request overhead, so one Dynamo run measured 21.9 ms and the
+                    // next 30.8 ms for the same condition on the same idle machine.
+                    tokio::time::sleep(Duration::from_millis(40 + u64::from(rng.next() % 40)))
+                        .await;
                 }
+                let rate =
+                    (done.load(Ordering::SeqCst) - done0) as f64 / t0.elapsed().as_secs_f64();
+                m.background_rate.insert(key.clone(), rate);
                 stop.store(true, Ordering::SeqCst);
                 for t in tasks {
                     t.await.unwrap();
@@ -309,8 +334,8 @@ fn ratios(
 }
 
 /// Dynamo against itself on the shared 2-core machine (load 8–10, other builds), worst per-cell
-/// deviation of B/A over four runs of this test (two topologies each): Q-grid cells 0.581–1.379,
-/// load conditions 0.832–1.389 (`docs/benchmarks.md`). No twin can be held closer to one Dynamo
+/// deviation of B/A over four runs of this test (two topologies each; load probes then at a fixed
+/// pause): Q-grid cells 0.581–1.379, load conditions 0.832–1.389 (`docs/benchmarks.md`). No twin can be held closer to one Dynamo
 /// run than another Dynamo run is.
 const DYNAMO_FLOOR_Q: f64 = 0.42;
 const DYNAMO_FLOOR_LOAD: f64 = 0.39;
@@ -415,6 +440,20 @@ fn twin(test: &str, t: &'static Topology, client: &tokio::runtime::Runtime) -> V
 
     let b = client.block_on(measure(&real, t.block));
 
+    for (model, g) in &a.gaps {
+        eprintln!(
+            "{test}: {model}: client latency - server TTFT, median of the Q-grid probes: Dynamo A {:.2} ms, B {:.2} ms, sim {:.2} ms",
+            median(g),
+            median(&b.gaps[model]),
+            median(&s.gaps[model])
+        );
+    }
+    for (k, r) in &a.background_rate {
+        eprintln!(
+            "{test}: load {k}: background requests/s: Dynamo A {r:.1}, B {:.1}, sim {:.1}",
+            b.background_rate[k], s.background_rate[k]
+        );
+    }
     let q = ratios(&test, "cell", &a.cells, &b.cells, &s.cells);
     let l = ratios(&test, "load", &a.load, &b.load, &s.load);
     let mut failures = check(&test, "Q-grid cells", &q, 0.03, DYNAMO_FLOOR_Q);
