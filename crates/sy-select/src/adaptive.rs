@@ -278,7 +278,6 @@ mod tests {
     use super::*;
     use sy_records::Phase;
     use sy_records::synth::{SynthSpec, generate};
-    use sy_stats::sequential::SequentialConfig;
 
     /// Synthetic records in three rounds of 20 conditions, and the `adaptive.json` a collection
     /// that looked after each round would have written (its last look recomputed here).
@@ -312,15 +311,7 @@ mod tests {
             "looks": [], "stopped": "gain",
         });
         let parsed: AdaptiveFile = serde_json::from_value(doc.clone()).unwrap();
-        let settings = Settings {
-            repeats: 2,
-            epsilon_ms: 2.0,
-            sequential: SequentialConfig {
-                alpha: 0.05,
-                design_n: 40.0,
-                min_n: 10,
-            },
-        };
+        let settings = Settings::of(&parsed.spec);
         let look = |n: usize| {
             let p = prequential(&records, &parsed.rounds[..n], &settings, 7).unwrap();
             serde_json::json!({
